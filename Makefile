@@ -1,0 +1,41 @@
+# `make run` starts the demo on SQLite; `make test` runs the whole suite.
+# PYTHON and VENV select another interpreter, e.g.
+#   make test PYTHON=python3.13 VENV=.venv-py313
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: install run test lint typecheck bench wheel-check clean
+
+$(BIN)/.installed: requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
+	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.txt
+	touch $@
+
+install: $(BIN)/.installed
+
+run: install
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py seed_demo
+	$(BIN)/python manage.py runserver 127.0.0.1:8000
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python manage.py makemigrations --check --dry-run
+
+typecheck: install
+	$(BIN)/mypy
+
+bench: install
+	$(BIN)/python bench/load_conversation.py
+
+wheel-check: install
+	bash .ci/wheel-check $(BIN)/python
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info db.sqlite3 test-artifacts

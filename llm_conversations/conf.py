@@ -1,0 +1,101 @@
+"""Typed access to ``settings.LLM_CONVERSATIONS``, the app's one settings dict.
+
+Values are read on every access so ``override_settings`` works in tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings as django_settings
+
+DEFAULTS: dict[str, Any] = {
+    "PROVIDERS": {"default": {"BACKEND": "echo", "MODEL": "echo"}},
+    "DEFAULT_PROVIDER": "default",
+    "TOOLS": [],
+    "MAX_ITERATIONS": 8,
+    "MAX_ITERATIONS_LIMIT": 32,
+    "TOOL_RESULT_MAX_CHARS": 50_000,
+    "TOOL_WORKERS": 4,
+    "MAX_MESSAGE_CHARS": 100_000,
+    "MAX_MESSAGES_PER_REQUEST": 100,
+    "MAX_METADATA_KEYS": 50,
+    "PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "AUTHENTICATION_CLASSES": None,
+}
+
+POSITIVE_INTEGERS = (
+    "MAX_ITERATIONS",
+    "MAX_ITERATIONS_LIMIT",
+    "TOOL_RESULT_MAX_CHARS",
+    "TOOL_WORKERS",
+    "MAX_MESSAGE_CHARS",
+    "MAX_MESSAGES_PER_REQUEST",
+    "MAX_METADATA_KEYS",
+)
+
+
+def user_settings() -> Mapping[str, Any]:
+    """The raw ``LLM_CONVERSATIONS`` dict (empty when unset or not a dict)."""
+    value = getattr(django_settings, "LLM_CONVERSATIONS", {})
+    return value if isinstance(value, Mapping) else {}
+
+
+class Settings:
+    """Each setting with its default; see the README for what each one does."""
+
+    def _get(self, name: str) -> Any:
+        return user_settings().get(name, DEFAULTS[name])
+
+    @property
+    def PROVIDERS(self) -> dict[str, dict[str, Any]]:
+        return dict(self._get("PROVIDERS"))
+
+    @property
+    def DEFAULT_PROVIDER(self) -> str:
+        return str(self._get("DEFAULT_PROVIDER"))
+
+    @property
+    def TOOLS(self) -> list[str]:
+        return list(self._get("TOOLS"))
+
+    @property
+    def MAX_ITERATIONS(self) -> int:
+        return int(self._get("MAX_ITERATIONS"))
+
+    @property
+    def MAX_ITERATIONS_LIMIT(self) -> int:
+        return int(self._get("MAX_ITERATIONS_LIMIT"))
+
+    @property
+    def TOOL_RESULT_MAX_CHARS(self) -> int:
+        return int(self._get("TOOL_RESULT_MAX_CHARS"))
+
+    @property
+    def TOOL_WORKERS(self) -> int:
+        return int(self._get("TOOL_WORKERS"))
+
+    @property
+    def MAX_MESSAGE_CHARS(self) -> int:
+        return int(self._get("MAX_MESSAGE_CHARS"))
+
+    @property
+    def MAX_MESSAGES_PER_REQUEST(self) -> int:
+        return int(self._get("MAX_MESSAGES_PER_REQUEST"))
+
+    @property
+    def MAX_METADATA_KEYS(self) -> int:
+        return int(self._get("MAX_METADATA_KEYS"))
+
+    @property
+    def PERMISSION_CLASSES(self) -> list[str]:
+        return list(self._get("PERMISSION_CLASSES"))
+
+    @property
+    def AUTHENTICATION_CLASSES(self) -> list[str] | None:
+        value = self._get("AUTHENTICATION_CLASSES")
+        return None if value is None else list(value)
+
+
+conf = Settings()

@@ -1,0 +1,610 @@
+"""Typed chat messages: one value object for all four roles.
+
+This module imports nothing from Django and nothing from httpx. Every rule about
+the shape of a message lives here once; the models, the providers and the API
+build these objects and so inherit the rules.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Self
+
+__all__ = [
+    "ChatMessage",
+    "CompletionResponse",
+    "FinishReason",
+    "InvalidMessage",
+    "MessageInput",
+    "Role",
+    "ToolCall",
+    "ToolSpec",
+    "Usage",
+    "as_chat_messages",
+    "check_sequence",
+    "unanswered_tool_call_ids",
+]
+
+
+class InvalidMessage(ValueError):
+    """A message, tool call or sequence of messages breaks a rule.
+
+    ``code`` is stable (safe to branch on and to return to API clients);
+    ``field`` names the offending field, dotted for nested ones
+    (``tool_calls[1].function.name``), or is ``None`` for sequence rules.
+    """
+
+    def __init__(self, code: str, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+
+    def __repr__(self) -> str:
+        return f"InvalidMessage(code={self.code!r}, message={self.message!r}, field={self.field!r})"
+
+
+class Role(StrEnum):
+    """The author of a chat message."""
+
+    SYSTEM = "system"
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+# A dict lookup is several times faster than calling the enum, and loading
+# long histories does this once per row.
+_ROLES: dict[object, Role] = {role.value: role for role in Role}
+
+
+def _role(value: object) -> Role:
+    try:
+        return _ROLES[value]
+    except (KeyError, TypeError):
+        allowed = ", ".join(r.value for r in Role)
+        raise InvalidMessage(
+            "invalid_role", f"role must be one of {allowed}; got {value!r}.", field="role"
+        ) from None
+
+
+def _encode_arguments(arguments: Mapping[str, Any]) -> str:
+    # Compact and non-ASCII preserving; an empty object is always "{}".
+    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One function call requested by the model.
+
+    ``arguments`` is the decoded JSON object. When the model sent arguments
+    that are not a JSON object (malformed JSON, a list, a number), ``arguments``
+    is empty and ``raw_arguments`` keeps the text exactly as received, so the
+    tool loop can answer the call with an error instead of running the tool
+    with arguments the model never gave. Check :attr:`malformed`.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    type: str = "function"
+    raw_arguments: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise InvalidMessage(
+                "invalid_tool_call_id", "tool call id must be a non-empty string.", field="id"
+            )
+        if not isinstance(self.name, str) or not self.name:
+            raise InvalidMessage(
+                "invalid_tool_name",
+                "tool call function name must be a non-empty string.",
+                field="function.name",
+            )
+        if self.type != "function":
+            raise InvalidMessage(
+                "invalid_tool_call_type",
+                f'tool call type must be "function"; got {self.type!r}.',
+                field="type",
+            )
+        if not isinstance(self.arguments, dict):
+            raise InvalidMessage(
+                "invalid_arguments",
+                "tool call arguments must be a dict; use ToolCall.from_dict() for JSON text.",
+                field="function.arguments",
+            )
+        if self.raw_arguments is not None and self.arguments:
+            raise InvalidMessage(
+                "invalid_arguments",
+                "a tool call with raw_arguments has no decoded arguments.",
+                field="function.arguments",
+            )
+
+    @property
+    def malformed(self) -> bool:
+        """True when the model's arguments were not a JSON object."""
+        return self.raw_arguments is not None
+
+    @property
+    def arguments_json(self) -> str:
+        """The arguments as JSON text: ``"{}"`` when empty, raw text when malformed."""
+        if self.raw_arguments is not None:
+            return self.raw_arguments
+        return _encode_arguments(self.arguments)
+
+    @classmethod
+    def parse(cls, *, id: str, name: str, arguments: object, type: str = "function") -> ToolCall:
+        """Build a call from arguments given as a JSON string, a dict, or ``None``.
+
+        ``None`` and ``""`` mean no arguments. Anything that does not decode to a
+        JSON object is kept raw and flagged (see :attr:`malformed`).
+        """
+        if arguments is None or arguments == "":
+            return cls(id=id, name=name, type=type)
+        if isinstance(arguments, dict):
+            return cls(id=id, name=name, arguments=arguments, type=type)
+        if isinstance(arguments, str):
+            try:
+                decoded = json.loads(arguments)
+            except ValueError:
+                decoded = None
+            if isinstance(decoded, dict):
+                return cls(id=id, name=name, arguments=decoded, type=type)
+            return cls(id=id, name=name, type=type, raw_arguments=arguments)
+        # A list or number sent as a decoded value: keep its JSON text.
+        try:
+            raw = json.dumps(arguments, ensure_ascii=False)
+        except (TypeError, ValueError):
+            raise InvalidMessage(
+                "invalid_arguments",
+                "tool call arguments must be a JSON object or JSON text.",
+                field="function.arguments",
+            ) from None
+        return cls(id=id, name=name, type=type, raw_arguments=raw)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
+        """Read the OpenAI form ``{"id", "type", "function": {"name", "arguments"}}``.
+
+        ``arguments`` may be JSON text or a decoded object.
+        """
+        if not isinstance(data, Mapping):
+            raise InvalidMessage("invalid_tool_call", "a tool call must be an object.")
+        function = data.get("function")
+        if not isinstance(function, Mapping):
+            raise InvalidMessage(
+                "invalid_tool_call",
+                'a tool call needs a "function" object with "name" and "arguments".',
+                field="function",
+            )
+        unknown = set(data) - {"id", "type", "function"}
+        unknown |= {f"function.{k}" for k in set(function) - {"name", "arguments"}}
+        if unknown:
+            raise InvalidMessage(
+                "unknown_field",
+                f"unknown tool call field(s): {', '.join(sorted(unknown))}.",
+                field=sorted(unknown)[0],
+            )
+        return cls.parse(
+            id=data.get("id"),  # type: ignore[arg-type]
+            name=function.get("name"),  # type: ignore[arg-type]
+            arguments=function.get("arguments"),
+            type=data.get("type", "function"),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The OpenAI form with decoded arguments (raw text when malformed)."""
+        arguments: dict[str, Any] | str = (
+            self.raw_arguments if self.raw_arguments is not None else dict(self.arguments)
+        )
+        return {
+            "id": self.id,
+            "type": self.type,
+            "function": {"name": self.name, "arguments": arguments},
+        }
+
+    def to_wire(self) -> dict[str, Any]:
+        """The OpenAI request form: arguments as JSON text."""
+        return {
+            "id": self.id,
+            "type": self.type,
+            "function": {"name": self.name, "arguments": self.arguments_json},
+        }
+
+
+def _check_tool_calls(tool_calls: Sequence[ToolCall]) -> None:
+    seen: set[str] = set()
+    for index, call in enumerate(tool_calls):
+        if not isinstance(call, ToolCall):
+            raise InvalidMessage(
+                "invalid_tool_call",
+                f"tool_calls[{index}] must be a ToolCall.",
+                field=f"tool_calls[{index}]",
+            )
+        if call.id in seen:
+            raise InvalidMessage(
+                "duplicate_tool_call_id",
+                f"tool call id {call.id!r} appears more than once in one assistant turn.",
+                field=f"tool_calls[{index}].id",
+            )
+        seen.add(call.id)
+
+
+_MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "is_error"})
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    """One turn of a conversation, for any of the four roles.
+
+    =========  ==============================  ============  ============
+    role       content                         tool_calls    tool_call_id
+    =========  ==============================  ============  ============
+    system     text, required                  forbidden     forbidden
+    user       text, required                  forbidden     forbidden
+    assistant  text; ``""`` only beside calls  optional      forbidden
+    tool       text (the result)               forbidden     required
+    =========  ==============================  ============  ============
+
+    ``is_error`` marks a tool result that reports a failure; it is allowed on
+    tool turns only. Use the named constructors rather than the class itself.
+    """
+
+    role: Role
+    content: str
+    tool_calls: tuple[ToolCall, ...] | None = None
+    tool_call_id: str | None = None
+    is_error: bool = False
+
+    def __post_init__(self) -> None:
+        role = _role(self.role)
+        object.__setattr__(self, "role", role)
+        tool_calls = self.tool_calls
+        if tool_calls is not None:
+            if role is not Role.ASSISTANT:
+                raise InvalidMessage(
+                    "tool_calls_not_allowed",
+                    f"tool_calls are only allowed on assistant messages, not {role}.",
+                    field="tool_calls",
+                )
+            if isinstance(tool_calls, (str, bytes, Mapping)) or not isinstance(
+                tool_calls, Iterable
+            ):
+                raise InvalidMessage(
+                    "invalid_tool_call", "tool_calls must be a list.", field="tool_calls"
+                )
+            tool_calls = tuple(tool_calls)
+            if not tool_calls:
+                raise InvalidMessage(
+                    "empty_tool_calls",
+                    "tool_calls must not be empty; omit it for a plain assistant message.",
+                    field="tool_calls",
+                )
+            _check_tool_calls(tool_calls)
+            object.__setattr__(self, "tool_calls", tool_calls)
+        content = self.content
+        if content is None and tool_calls is not None:
+            content = ""
+            object.__setattr__(self, "content", content)
+        if not isinstance(content, str):
+            code = "missing_content" if content is None else "invalid_content"
+            raise InvalidMessage(code, f"{role} message content must be a string.", field="content")
+        if content == "" and role in (Role.SYSTEM, Role.USER, Role.ASSISTANT) and not tool_calls:
+            hint = " (it may be empty only beside tool_calls)" if role is Role.ASSISTANT else ""
+            raise InvalidMessage(
+                "missing_content",
+                f"{role} message content must not be empty{hint}.",
+                field="content",
+            )
+        if role is Role.TOOL:
+            if not isinstance(self.tool_call_id, str) or not self.tool_call_id:
+                raise InvalidMessage(
+                    "missing_tool_call_id",
+                    "a tool message needs the non-empty tool_call_id of the call it answers.",
+                    field="tool_call_id",
+                )
+        elif self.tool_call_id is not None:
+            raise InvalidMessage(
+                "tool_call_id_not_allowed",
+                f"tool_call_id is only allowed on tool messages, not {role}.",
+                field="tool_call_id",
+            )
+        if not isinstance(self.is_error, bool):
+            raise InvalidMessage(
+                "invalid_is_error", "is_error must be a boolean.", field="is_error"
+            )
+        if self.is_error and role is not Role.TOOL:
+            raise InvalidMessage(
+                "is_error_not_allowed",
+                f"is_error is only allowed on tool messages, not {role}.",
+                field="is_error",
+            )
+
+    # Named constructors ---------------------------------------------------
+
+    @classmethod
+    def system(cls, content: str) -> Self:
+        """A system (instructions) message."""
+        return cls(Role.SYSTEM, content)
+
+    @classmethod
+    def user(cls, content: str) -> Self:
+        """A user message."""
+        return cls(Role.USER, content)
+
+    @classmethod
+    def assistant(cls, content: str) -> Self:
+        """A plain assistant reply."""
+        return cls(Role.ASSISTANT, content)
+
+    @classmethod
+    def assistant_tool_calls(
+        cls, tool_calls: Sequence[ToolCall], content: str | None = None
+    ) -> Self:
+        """An assistant turn that requests tool calls; ``None`` content is stored as ``""``."""
+        return cls(Role.ASSISTANT, content if content is not None else "", tuple(tool_calls))
+
+    @classmethod
+    def tool_result(cls, tool_call_id: str, content: str, *, is_error: bool = False) -> Self:
+        """A tool turn answering the call ``tool_call_id``."""
+        return cls(Role.TOOL, content, tool_call_id=tool_call_id, is_error=is_error)
+
+    # Wire form ------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The OpenAI Chat Completions request form.
+
+        A plain message is exactly ``{"role", "content"}``. An assistant turn
+        with calls adds ``tool_calls`` (arguments as JSON text, ``"{}"`` when
+        empty) and sends empty content as ``null``; a tool turn adds
+        ``tool_call_id``. ``is_error`` is not part of this form.
+        """
+        data: dict[str, Any] = {"role": self.role.value, "content": self.content}
+        if self.tool_calls is not None:
+            data["content"] = self.content or None
+            data["tool_calls"] = [call.to_wire() for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            data["tool_call_id"] = self.tool_call_id
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """Read the OpenAI form (or :meth:`to_dict` output) into a validated message.
+
+        Tool call arguments may be JSON text or objects; ``content`` may be
+        ``null`` or absent beside ``tool_calls``. An ``is_error`` key is read
+        for tool messages. Unknown keys are refused.
+        """
+        if not isinstance(data, Mapping):
+            raise InvalidMessage("invalid_message", "a message must be an object.")
+        if not _MESSAGE_KEYS.issuperset(data):
+            unknown = sorted(set(data) - _MESSAGE_KEYS)
+            raise InvalidMessage(
+                "unknown_field",
+                f"unknown message field(s): {', '.join(unknown)}.",
+                field=unknown[0],
+            )
+        raw_calls = data.get("tool_calls")
+        tool_calls: tuple[ToolCall, ...] | None = None
+        if raw_calls is not None:
+            if not isinstance(raw_calls, list | tuple):
+                raise InvalidMessage(
+                    "invalid_tool_call", "tool_calls must be a list.", field="tool_calls"
+                )
+            calls = []
+            for index, raw in enumerate(raw_calls):
+                try:
+                    calls.append(raw if isinstance(raw, ToolCall) else ToolCall.from_dict(raw))
+                except InvalidMessage as exc:
+                    suffix = f".{exc.field}" if exc.field else ""
+                    raise InvalidMessage(
+                        exc.code, exc.message, field=f"tool_calls[{index}]{suffix}"
+                    ) from None
+            tool_calls = tuple(calls)
+        return cls(
+            role=_role(data.get("role")),
+            content=data.get("content"),  # type: ignore[arg-type]
+            tool_calls=tool_calls,
+            tool_call_id=data.get("tool_call_id"),
+            is_error=data.get("is_error", False),
+        )
+
+
+MessageInput = ChatMessage | Mapping[str, Any]
+"""What public seams accept: a ``ChatMessage`` or its dict form."""
+
+
+def as_chat_messages(messages: Iterable[MessageInput]) -> list[ChatMessage]:
+    """Normalise messages: ``ChatMessage`` passes through, dicts go through ``from_dict``.
+
+    Errors name the message index in ``field`` (``messages[2].content``).
+    """
+    result: list[ChatMessage] = []
+    for index, message in enumerate(messages):
+        if isinstance(message, ChatMessage):
+            result.append(message)
+            continue
+        try:
+            result.append(ChatMessage.from_dict(message))
+        except InvalidMessage as exc:
+            suffix = f".{exc.field}" if exc.field else ""
+            raise InvalidMessage(
+                exc.code, exc.message, field=f"messages[{index}]{suffix}"
+            ) from None
+    return result
+
+
+# Conversation-level rules ---------------------------------------------------
+
+
+def unanswered_tool_call_ids(messages: Sequence[ChatMessage]) -> tuple[str, ...]:
+    """Ids of the calls of the last assistant turn not answered by a later tool turn.
+
+    Only the tail from the last assistant turn on matters, so callers may pass
+    just that tail instead of the whole history.
+    """
+    pending: tuple[str, ...] = ()
+    for message in messages:
+        if message.role is Role.ASSISTANT:
+            pending = tuple(c.id for c in message.tool_calls or ())
+        elif message.role is Role.TOOL:
+            pending = tuple(i for i in pending if i != message.tool_call_id)
+    return pending
+
+
+def check_sequence(
+    messages: Sequence[ChatMessage], *, pending: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """Check that ``messages`` may follow a history whose unanswered calls are ``pending``.
+
+    A tool turn must answer an unanswered call of the nearest preceding
+    assistant tool-call turn, and every call must be answered before the next
+    system, user or assistant turn. Returns the calls still unanswered after
+    ``messages``; raises :class:`InvalidMessage` naming the message index.
+    """
+    open_ids = list(pending)
+    for index, message in enumerate(messages):
+        if message.role is Role.TOOL:
+            if message.tool_call_id not in open_ids:
+                detail = (
+                    f"; unanswered calls: {', '.join(open_ids)}"
+                    if open_ids
+                    else "; no tool call is waiting for a result"
+                )
+                raise InvalidMessage(
+                    "unexpected_tool_result",
+                    f"tool result for {message.tool_call_id!r} answers no unanswered call "
+                    f"of the preceding assistant turn{detail}.",
+                    field=f"messages[{index}].tool_call_id",
+                )
+            open_ids.remove(message.tool_call_id)  # type: ignore[arg-type]
+            continue
+        if open_ids:
+            raise InvalidMessage(
+                "unanswered_tool_calls",
+                f"a {message.role} message cannot follow while tool calls are unanswered: "
+                f"{', '.join(open_ids)}.",
+                field=f"messages[{index}]",
+            )
+        if message.tool_calls:
+            open_ids = [call.id for call in message.tool_calls]
+    return tuple(open_ids)
+
+
+# Provider results -----------------------------------------------------------
+
+
+class FinishReason(StrEnum):
+    """Why the model stopped, normalised across providers."""
+
+    STOP = "stop"
+    LENGTH = "length"
+    TOOL_CALLS = "tool_calls"
+    CONTENT_FILTER = "content_filter"
+    OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token usage of one completion (or a sum of several).
+
+    ``total_tokens`` defaults to input plus output; ``cached_tokens`` is
+    ``None`` where the provider does not report it.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int | None = None
+    cached_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.total_tokens is None:
+            object.__setattr__(self, "total_tokens", self.input_tokens + self.output_tokens)
+
+    def __add__(self, other: Usage) -> Usage:
+        cached = (
+            None
+            if self.cached_tokens is None and other.cached_tokens is None
+            else (self.cached_tokens or 0) + (other.cached_tokens or 0)
+        )
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            total_tokens=(self.total_tokens or 0) + (other.total_tokens or 0),
+            cached_tokens=cached,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionResponse:
+    """One parsed provider reply.
+
+    ``raw`` is the provider's decoded response body, kept for inspection;
+    ``raw_finish_reason`` is the provider's own word for ``finish_reason``.
+    """
+
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: FinishReason = FinishReason.STOP
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    provider: str = ""
+    raw: Mapping[str, Any] | None = None
+    raw_finish_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        _check_tool_calls(self.tool_calls)
+
+    def to_message(self) -> ChatMessage:
+        """The assistant turn this reply adds to the conversation."""
+        if self.tool_calls:
+            return ChatMessage.assistant_tool_calls(self.tool_calls, self.content)
+        return ChatMessage.assistant(self.content)
+
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool offered to the model: a name, a description and a JSON Schema.
+
+    The name follows the strictest provider rule (``[A-Za-z0-9_-]{1,64}``) so
+    one spec works everywhere; ``parameters`` is a JSON Schema object.
+    """
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _TOOL_NAME.match(self.name):
+            raise InvalidMessage(
+                "invalid_tool_name",
+                f"tool name must match [A-Za-z0-9_-]{{1,64}}; got {self.name!r}.",
+                field="name",
+            )
+        if not isinstance(self.parameters, dict) or self.parameters.get("type") != "object":
+            raise InvalidMessage(
+                "invalid_tool_schema",
+                'tool parameters must be a JSON Schema with "type": "object".',
+                field="parameters",
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The OpenAI ``tools`` entry: ``{"type": "function", "function": {...}}``."""
+        parameters = dict(self.parameters)
+        parameters.setdefault("properties", {})
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": parameters,
+            },
+        }

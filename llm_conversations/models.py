@@ -1,0 +1,232 @@
+"""Conversations and their messages.
+
+The message rules live in :mod:`llm_conversations.messages`. ``Message.clean()``
+applies them by building the value object, and every rule that one row can
+break is repeated as a ``CheckConstraint`` so no code path (``bulk_create``,
+``QuerySet.update``, raw saves) can store an invalid row.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.db import models
+from django.db.models import Q
+from django.db.models.lookups import Exact
+
+from llm_conversations.db import JSONTypeOf
+from llm_conversations.messages import ChatMessage, InvalidMessage, Role, ToolCall
+
+
+class Conversation(models.Model):
+    """A conversation; its turns are :class:`Message` rows ordered by ``position``."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="llm_conversations",
+    )
+    title = models.CharField(max_length=200, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    # Maintained by the conversation store: the next message's position.
+    message_count = models.PositiveIntegerField(default=0, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["owner", "-updated_at"], name="llmconv_owner_updated")]
+
+    def __str__(self) -> str:
+        return self.title or f"Conversation {self.id}"
+
+
+# The columns that hold a ChatMessage, named as its dict form names them.
+MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "is_error")
+ROLE_CHOICES = [(role.value, role.value) for role in Role]
+_NOT_ASSISTANT = ~Q(role=Role.ASSISTANT)
+
+
+class Message(models.Model):
+    """One stored turn of a conversation, for any role."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="messages"
+    )
+    position = models.PositiveIntegerField()
+    role = models.CharField(max_length=16, choices=ROLE_CHOICES)
+    content = models.TextField(blank=True)
+    # Assistant turns only: ToolCall.to_dict() items, arguments decoded.
+    tool_calls = models.JSONField(null=True, blank=True)
+    # NULL (not "") unless a tool turn, so "absent" and "empty" stay distinct.
+    tool_call_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    is_error = models.BooleanField(default=False)
+    provider = models.CharField(max_length=100, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    total_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cached_tokens = models.PositiveIntegerField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation", "position"]
+        constraints = [
+            # Also the index that reads a conversation in order.
+            models.UniqueConstraint(
+                fields=["conversation", "position"],
+                name="llmconv_message_position_unique",
+                violation_error_code="duplicate_position",
+            ),
+            models.CheckConstraint(
+                condition=Q(role__in=[r.value for r in Role]),
+                name="llmconv_message_role_valid",
+                violation_error_code="invalid_role",
+            ),
+            models.CheckConstraint(
+                condition=Q(tool_calls__isnull=True) | Q(role=Role.ASSISTANT),
+                name="llmconv_message_tool_calls_assistant_only",
+                violation_error_code="tool_calls_not_allowed",
+            ),
+            # A non-empty JSON array whose first item is a call with an id;
+            # the per-item rules need the value object (see Message.clean).
+            models.CheckConstraint(
+                condition=Q(tool_calls__isnull=True)
+                | (
+                    Q(Exact(JSONTypeOf("tool_calls"), "array")) & Q(tool_calls__0__id__isnull=False)
+                ),
+                name="llmconv_message_tool_calls_nonempty",
+                violation_error_code="empty_tool_calls",
+            ),
+            models.CheckConstraint(
+                condition=Q(tool_call_id__isnull=True) | Q(role=Role.TOOL),
+                name="llmconv_message_tool_call_id_tool_only",
+                violation_error_code="tool_call_id_not_allowed",
+            ),
+            models.CheckConstraint(
+                condition=~Q(role=Role.TOOL)
+                | (Q(tool_call_id__isnull=False) & ~Q(tool_call_id="")),
+                name="llmconv_message_tool_call_id_required",
+                violation_error_code="missing_tool_call_id",
+            ),
+            models.CheckConstraint(
+                condition=~Q(content="")
+                | Q(role=Role.TOOL)
+                | Q(role=Role.ASSISTANT, tool_calls__isnull=False),
+                name="llmconv_message_content_required",
+                violation_error_code="missing_content",
+            ),
+            models.CheckConstraint(
+                condition=Q(is_error=False) | Q(role=Role.TOOL),
+                name="llmconv_message_is_error_tool_only",
+                violation_error_code="is_error_not_allowed",
+            ),
+            models.CheckConstraint(
+                condition=Q(role=Role.ASSISTANT)
+                | Q(
+                    provider="",
+                    model="",
+                    input_tokens__isnull=True,
+                    output_tokens__isnull=True,
+                    total_tokens__isnull=True,
+                    cached_tokens__isnull=True,
+                ),
+                name="llmconv_message_usage_assistant_only",
+                violation_error_code="usage_not_allowed",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.position} {self.role}"
+
+    def to_chat_message(self) -> ChatMessage:
+        """The value object of this row (raises :class:`InvalidMessage`)."""
+        return chat_message_from_row(*(getattr(self, name) for name in MESSAGE_FIELDS))
+
+    @classmethod
+    def fields_from_chat_message(cls, message: ChatMessage) -> dict[str, Any]:
+        """Model field values that store ``message``."""
+        return {
+            "role": message.role.value,
+            "content": message.content,
+            "tool_calls": (
+                [call.to_dict() for call in message.tool_calls] if message.tool_calls else None
+            ),
+            "tool_call_id": message.tool_call_id,
+            "is_error": message.is_error,
+        }
+
+    def clean(self) -> None:
+        """Apply the message rules and report a violation on its field."""
+        super().clean()
+        try:
+            self.to_chat_message()
+        except InvalidMessage as exc:
+            field = (exc.field or "").split(".")[0].split("[")[0]
+            if field not in MESSAGE_FIELDS:
+                field = NON_FIELD_ERRORS
+            raise ValidationError({field: ValidationError(exc.message, code=exc.code)}) from None
+        if self.role != Role.ASSISTANT and (
+            self.provider
+            or self.model
+            or any(
+                value is not None
+                for value in (
+                    self.input_tokens,
+                    self.output_tokens,
+                    self.total_tokens,
+                    self.cached_tokens,
+                )
+            )
+        ):
+            raise ValidationError(
+                {
+                    NON_FIELD_ERRORS: ValidationError(
+                        "Provider, model and token usage belong to assistant messages only.",
+                        code="usage_not_allowed",
+                    )
+                }
+            )
+
+
+def chat_message_from_row(
+    role: str,
+    content: str,
+    tool_calls: list[dict[str, Any]] | None,
+    tool_call_id: str | None,
+    is_error: bool,
+) -> ChatMessage:
+    """Build the value object from stored columns (in ``MESSAGE_FIELDS`` order).
+
+    Stored calls are in ``ToolCall.to_dict()`` form, so they take a direct path;
+    a row of any other shape goes through ``from_dict`` for its precise error.
+    Long histories are loaded through here, hence the fast path.
+    """
+    calls: tuple[ToolCall, ...] | None = None
+    if tool_calls is not None:
+        try:
+            calls = tuple(
+                ToolCall(call["id"], call["function"]["name"], arguments, call["type"])
+                if type(arguments := call["function"]["arguments"]) is dict
+                else ToolCall.from_dict(call)
+                for call in tool_calls
+            )
+        except (KeyError, TypeError):
+            return ChatMessage.from_dict(
+                {
+                    "role": role,
+                    "content": content,
+                    "tool_calls": tool_calls,
+                    "tool_call_id": tool_call_id,
+                    "is_error": is_error,
+                }
+            )
+    return ChatMessage(role, content, calls, tool_call_id, is_error)  # type: ignore[arg-type]

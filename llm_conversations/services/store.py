@@ -1,0 +1,171 @@
+"""The conversation store: the one place that turns rows into messages and back.
+
+Appending locks the conversation row, reads only the tail that the
+conversation-level rules need (from the last assistant turn on), and inserts
+the new rows in one statement, so an append costs the same at any history
+length and concurrent appenders get gap-free positions.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Subquery
+from django.utils import timezone
+
+from llm_conversations.messages import (
+    ChatMessage,
+    CompletionResponse,
+    MessageInput,
+    Role,
+    as_chat_messages,
+    check_sequence,
+    unanswered_tool_call_ids,
+)
+from llm_conversations.models import (
+    MESSAGE_FIELDS,
+    Conversation,
+    Message,
+    chat_message_from_row,
+)
+
+__all__ = [
+    "ConversationRef",
+    "append_completion",
+    "append_messages",
+    "create_conversation",
+    "load_messages",
+    "pending_tool_call_ids",
+]
+
+ConversationRef = Conversation | uuid.UUID | str
+"""A conversation or its id."""
+
+
+def _conversation_id(conversation: ConversationRef) -> uuid.UUID:
+    if isinstance(conversation, Conversation):
+        return conversation.pk
+    return conversation if isinstance(conversation, uuid.UUID) else uuid.UUID(str(conversation))
+
+
+def create_conversation(
+    *,
+    owner: Any = None,
+    title: str = "",
+    metadata: dict[str, Any] | None = None,
+    messages: Iterable[MessageInput] = (),
+) -> Conversation:
+    """Create a conversation, optionally with its first messages, atomically."""
+    initial = as_chat_messages(messages)
+    with transaction.atomic():
+        conversation = Conversation.objects.create(
+            owner=owner, title=title, metadata=metadata or {}
+        )
+        if initial:
+            append_messages(conversation, initial)
+            conversation.refresh_from_db(fields=["message_count", "updated_at"])
+    return conversation
+
+
+def load_messages(conversation: ConversationRef) -> list[ChatMessage]:
+    """The whole conversation as value objects, in order, in one query."""
+    rows = (
+        Message.objects.filter(conversation_id=_conversation_id(conversation))
+        .order_by("position")
+        .values_list(*MESSAGE_FIELDS)
+    )
+    return [chat_message_from_row(*row) for row in rows]
+
+
+def _tail(conversation_id: uuid.UUID) -> list[ChatMessage]:
+    """The messages from the last assistant turn on: all the sequence rules need."""
+    last_assistant = (
+        Message.objects.filter(conversation_id=conversation_id, role=Role.ASSISTANT)
+        .order_by("-position")
+        .values("position")[:1]
+    )
+    rows = (
+        Message.objects.filter(
+            conversation_id=conversation_id, position__gte=Subquery(last_assistant)
+        )
+        .order_by("position")
+        .values_list(*MESSAGE_FIELDS)
+    )
+    return [chat_message_from_row(*row) for row in rows]
+
+
+def pending_tool_call_ids(conversation: ConversationRef) -> tuple[str, ...]:
+    """Ids of the calls of the last assistant turn that no tool turn answers yet."""
+    return unanswered_tool_call_ids(_tail(_conversation_id(conversation)))
+
+
+def _append(
+    conversation: ConversationRef, items: Sequence[tuple[ChatMessage, dict[str, Any]]]
+) -> list[Message]:
+    conversation_id = _conversation_id(conversation)
+    with transaction.atomic():
+        # The row lock serialises appenders of one conversation (PostgreSQL);
+        # on SQLite the IMMEDIATE transaction mode does the same.
+        count = (
+            Conversation.objects.select_for_update()
+            .values_list("message_count", flat=True)
+            .get(pk=conversation_id)
+        )
+        check_sequence(
+            [message for message, _ in items],
+            pending=unanswered_tool_call_ids(_tail(conversation_id)),
+        )
+        rows = [
+            Message(
+                conversation_id=conversation_id,
+                position=count + offset,
+                **Message.fields_from_chat_message(message),
+                **extra,
+            )
+            for offset, (message, extra) in enumerate(items)
+        ]
+        Message.objects.bulk_create(rows)
+        Conversation.objects.filter(pk=conversation_id).update(
+            message_count=count + len(rows), updated_at=timezone.now()
+        )
+    if isinstance(conversation, Conversation):
+        conversation.message_count = count + len(rows)
+    return rows
+
+
+def append_messages(
+    conversation: ConversationRef,
+    messages: Iterable[MessageInput],
+    *,
+    metadata: dict[str, Any] | None = None,
+) -> list[Message]:
+    """Append messages atomically after checking the conversation-level rules.
+
+    Dicts are read with ``ChatMessage.from_dict``. Raises ``InvalidMessage``
+    (nothing is stored) or ``Conversation.DoesNotExist``.
+    """
+    extra = {"metadata": metadata or {}}
+    return _append(conversation, [(message, extra) for message in as_chat_messages(messages)])
+
+
+def append_completion(
+    conversation: ConversationRef,
+    response: CompletionResponse,
+    *,
+    metadata: dict[str, Any] | None = None,
+) -> Message:
+    """Append the assistant turn of a provider reply with its provider, model and usage."""
+    usage = response.usage
+    extra = {
+        "provider": response.provider,
+        "model": response.model,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+        "cached_tokens": usage.cached_tokens,
+        "metadata": metadata or {},
+    }
+    return _append(conversation, [(response.to_message(), extra)])[0]

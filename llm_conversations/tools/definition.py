@@ -1,0 +1,222 @@
+"""The ``Tool`` value and the ``@tool`` decorator."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Callable
+from copy import deepcopy
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+import pydantic
+from asgiref.sync import async_to_sync
+
+from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall, ToolSpec
+from llm_conversations.tools.errors import ToolArgumentsError, ToolError
+from llm_conversations.tools.results import exception_summary, malformed_reason, tool_result_message
+from llm_conversations.tools.schema import (
+    arguments_model,
+    cut,
+    description_from_doc,
+    provider_schema,
+    schema_validator,
+)
+
+logger = logging.getLogger("llm_conversations.tools")
+
+_ARGUMENT_ERROR_CHARS = 300
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool offered to the model.
+
+    ``function`` is ``None`` for a client-side tool (see :meth:`client_side`).
+    Calling a ``Tool`` calls its function, so ``@tool`` leaves the function usable.
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(hash=False)
+    function: Callable[..., Any] | None = None
+    requires_approval: bool = False
+    # How arguments are checked: a pydantic model for generated schemas,
+    # a jsonschema validator for explicit ones.
+    _model: type[pydantic.BaseModel] | None = field(
+        default=None, repr=False, compare=False, hash=False
+    )
+    _validator: Any = field(init=False, default=None, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        try:
+            ToolSpec(self.name, self.description, self.parameters)
+        except InvalidMessage as exc:
+            raise ToolError(exc.code, exc.message) from None
+        if self._model is None:
+            object.__setattr__(self, "_validator", schema_validator(self.name, self.parameters))
+        if self.function is not None:
+            # Keep help() and introspection pointing at the wrapped function.
+            object.__setattr__(self, "__wrapped__", self.function)
+            object.__setattr__(self, "__doc__", self.function.__doc__)
+
+    @classmethod
+    def from_function(
+        cls,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        schema: dict[str, Any] | None = None,
+        requires_approval: bool = False,
+    ) -> Tool:
+        """Wrap ``function``: name, description and schema default to its own.
+
+        With ``schema`` the arguments are checked with ``jsonschema`` and passed
+        to the function as given; otherwise pydantic validates (and coerces)
+        them against the signature.
+        """
+        if not callable(function):
+            raise ToolError("not_a_tool", f"{function!r} is not callable.")
+        tool_name = name or str(getattr(function, "__name__", ""))
+        if description is None:
+            description = description_from_doc(function)
+        if schema is not None:
+            return cls(tool_name, description, deepcopy(schema), function, requires_approval)
+        model = arguments_model(tool_name, function)
+        parameters = provider_schema(model, tool_name)
+        return cls(tool_name, description, parameters, function, requires_approval, model)
+
+    @classmethod
+    def client_side(
+        cls,
+        name: str,
+        description: str = "",
+        parameters: dict[str, Any] | None = None,
+        *,
+        requires_approval: bool = False,
+    ) -> Tool:
+        """A tool declared by schema only; a frontend runs it (the run pauses)."""
+        schema = deepcopy(parameters) if parameters is not None else None
+        schema = schema or {"type": "object", "properties": {}, "required": []}
+        return cls(name, description, schema, None, requires_approval)
+
+    @property
+    def is_client_side(self) -> bool:
+        """True when there is no Python function: the call is answered from outside."""
+        return self.function is None
+
+    @property
+    def spec(self) -> ToolSpec:
+        """What providers are sent (a copy: adapters may not alter this tool)."""
+        return ToolSpec(self.name, self.description, deepcopy(self.parameters))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function directly, without validation."""
+        if self.function is None:
+            raise ToolError("client_side_tool", f"{self.name} is client-side; it has no function.")
+        return self.function(*args, **kwargs)
+
+    def validate_call(self, call: ToolCall) -> dict[str, Any]:
+        """The keyword arguments for the function, or :class:`ToolArgumentsError`.
+
+        Works for client-side tools too, so a loop can refuse bad arguments
+        before it pauses for a frontend.
+        """
+        prefix = f"Invalid arguments for {self.name}"
+        if call.malformed:
+            raise ToolArgumentsError(f"{prefix}: {malformed_reason(call.raw_arguments or '')}")
+        if self._model is not None:
+            try:
+                validated = self._model.model_validate(call.arguments)
+            except pydantic.ValidationError as exc:
+                problems = [
+                    cut(
+                        f"{'.'.join(map(str, e['loc'])) or '(arguments)'}: {e['msg']}",
+                        _ARGUMENT_ERROR_CHARS,
+                    )
+                    for e in exc.errors(include_url=False)
+                ]
+                raise ToolArgumentsError(f"{prefix}: {'; '.join(problems)}") from None
+            # Only arguments the model sent: the function's own defaults apply to the rest.
+            aliases = {key: info.alias or key for key, info in type(validated).model_fields.items()}
+            return {aliases[key]: getattr(validated, key) for key in validated.model_fields_set}
+        errors = sorted(self._validator.iter_errors(call.arguments), key=lambda e: list(e.path))
+        if errors:
+            problems = [
+                cut(
+                    f"{'.'.join(map(str, e.absolute_path))}: {e.message}"
+                    if e.absolute_path
+                    else e.message,
+                    _ARGUMENT_ERROR_CHARS,
+                )
+                for e in errors
+            ]
+            raise ToolArgumentsError(f"{prefix}: {'; '.join(problems)}")
+        return dict(call.arguments)
+
+    def execute(self, call: ToolCall) -> ChatMessage:
+        """Validate, run and answer ``call`` with a tool turn; never raises for tool failures.
+
+        Invalid arguments and exceptions become error results (the traceback
+        is logged, not sent). Raises :class:`ToolError` for a client-side tool.
+        """
+        if self.function is None:
+            raise ToolError(
+                "client_side_tool",
+                f"{self.name} is client-side: its result must be submitted, not executed.",
+            )
+        try:
+            kwargs = self.validate_call(call)
+        except ToolArgumentsError as exc:
+            return tool_result_message(call.id, exc.message, is_error=True)
+        try:
+            if inspect.iscoroutinefunction(self.function):
+                value = async_to_sync(self.function)(**kwargs)
+            else:
+                value = self.function(**kwargs)
+        except Exception as exc:
+            logger.exception("Tool %s failed answering call %s.", self.name, call.id)
+            return tool_result_message(call.id, exception_summary(exc), is_error=True)
+        return tool_result_message(call.id, value)
+
+
+@overload
+def tool(function: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    schema: dict[str, Any] | None = None,
+    requires_approval: bool = False,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    function: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    schema: dict[str, Any] | None = None,
+    requires_approval: bool = False,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Declare a function as a tool; use bare (``@tool``) or with options.
+
+    The name defaults to the function's, the description to the first
+    paragraph of its docstring, the schema to one generated from the signature.
+    """
+
+    def decorate(func: Callable[..., Any]) -> Tool:
+        return Tool.from_function(
+            func,
+            name=name,
+            description=description,
+            schema=schema,
+            requires_approval=requires_approval,
+        )
+
+    return decorate if function is None else decorate(function)

@@ -1,0 +1,126 @@
+"""Settings of the demo project.
+
+Everything comes from environment variables with defaults that are safe for
+local use: SQLite, DEBUG on, the echo provider (no API key needed).
+``DATABASE_URL`` switches to PostgreSQL, e.g. ``postgres://postgres@127.0.0.1:5432/test``.
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_bool(name: str, default: bool) -> bool:
+    return os.environ.get(name, str(default)).lower() in {"1", "true", "yes", "on"}
+
+
+DEBUG = env_bool("DJANGO_DEBUG", True)
+# The fallback key is for local development only; set DJANGO_SECRET_KEY anywhere else.
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "insecure-demo-key-for-local-use-only")
+ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "llm_conversations",
+    "project",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "project.urls"
+WSGI_APPLICATION = "project.wsgi.application"
+ASGI_APPLICATION = "project.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
+        conn_max_age=60,
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # IMMEDIATE transactions serialise writers up front instead of failing
+    # with "database is locked" when two appenders upgrade their locks.
+    DATABASES["default"]["OPTIONS"] = {"transaction_mode": "IMMEDIATE", "timeout": 20}
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+
+AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"llm_conversations": {"handlers": ["console"], "level": "INFO"}},
+}
+
+# The echo provider needs no key. A hosted provider is configured only when its
+# key is in the environment, so the system checks stay quiet without keys.
+PROVIDERS: dict[str, dict[str, object]] = {"echo": {"BACKEND": "echo", "MODEL": "echo"}}
+if os.environ.get("OPENAI_API_KEY"):
+    PROVIDERS["openai"] = {
+        "BACKEND": "openai",
+        "MODEL": os.environ.get("OPENAI_MODEL", "gpt-4o-mini"),
+        "API_KEY": os.environ["OPENAI_API_KEY"],
+        "BASE_URL": os.environ.get("OPENAI_BASE_URL"),
+    }
+if os.environ.get("ANTHROPIC_API_KEY"):
+    PROVIDERS["anthropic"] = {
+        "BACKEND": "anthropic",
+        "MODEL": os.environ.get("ANTHROPIC_MODEL", "claude-sonnet-4-5"),
+        "API_KEY": os.environ["ANTHROPIC_API_KEY"],
+    }
+if os.environ.get("GEMINI_API_KEY"):
+    PROVIDERS["gemini"] = {
+        "BACKEND": "gemini",
+        "MODEL": os.environ.get("GEMINI_MODEL", "gemini-2.5-flash"),
+        "API_KEY": os.environ["GEMINI_API_KEY"],
+    }
+if os.environ.get("OLLAMA_MODEL"):
+    PROVIDERS["ollama"] = {
+        "BACKEND": "ollama",
+        "MODEL": os.environ["OLLAMA_MODEL"],
+        "BASE_URL": os.environ.get("OLLAMA_BASE_URL", "http://127.0.0.1:11434"),
+    }
+
+LLM_CONVERSATIONS = {
+    "DEFAULT_PROVIDER": os.environ.get("LLM_PROVIDER", "echo"),
+    "PROVIDERS": PROVIDERS,
+}

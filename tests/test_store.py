@@ -1,0 +1,181 @@
+"""The conversation store: loading, appending, integrity, cost and concurrency."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection, connections
+from django.test.utils import CaptureQueriesContext
+
+from llm_conversations.messages import (
+    ChatMessage,
+    CompletionResponse,
+    InvalidMessage,
+    ToolCall,
+    Usage,
+)
+from llm_conversations.models import Conversation, Message
+from llm_conversations.services import (
+    append_completion,
+    append_messages,
+    create_conversation,
+    load_messages,
+    pending_tool_call_ids,
+)
+from tests.conftest import requires_postgresql
+
+pytestmark = pytest.mark.django_db
+
+
+def test_round_trip_through_the_database_is_exact(history: list[ChatMessage]) -> None:
+    conversation = create_conversation(title="t", messages=history)
+    assert load_messages(conversation) == history
+    assert load_messages(str(conversation.pk)) == history
+    assert conversation.message_count == len(history)
+    positions = list(conversation.messages.values_list("position", flat=True))
+    assert positions == list(range(len(history)))
+
+
+def test_dict_messages_are_validated_on_entry() -> None:
+    conversation = create_conversation()
+    append_messages(conversation, [{"role": "user", "content": "hi"}])
+    with pytest.raises(InvalidMessage) as info:
+        append_messages(
+            conversation, [{"role": "user", "content": "ok"}, {"role": "tool", "content": "x"}]
+        )
+    assert info.value.field == "messages[1].tool_call_id"
+    assert load_messages(conversation) == [ChatMessage.user("hi")]
+
+
+def test_loading_is_one_query(history: list[ChatMessage]) -> None:
+    conversation = create_conversation(messages=history * 1)
+    with CaptureQueriesContext(connection) as queries:
+        load_messages(conversation.pk)
+    assert len(queries) == 1
+
+
+def test_an_invalid_sequence_stores_nothing() -> None:
+    conversation = create_conversation(
+        messages=[ChatMessage.user("hi"), ChatMessage.assistant_tool_calls([ToolCall("a", "f")])]
+    )
+    with pytest.raises(InvalidMessage) as info:
+        append_messages(conversation, [ChatMessage.user("again")])
+    assert info.value.code == "unanswered_tool_calls"
+    with pytest.raises(InvalidMessage) as info:
+        append_messages(
+            conversation, [ChatMessage.tool_result("a", "1"), ChatMessage.tool_result("zz", "1")]
+        )
+    assert info.value.code == "unexpected_tool_result"
+    assert Message.objects.count() == 2
+    conversation.refresh_from_db()
+    assert conversation.message_count == 2
+    assert pending_tool_call_ids(conversation) == ("a",)
+
+
+def test_results_can_be_appended_one_by_one() -> None:
+    conversation = create_conversation(
+        messages=[
+            ChatMessage.user("hi"),
+            ChatMessage.assistant_tool_calls([ToolCall("a", "f"), ToolCall("b", "g")]),
+        ]
+    )
+    append_messages(conversation, [ChatMessage.tool_result("b", "2")])
+    assert pending_tool_call_ids(conversation) == ("a",)
+    append_messages(
+        conversation, [ChatMessage.tool_result("a", "1"), ChatMessage.assistant("done")]
+    )
+    assert pending_tool_call_ids(conversation) == ()
+    assert [m.role for m in load_messages(conversation)] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+    ]
+
+
+def test_append_completion_stores_provider_model_and_usage() -> None:
+    conversation = create_conversation(messages=[ChatMessage.user("hi")])
+    response = CompletionResponse(
+        "",
+        (ToolCall("a", "f", {}),),
+        usage=Usage(10, 5, cached_tokens=4),
+        model="m-1",
+        provider="echo",
+    )
+    row = append_completion(conversation, response)
+    row.refresh_from_db()
+    assert (
+        row.provider,
+        row.model,
+        row.input_tokens,
+        row.output_tokens,
+        row.total_tokens,
+        row.cached_tokens,
+    ) == (
+        "echo",
+        "m-1",
+        10,
+        5,
+        15,
+        4,
+    )
+    assert row.to_chat_message() == response.to_message()
+
+
+def test_unknown_conversation_raises_does_not_exist() -> None:
+    with pytest.raises(Conversation.DoesNotExist):
+        append_messages("00000000-0000-0000-0000-000000000000", [ChatMessage.user("x")])
+
+
+def test_append_costs_the_same_at_any_history_length() -> None:
+    def append_queries(history_length: int) -> int:
+        conversation = create_conversation(
+            messages=[
+                ChatMessage.user(f"m{i}") if i % 2 == 0 else ChatMessage.assistant("a")
+                for i in range(history_length)
+            ]
+        )
+        with CaptureQueriesContext(connection) as queries:
+            append_messages(conversation, [ChatMessage.user("next")])
+        return len(queries)
+
+    short, long = append_queries(2), append_queries(200)
+    # Lock the conversation, read the tail, insert, update the count (+ savepoint/commit).
+    assert short == long
+    assert long <= 6
+
+
+@requires_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_appenders_get_gap_free_positions() -> None:
+    conversation = create_conversation()
+    workers, per_worker = 6, 10
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(workers)
+
+    def work(n: int) -> None:
+        try:
+            barrier.wait()
+            for i in range(per_worker):
+                append_messages(conversation.pk, [ChatMessage.user(f"{n}-{i}")])
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    positions = list(
+        Message.objects.filter(conversation=conversation).values_list("position", flat=True)
+    )
+    assert positions == list(range(workers * per_worker))
+    contents = {m.content for m in load_messages(conversation)}
+    assert contents == {f"{n}-{i}" for n in range(workers) for i in range(per_worker)}
+    conversation.refresh_from_db()
+    assert conversation.message_count == workers * per_worker
