@@ -51,7 +51,7 @@ def transcript(messages: list[Message]) -> list[TranscriptEntry]:
                     id=call.id,
                     name=call.name,
                     arguments=call.raw_arguments
-                    if call.malformed
+                    if call.raw_arguments is not None
                     else json.dumps(call.arguments, indent=2, ensure_ascii=False),
                     malformed=call.malformed,
                 )

@@ -9,3 +9,4 @@ class LLMConversationsConfig(AppConfig):
     def ready(self) -> None:
         # Importing registers the system checks.
         from llm_conversations import checks, tools_checks  # noqa: F401
+        from llm_conversations.providers import checks as provider_checks  # noqa: F401

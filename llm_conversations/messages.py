@@ -481,7 +481,7 @@ def check_sequence(
                     f"of the preceding assistant turn{detail}.",
                     field=f"messages[{index}].tool_call_id",
                 )
-            open_ids.remove(message.tool_call_id)  # type: ignore[arg-type]
+            open_ids.remove(message.tool_call_id)
             continue
         if open_ids:
             raise InvalidMessage(

@@ -49,6 +49,76 @@ class Conversation(models.Model):
 
 # The columns that hold a ChatMessage, named as its dict form names them.
 MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "is_error")
+
+
+class RunStatus(models.TextChoices):
+    """Where a run of the tool loop stands."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    REQUIRES_ACTION = "requires_action"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.REQUIRES_ACTION)
+
+
+class Run(models.Model):
+    """One execution of the tool loop for one new user turn.
+
+    Every message the run stores points to it. At most one run per
+    conversation is active (queued, running or waiting for action); the
+    database enforces it with a conditional unique constraint.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
+    # Why it ended: completed, max_iterations, provider_error, tool_loop_error, cancelled.
+    termination_reason = models.CharField(max_length=40, blank=True)
+    provider = models.CharField(max_length=100, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    # Snapshot of the tools offered: ToolSpec.to_dict() items.
+    tools = models.JSONField(default=list, blank=True)
+    max_iterations = models.PositiveIntegerField(default=8)
+    iterations = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    total_tokens = models.PositiveIntegerField(default=0)
+    cached_tokens = models.PositiveIntegerField(default=0)
+    error_type = models.CharField(max_length=100, blank=True)
+    error_message = models.TextField(blank=True)
+    # While waiting: the calls that need a decision or an output, with why.
+    pending_tool_calls = models.JSONField(default=list, blank=True)
+    # Operator decisions by call id: "approved" or "denied".
+    decisions = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation"],
+                condition=Q(status__in=ACTIVE_RUN_STATUSES),
+                name="llmconv_one_active_run",
+                violation_error_code="conversation_busy",
+            ),
+        ]
+        indexes = [models.Index(fields=["conversation", "-created_at"], name="llmconv_run_recent")]
+
+    def __str__(self) -> str:
+        return f"Run {self.id} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_RUN_STATUSES
+
+
 ROLE_CHOICES = [(role.value, role.value) for role in Role]
 _NOT_ASSISTANT = ~Q(role=Role.ASSISTANT)
 
@@ -68,6 +138,9 @@ class Message(models.Model):
     # NULL (not "") unless a tool turn, so "absent" and "empty" stay distinct.
     tool_call_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     is_error = models.BooleanField(default=False)
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
+    )
     provider = models.CharField(max_length=100, blank=True)
     model = models.CharField(max_length=200, blank=True)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)

@@ -1,5 +1,6 @@
-"""Services: the conversation store (and, built on it, the tool loop)."""
+"""Services: the conversation store and the tool loop built on it."""
 
+from llm_conversations.services.loop import ConversationBusy, RunStateError, ToolLoopService
 from llm_conversations.services.store import (
     ConversationRef,
     append_completion,
@@ -10,7 +11,10 @@ from llm_conversations.services.store import (
 )
 
 __all__ = [
+    "ConversationBusy",
     "ConversationRef",
+    "RunStateError",
+    "ToolLoopService",
     "append_completion",
     "append_messages",
     "create_conversation",

@@ -29,8 +29,10 @@ from llm_conversations.models import (
     MESSAGE_FIELDS,
     Conversation,
     Message,
+    Run,
     chat_message_from_row,
 )
+from llm_conversations.signals import message_appended
 
 __all__ = [
     "ConversationRef",
@@ -133,6 +135,7 @@ def _append(
         )
     if isinstance(conversation, Conversation):
         conversation.message_count = count + len(rows)
+    message_appended.send(sender=Message, conversation_id=conversation_id, messages=rows)
     return rows
 
 
@@ -140,6 +143,7 @@ def append_messages(
     conversation: ConversationRef,
     messages: Iterable[MessageInput],
     *,
+    run: Run | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> list[Message]:
     """Append messages atomically after checking the conversation-level rules.
@@ -147,7 +151,7 @@ def append_messages(
     Dicts are read with ``ChatMessage.from_dict``. Raises ``InvalidMessage``
     (nothing is stored) or ``Conversation.DoesNotExist``.
     """
-    extra = {"metadata": metadata or {}}
+    extra = {"run": run, "metadata": metadata or {}}
     return _append(conversation, [(message, extra) for message in as_chat_messages(messages)])
 
 
@@ -155,6 +159,7 @@ def append_completion(
     conversation: ConversationRef,
     response: CompletionResponse,
     *,
+    run: Run | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> Message:
     """Append the assistant turn of a provider reply with its provider, model and usage."""
@@ -166,6 +171,7 @@ def append_completion(
         "output_tokens": usage.output_tokens,
         "total_tokens": usage.total_tokens,
         "cached_tokens": usage.cached_tokens,
+        "run": run,
         "metadata": metadata or {},
     }
     return _append(conversation, [(response.to_message(), extra)])[0]

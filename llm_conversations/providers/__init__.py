@@ -1,0 +1,51 @@
+"""Provider adapters over httpx, and ``get_provider()`` to build them from settings.
+
+See ``docs/providers.md`` for the settings of each backend.
+"""
+
+from .anthropic import AnthropicProvider, to_anthropic_request
+from .base import Provider
+from .echo import EchoProvider
+from .errors import (
+    AuthenticationError,
+    InvalidRequestError,
+    InvalidResponseError,
+    ProviderError,
+    ProviderNotConfigured,
+    ProviderTimeout,
+    ProviderUnavailableError,
+    RateLimitError,
+)
+from .events import ResponseCompleted, StreamEvent, TextDelta, ToolCallCompleted
+from .gemini import GeminiProvider, to_gemini_request
+from .ollama import OllamaProvider, to_ollama_request
+from .openai import OpenAIProvider
+from .registry import BACKENDS, build_provider, clear_provider_cache, get_provider
+
+__all__ = [
+    "BACKENDS",
+    "AnthropicProvider",
+    "AuthenticationError",
+    "EchoProvider",
+    "GeminiProvider",
+    "InvalidRequestError",
+    "InvalidResponseError",
+    "OllamaProvider",
+    "OpenAIProvider",
+    "Provider",
+    "ProviderError",
+    "ProviderNotConfigured",
+    "ProviderTimeout",
+    "ProviderUnavailableError",
+    "RateLimitError",
+    "ResponseCompleted",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCallCompleted",
+    "build_provider",
+    "clear_provider_cache",
+    "get_provider",
+    "to_anthropic_request",
+    "to_gemini_request",
+    "to_ollama_request",
+]

@@ -1,0 +1,114 @@
+"""Small helpers shared by the adapters: wire-format readers and id allocation."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from llm_conversations.messages import ChatMessage, InvalidMessage, ToolSpec
+
+ToolInput = ToolSpec | Mapping[str, Any]
+"""What ``tools=`` accepts: a ``ToolSpec`` or its OpenAI ``tools`` entry."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSentEvent:
+    """One dispatched server-sent event."""
+
+    event: str
+    data: str
+
+
+def iter_sse(lines: Iterable[str]) -> Iterator[ServerSentEvent]:
+    """Parse server-sent events from text lines (the WHATWG field rules)."""
+    event = ""
+    data: list[str] = []
+    for line in lines:
+        if not line:
+            if data:
+                yield ServerSentEvent(event or "message", "\n".join(data))
+            event, data = "", []
+            continue
+        if line.startswith(":"):
+            continue  # a comment, used as keep-alive
+        name, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "event":
+            event = value
+        elif name == "data":
+            data.append(value)
+    if data:
+        yield ServerSentEvent(event or "message", "\n".join(data))
+
+
+def iter_ndjson(lines: Iterable[str]) -> Iterator[Any]:
+    """Decode one JSON value per non-blank line."""
+    for line in lines:
+        if line.strip():
+            yield json.loads(line)
+
+
+def as_tool_specs(tools: Iterable[ToolInput] | None) -> list[ToolSpec]:
+    """Normalise ``tools=``: specs pass through, OpenAI ``tools`` dicts are read."""
+    specs: list[ToolSpec] = []
+    for index, tool in enumerate(tools or ()):
+        if isinstance(tool, ToolSpec):
+            specs.append(tool)
+            continue
+        if not isinstance(tool, Mapping):
+            raise InvalidMessage(
+                "invalid_tool", "a tool must be a ToolSpec or a dict.", field=f"tools[{index}]"
+            )
+        function = tool.get("function", tool)
+        if not isinstance(function, Mapping):
+            raise InvalidMessage(
+                "invalid_tool", 'a tool needs a "function" object.', field=f"tools[{index}]"
+            )
+        parameters = function.get("parameters") or {"type": "object", "properties": {}}
+        specs.append(
+            ToolSpec(
+                name=function.get("name"),  # type: ignore[arg-type]
+                description=function.get("description") or "",
+                parameters=dict(parameters),
+            )
+        )
+    return specs
+
+
+class CallIds:
+    """Hands out tool call ids that are unique across one conversation.
+
+    Some providers send no ids (Gemini, Ollama) or reuse them across turns;
+    a provider id is kept when it is new, otherwise a random one is made.
+    """
+
+    def __init__(self, messages: Sequence[ChatMessage]) -> None:
+        self._used: set[str] = set()
+        for message in messages:
+            self._used.update(call.id for call in message.tool_calls or ())
+            if message.tool_call_id:
+                self._used.add(message.tool_call_id)
+
+    def take(self, candidate: object = None) -> str:
+        """``candidate`` when it is a fresh non-empty string, else a new id."""
+        if isinstance(candidate, str) and candidate and candidate not in self._used:
+            self._used.add(candidate)
+            return candidate
+        while True:
+            new = f"call_{secrets.token_hex(12)}"
+            if new not in self._used:
+                self._used.add(new)
+                return new
+
+
+def tool_names_by_id(messages: Sequence[ChatMessage]) -> dict[str, str]:
+    """Map every call id of the conversation to its function name."""
+    return {call.id: call.name for message in messages for call in message.tool_calls or ()}
+
+
+def int_or_zero(value: object) -> int:
+    """A token count from a provider body; absent or odd values count as 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

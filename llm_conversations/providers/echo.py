@@ -1,0 +1,155 @@
+"""The echo backend: a deterministic provider for development and tests.
+
+It makes no network call. Its behaviour is documented in ``docs/providers.md``:
+it repeats the last user message; a user message that is a JSON object with a
+``tool_calls`` list makes it call those tools; after tool results it replies
+with a short text quoting them. Usage is counted in characters, not tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from llm_conversations.messages import (
+    ChatMessage,
+    CompletionResponse,
+    FinishReason,
+    InvalidMessage,
+    MessageInput,
+    Role,
+    ToolCall,
+    Usage,
+    as_chat_messages,
+)
+
+from ._wire import CallIds, ToolInput, as_tool_specs, tool_names_by_id
+from .base import Provider
+from .errors import InvalidRequestError
+from .events import ResponseCompleted, StreamEvent, TextDelta, ToolCallCompleted
+
+__all__ = ["EchoProvider"]
+
+QUOTE_LIMIT = 200
+STREAM_PIECES = 3
+
+
+def _quote(text: str) -> str:
+    short = text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT] + "..."
+    return json.dumps(short, ensure_ascii=False)
+
+
+class EchoProvider(Provider):
+    """Replies from the conversation itself; accepts and ignores key, URL and options."""
+
+    backend = "echo"
+    uses_http = False
+
+    def __init__(self, *, model: str = "echo", **kwargs: Any) -> None:
+        super().__init__(model=model, **kwargs)
+
+    def complete(
+        self,
+        messages: Iterable[MessageInput],
+        *,
+        tools: Iterable[ToolInput] | None = None,
+        **options: Any,
+    ) -> CompletionResponse:
+        """Reply per the documented echo rules."""
+        chat = as_chat_messages(messages)
+        as_tool_specs(tools)  # validated like every adapter, otherwise unused
+        return self._reply(chat)
+
+    def stream(
+        self,
+        messages: Iterable[MessageInput],
+        *,
+        tools: Iterable[ToolInput] | None = None,
+        **options: Any,
+    ) -> Iterator[StreamEvent]:
+        """The same reply as :meth:`complete`, its text split into a few deltas."""
+        response = self.complete(messages, tools=tools, **options)
+        text = response.content
+        size = max(1, -(-len(text) // STREAM_PIECES))
+        for start in range(0, len(text), size):
+            yield TextDelta(text[start : start + size])
+        for call in response.tool_calls:
+            yield ToolCallCompleted(call)
+        yield ResponseCompleted(response)
+
+    def _reply(self, messages: Sequence[ChatMessage]) -> CompletionResponse:
+        calls: tuple[ToolCall, ...] = ()
+        if messages and messages[-1].role is Role.TOOL:
+            content = self._quote_results(messages)
+        else:
+            last_user = next((m for m in reversed(messages) if m.role is Role.USER), None)
+            text = last_user.content if last_user else "(no user message)"
+            content, calls = self._requested_calls(text, messages)
+        reason = FinishReason.TOOL_CALLS if calls else FinishReason.STOP
+        usage = Usage(
+            input_tokens=sum(len(m.content) for m in messages),
+            output_tokens=len(content) + sum(len(c.arguments_json) for c in calls),
+        )
+        raw = {
+            "content": content,
+            "tool_calls": [call.to_dict() for call in calls],
+            "usage": {
+                "input_characters": usage.input_tokens,
+                "output_characters": usage.output_tokens,
+            },
+        }
+        return CompletionResponse(
+            content=content,
+            tool_calls=calls,
+            finish_reason=reason,
+            usage=usage,
+            model=self.model,
+            provider=self.backend,
+            raw=raw,
+            raw_finish_reason=reason.value,
+        )
+
+    @staticmethod
+    def _quote_results(messages: Sequence[ChatMessage]) -> str:
+        names = tool_names_by_id(messages)
+        results: list[ChatMessage] = []
+        for message in reversed(messages):
+            if message.role is not Role.TOOL:
+                break
+            results.insert(0, message)
+        parts = [
+            f"{names.get(r.tool_call_id or '', 'tool')} {'failed' if r.is_error else 'returned'} "
+            f"{_quote(r.content)}"
+            for r in results
+        ]
+        return "Tool results: " + "; ".join(parts) + "."
+
+    def _requested_calls(
+        self, text: str, messages: Sequence[ChatMessage]
+    ) -> tuple[str, tuple[ToolCall, ...]]:
+        try:
+            data = json.loads(text) if text.lstrip().startswith("{") else None
+        except ValueError:
+            data = None
+        if not isinstance(data, Mapping) or not isinstance(data.get("tool_calls"), list):
+            return text, ()
+        if not data["tool_calls"]:
+            return text, ()  # an empty list asks for nothing: echo as text
+        ids = CallIds(messages)
+        calls = []
+        for index, item in enumerate(data["tool_calls"]):
+            try:
+                if not isinstance(item, Mapping):
+                    raise InvalidMessage("invalid_tool_call", "a tool call must be an object.")
+                calls.append(ToolCall.from_dict({**item, "id": ids.take(item.get("id"))}))
+            except InvalidMessage as exc:
+                # Answer like a provider refusing a bad request.
+                raise InvalidRequestError(
+                    f"echo: tool_calls[{index}] is invalid: {exc.message}",
+                    provider=self.backend,
+                    status_code=400,
+                    provider_message=exc.message,
+                ) from None
+        content = data.get("content")
+        return (content if isinstance(content, str) else ""), tuple(calls)

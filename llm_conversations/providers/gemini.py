@@ -1,0 +1,280 @@
+"""Google Gemini ``generateContent`` (the Gemini API, ``x-goog-api-key``).
+
+All conversion to Gemini's format happens in :func:`to_gemini_request`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from llm_conversations.messages import (
+    ChatMessage,
+    CompletionResponse,
+    FinishReason,
+    Role,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+
+from ._wire import CallIds, int_or_zero, iter_sse, tool_names_by_id
+from .base import Provider
+from .errors import AuthenticationError, ProviderError
+from .events import ResponseCompleted, StreamEvent, TextDelta, ToolCallCompleted
+
+__all__ = ["SKIP_SIGNATURE", "GeminiProvider", "gemini_usage", "to_gemini_request"]
+
+# Google's documented stand-in for a thought signature the history did not keep;
+# Gemini 3 refuses replayed function calls without one.
+SKIP_SIGNATURE = "skip_thought_signature_validator"
+_NEEDS_SIGNATURE = re.compile(r"^(?:models/)?gemini-(\d+)")
+
+_GENERATION_KEYS = {
+    "temperature": "temperature",
+    "top_p": "topP",
+    "top_k": "topK",
+    "max_tokens": "maxOutputTokens",
+    "stop": "stopSequences",
+    "seed": "seed",
+}
+_TOOL_MODES = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
+_FILTERED = {
+    "SAFETY",
+    "RECITATION",
+    "BLOCKLIST",
+    "PROHIBITED_CONTENT",
+    "SPII",
+    "IMAGE_SAFETY",
+    "LANGUAGE",
+}
+
+
+def _needs_signature(model: str) -> bool:
+    match = _NEEDS_SIGNATURE.match(model)
+    return bool(match) and int(match.group(1)) >= 3  # type: ignore[union-attr]
+
+
+def to_gemini_request(
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec],
+    *,
+    model: str,
+    options: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Build the ``generateContent`` body.
+
+    System messages become ``systemInstruction``; assistant turns are
+    ``model`` contents with ``functionCall`` parts; the results of one
+    assistant turn go in one ``user`` content as ``functionResponse`` parts in
+    call order, each named after its call and carrying ``{"output": ...}`` or
+    ``{"error": ...}``. Tools become ``functionDeclarations`` whose
+    parameters are sent as JSON Schema (``parametersJsonSchema``).
+    """
+    names = tool_names_by_id(messages)
+    sign = _needs_signature(model)
+    system = [{"text": m.content} for m in messages if m.role is Role.SYSTEM]
+    contents: list[dict[str, Any]] = []
+    call_order: dict[str, int] = {}
+    for message in messages:
+        if message.role is Role.SYSTEM:
+            continue
+        if message.role is Role.TOOL:
+            key = "error" if message.is_error else "output"
+            result: dict[str, Any] = {
+                "functionResponse": {
+                    "name": names.get(message.tool_call_id or "", "unknown"),
+                    "response": {key: message.content},
+                }
+            }
+            last = contents[-1] if contents else None
+            if last and last.get("_results"):
+                last["parts"].append((call_order.get(message.tool_call_id or "", 0), result))
+            else:
+                order = call_order.get(message.tool_call_id or "", 0)
+                contents.append({"role": "user", "parts": [(order, result)], "_results": True})
+            continue
+        parts: list[dict[str, Any]] = []
+        if message.content:
+            parts.append({"text": message.content})
+        for index, call in enumerate(message.tool_calls or ()):
+            call_order[call.id] = index
+            # args must be an object; a malformed call is answered by an error result.
+            part: dict[str, Any] = {
+                "functionCall": {"name": call.name, "args": dict(call.arguments)}
+            }
+            if sign and index == 0:
+                part["thoughtSignature"] = SKIP_SIGNATURE
+            parts.append(part)
+        role = "model" if message.role is Role.ASSISTANT else "user"
+        contents.append({"role": role, "parts": parts})
+    for content in contents:
+        if content.pop("_results", False):
+            content["parts"] = [part for _, part in sorted(content["parts"], key=lambda p: p[0])]
+    body: dict[str, Any] = {"contents": contents}
+    if system:
+        body["systemInstruction"] = {"parts": system}
+    if tools:
+        declarations = []
+        for spec in tools:
+            declaration: dict[str, Any] = {"name": spec.name}
+            if spec.description:
+                declaration["description"] = spec.description
+            declaration["parametersJsonSchema"] = spec.parameters
+            declarations.append(declaration)
+        body["tools"] = [{"functionDeclarations": declarations}]
+    options = dict(options)
+    generation = dict(options.pop("generationConfig", {}) or {})
+    for key, wire_key in _GENERATION_KEYS.items():
+        if key in options:
+            value = options.pop(key)
+            generation[wire_key] = [value] if key == "stop" and isinstance(value, str) else value
+    if generation:
+        body["generationConfig"] = generation
+    choice = options.pop("tool_choice", None)
+    if isinstance(choice, str) and choice in _TOOL_MODES:
+        body["toolConfig"] = {"functionCallingConfig": {"mode": _TOOL_MODES[choice]}}
+    for key, value in options.items():
+        body.setdefault(key, value)
+    return body
+
+
+def gemini_usage(data: object) -> Usage:
+    """Read ``usageMetadata``; output counts thinking tokens as Gemini bills them."""
+    if not isinstance(data, Mapping):
+        return Usage()
+    cached = data.get("cachedContentTokenCount")
+    total = data.get("totalTokenCount")
+    return Usage(
+        input_tokens=int_or_zero(data.get("promptTokenCount")),
+        output_tokens=int_or_zero(data.get("candidatesTokenCount"))
+        + int_or_zero(data.get("thoughtsTokenCount")),
+        total_tokens=total if isinstance(total, int) else None,
+        cached_tokens=cached if isinstance(cached, int) else None,
+    )
+
+
+def _finish(raw: object, has_calls: bool) -> FinishReason:
+    # Gemini says STOP even when the reply calls functions.
+    if raw in ("STOP", None) and has_calls:
+        return FinishReason.TOOL_CALLS
+    if raw == "STOP":
+        return FinishReason.STOP
+    if raw == "MAX_TOKENS":
+        return FinishReason.LENGTH
+    if raw in _FILTERED:
+        return FinishReason.CONTENT_FILTER
+    return FinishReason.OTHER
+
+
+class GeminiProvider(Provider):
+    """Gemini models over ``generateContent`` / ``streamGenerateContent?alt=sse``."""
+
+    backend = "gemini"
+    default_base_url = "https://generativelanguage.googleapis.com/v1beta"
+
+    def auth_headers(self) -> dict[str, str]:
+        return {"x-goog-api-key": self._api_key} if self._api_key else {}
+
+    def build_request(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        options: dict[str, Any],
+        *,
+        stream: bool,
+    ) -> tuple[str, dict[str, Any]]:
+        body = to_gemini_request(messages, tools, model=self.model, options=options)
+        name = self.model.removeprefix("models/")
+        method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+        return f"/models/{name}:{method}", body
+
+    def error_class(self, status: int, data: object) -> type[ProviderError]:
+        # An invalid key is a 400 INVALID_ARGUMENT with reason API_KEY_INVALID.
+        if status == 400 and "API_KEY_INVALID" in json.dumps(data):
+            return AuthenticationError
+        return super().error_class(status, data)
+
+    def _parts(
+        self, data: Mapping[str, Any], ids: CallIds
+    ) -> tuple[list[str], list[ToolCall], str | None]:
+        candidates = data.get("candidates") or []
+        if not candidates:
+            blocked = (data.get("promptFeedback") or {}).get("blockReason")
+            return [], [], blocked
+        candidate = candidates[0]
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        for part in (candidate.get("content") or {}).get("parts") or ():
+            if "text" in part and not part.get("thought"):
+                texts.append(part["text"])
+            elif "functionCall" in part:
+                call = part["functionCall"]
+                calls.append(
+                    ToolCall.parse(
+                        id=ids.take(call.get("id")), name=call["name"], arguments=call.get("args")
+                    )
+                )
+        return texts, calls, candidate.get("finishReason")
+
+    def parse_response(
+        self, data: Mapping[str, Any], messages: Sequence[ChatMessage]
+    ) -> CompletionResponse:
+        texts, calls, raw_reason = self._parts(data, CallIds(messages))
+        if not data.get("candidates") and raw_reason:
+            finish = FinishReason.CONTENT_FILTER  # the prompt itself was blocked
+        else:
+            finish = _finish(raw_reason, bool(calls))
+        return CompletionResponse(
+            content="".join(texts),
+            tool_calls=tuple(calls),
+            finish_reason=finish,
+            usage=gemini_usage(data.get("usageMetadata")),
+            model=data.get("modelVersion") or self.model,
+            provider=self.backend,
+            raw=self.redact_data(data),
+            raw_finish_reason=raw_reason,
+        )
+
+    def parse_stream(
+        self, response: httpx.Response, messages: Sequence[ChatMessage]
+    ) -> Iterator[StreamEvent]:
+        ids = CallIds(messages)
+        text: list[str] = []
+        calls: list[ToolCall] = []
+        raw_reason: str | None = None
+        usage: object = None
+        model = ""
+        chunks: list[Any] = []
+        for sse in iter_sse(response.iter_lines()):
+            chunk = json.loads(sse.data)
+            if chunk.get("error"):
+                raise self.stream_error(chunk)
+            chunks.append(chunk)
+            texts, new_calls, reason = self._parts(chunk, ids)
+            for piece in texts:
+                if piece:
+                    text.append(piece)
+                    yield TextDelta(piece)
+            for call in new_calls:  # Gemini sends each call whole
+                calls.append(call)
+                yield ToolCallCompleted(call)
+            raw_reason = reason or raw_reason
+            usage = chunk.get("usageMetadata") or usage
+            model = chunk.get("modelVersion") or model
+        yield ResponseCompleted(
+            CompletionResponse(
+                content="".join(text),
+                tool_calls=tuple(calls),
+                finish_reason=_finish(raw_reason, bool(calls)),
+                usage=gemini_usage(usage),
+                model=model or self.model,
+                provider=self.backend,
+                raw=self.redact_data({"chunks": chunks}),
+                raw_finish_reason=raw_reason,
+            )
+        )

@@ -1,0 +1,192 @@
+"""Ollama's native chat API (``POST /api/chat``, NDJSON streaming).
+
+All conversion to Ollama's format happens in :func:`to_ollama_request`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from llm_conversations.messages import (
+    ChatMessage,
+    CompletionResponse,
+    FinishReason,
+    Role,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+
+from ._wire import CallIds, int_or_zero, iter_ndjson, tool_names_by_id
+from .base import Provider
+from .events import ResponseCompleted, StreamEvent, TextDelta, ToolCallCompleted
+
+__all__ = ["OllamaProvider", "ollama_usage", "to_ollama_request"]
+
+# Sampling options that Ollama reads from the nested "options" object.
+_MODEL_OPTIONS = {
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "seed",
+    "stop",
+    "num_ctx",
+    "num_predict",
+    "repeat_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+}
+
+
+def to_ollama_request(
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec],
+    *,
+    model: str,
+    stream: bool,
+    options: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Build the ``/api/chat`` body.
+
+    Tool call arguments are sent as objects and each tool message names its
+    function in ``tool_name`` (looked up from the call id). Sampling options
+    (``max_tokens`` becomes ``num_predict``) go in the nested ``options``.
+    """
+    names = tool_names_by_id(messages)
+    wire: list[dict[str, Any]] = []
+    for message in messages:
+        item: dict[str, Any] = {"role": message.role.value, "content": message.content}
+        if message.tool_calls:
+            # arguments must be an object; a malformed call is answered by an error result.
+            item["tool_calls"] = [
+                {"function": {"name": call.name, "arguments": dict(call.arguments)}}
+                for call in message.tool_calls
+            ]
+        if message.role is Role.TOOL:
+            item["tool_name"] = names.get(message.tool_call_id or "", "unknown")
+        wire.append(item)
+    body: dict[str, Any] = {"model": model, "messages": wire, "stream": stream}
+    if tools:
+        body["tools"] = [spec.to_dict() for spec in tools]
+    options = dict(options)
+    sampling = dict(options.pop("options", {}) or {})
+    if "max_tokens" in options:
+        sampling["num_predict"] = options.pop("max_tokens")
+    for key in _MODEL_OPTIONS & set(options):
+        sampling[key] = options.pop(key)
+    if sampling:
+        body["options"] = sampling
+    for key, value in options.items():
+        body.setdefault(key, value)
+    return body
+
+
+def ollama_usage(data: Mapping[str, Any]) -> Usage:
+    """Input from ``prompt_eval_count``, output from ``eval_count``."""
+    return Usage(
+        input_tokens=int_or_zero(data.get("prompt_eval_count")),
+        output_tokens=int_or_zero(data.get("eval_count")),
+    )
+
+
+def _finish(raw: object, has_calls: bool) -> FinishReason:
+    # Ollama reports "stop" beside tool calls.
+    if has_calls and raw in ("stop", None):
+        return FinishReason.TOOL_CALLS
+    if raw == "stop":
+        return FinishReason.STOP
+    if raw == "length":
+        return FinishReason.LENGTH
+    return FinishReason.OTHER
+
+
+def _calls(message: Mapping[str, Any], ids: CallIds) -> list[ToolCall]:
+    calls = []
+    for item in message.get("tool_calls") or ():
+        function = item["function"]
+        calls.append(
+            ToolCall.parse(
+                id=ids.take(item.get("id")),
+                name=function["name"],
+                arguments=function.get("arguments"),
+            )
+        )
+    return calls
+
+
+class OllamaProvider(Provider):
+    """A local (or remote) Ollama server; no key unless a proxy wants a Bearer token."""
+
+    backend = "ollama"
+    default_base_url = "http://127.0.0.1:11434"
+
+    def auth_headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+
+    def build_request(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        options: dict[str, Any],
+        *,
+        stream: bool,
+    ) -> tuple[str, dict[str, Any]]:
+        body = to_ollama_request(messages, tools, model=self.model, stream=stream, options=options)
+        return "/api/chat", body
+
+    def parse_response(
+        self, data: Mapping[str, Any], messages: Sequence[ChatMessage]
+    ) -> CompletionResponse:
+        message = data["message"]
+        calls = _calls(message, CallIds(messages))
+        raw_reason = data.get("done_reason")
+        return CompletionResponse(
+            content=message.get("content") or "",
+            tool_calls=tuple(calls),
+            finish_reason=_finish(raw_reason, bool(calls)),
+            usage=ollama_usage(data),
+            model=data.get("model") or self.model,
+            provider=self.backend,
+            raw=self.redact_data(data),
+            raw_finish_reason=raw_reason,
+        )
+
+    def parse_stream(
+        self, response: httpx.Response, messages: Sequence[ChatMessage]
+    ) -> Iterator[StreamEvent]:
+        ids = CallIds(messages)
+        text: list[str] = []
+        calls: list[ToolCall] = []
+        final: Mapping[str, Any] = {}
+        chunks: list[Any] = []
+        for chunk in iter_ndjson(response.iter_lines()):
+            if chunk.get("error"):
+                raise self.stream_error(chunk)
+            chunks.append(chunk)
+            message = chunk.get("message") or {}
+            if message.get("content"):
+                text.append(message["content"])
+                yield TextDelta(message["content"])
+            for call in _calls(message, ids):
+                calls.append(call)
+                yield ToolCallCompleted(call)
+            if chunk.get("done"):
+                final = chunk
+                break
+        raw_reason = final.get("done_reason")
+        yield ResponseCompleted(
+            CompletionResponse(
+                content="".join(text),
+                tool_calls=tuple(calls),
+                finish_reason=_finish(raw_reason, bool(calls)),
+                usage=ollama_usage(final),
+                model=final.get("model") or self.model,
+                provider=self.backend,
+                raw=self.redact_data({"chunks": chunks}),
+                raw_finish_reason=raw_reason,
+            )
+        )

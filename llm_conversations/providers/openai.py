@@ -1,0 +1,185 @@
+"""OpenAI-compatible Chat Completions (OpenAI, Azure's v1 endpoint, vLLM, Groq, ...).
+
+Messages go out as ``ChatMessage.to_dict()`` unchanged and tools as
+``ToolSpec.to_dict()``: nothing is added that a compatible server might refuse.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import httpx
+
+from llm_conversations.messages import (
+    ChatMessage,
+    CompletionResponse,
+    FinishReason,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+
+from ._wire import CallIds, int_or_zero, iter_sse
+from .base import Provider
+from .events import ResponseCompleted, StreamEvent, TextDelta, ToolCallCompleted
+
+__all__ = ["OpenAIProvider", "openai_finish_reason", "openai_usage"]
+
+_FINISH = {
+    "stop": FinishReason.STOP,
+    "length": FinishReason.LENGTH,
+    "tool_calls": FinishReason.TOOL_CALLS,
+    "function_call": FinishReason.TOOL_CALLS,
+    "content_filter": FinishReason.CONTENT_FILTER,
+}
+
+
+def openai_finish_reason(raw: object, has_calls: bool) -> FinishReason:
+    """Normalise ``finish_reason``; some compatible servers say "stop" beside calls."""
+    if has_calls and raw in (None, "stop"):
+        return FinishReason.TOOL_CALLS
+    return _FINISH.get(raw, FinishReason.OTHER) if isinstance(raw, str) else FinishReason.OTHER
+
+
+def openai_usage(data: object) -> Usage:
+    """Read ``usage`` (``prompt_tokens_details.cached_tokens`` when reported)."""
+    if not isinstance(data, Mapping):
+        return Usage()
+    details = data.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    input_tokens = int_or_zero(data.get("prompt_tokens"))
+    output_tokens = int_or_zero(data.get("completion_tokens"))
+    total = data.get("total_tokens")
+    return Usage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        total_tokens=total if isinstance(total, int) else None,
+        cached_tokens=cached if isinstance(cached, int) else None,
+    )
+
+
+class OpenAIProvider(Provider):
+    """Chat Completions at ``{base_url}/chat/completions`` with a Bearer key."""
+
+    backend = "openai"
+    default_base_url = "https://api.openai.com/v1"
+
+    def auth_headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+
+    def build_request(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        options: dict[str, Any],
+        *,
+        stream: bool,
+    ) -> tuple[str, dict[str, Any]]:
+        body: dict[str, Any] = {**options, "model": self.model}
+        body["messages"] = [message.to_dict() for message in messages]
+        if tools:
+            body["tools"] = [spec.to_dict() for spec in tools]
+        if stream:
+            body["stream"] = True
+            extra = options.get("stream_options")
+            body["stream_options"] = {**(extra or {}), "include_usage": True}
+        return "/chat/completions", body
+
+    def parse_response(
+        self, data: Mapping[str, Any], messages: Sequence[ChatMessage]
+    ) -> CompletionResponse:
+        choice = data["choices"][0]
+        message = choice.get("message") or {}
+        ids = CallIds(messages)
+        calls = tuple(
+            ToolCall.parse(
+                id=ids.take(item.get("id")),
+                name=item["function"]["name"],
+                arguments=item["function"].get("arguments"),
+            )
+            for item in message.get("tool_calls") or ()
+        )
+        raw_reason = choice.get("finish_reason")
+        return CompletionResponse(
+            content=message.get("content") or "",
+            tool_calls=calls,
+            finish_reason=openai_finish_reason(raw_reason, bool(calls)),
+            usage=openai_usage(data.get("usage")),
+            model=data.get("model") or self.model,
+            provider=self.backend,
+            raw=self.redact_data(data),
+            raw_finish_reason=raw_reason,
+        )
+
+    def parse_stream(
+        self, response: httpx.Response, messages: Sequence[ChatMessage]
+    ) -> Iterator[StreamEvent]:
+        ids = CallIds(messages)
+        text: list[str] = []
+        # Fragments keyed by index: id and name come in the first one only.
+        pending: dict[int, dict[str, str]] = {}
+        calls: list[ToolCall] = []
+        raw_reason: str | None = None
+        usage: object = None
+        model = ""
+        chunks: list[Any] = []
+        for event in iter_sse(response.iter_lines()):
+            if event.data == "[DONE]":
+                break
+            chunk = json.loads(event.data)
+            if isinstance(chunk, Mapping) and chunk.get("error"):
+                raise self.stream_error(chunk)
+            chunks.append(chunk)
+            model = chunk.get("model") or model
+            if chunk.get("usage"):
+                usage = chunk["usage"]
+            for choice in chunk.get("choices") or ():
+                if choice.get("index", 0) != 0:
+                    continue
+                delta = choice.get("delta") or {}
+                if delta.get("content"):
+                    text.append(delta["content"])
+                    yield TextDelta(delta["content"])
+                for fragment in delta.get("tool_calls") or ():
+                    slot = pending.setdefault(
+                        fragment.get("index", len(pending)), {"id": "", "name": "", "args": ""}
+                    )
+                    function = fragment.get("function") or {}
+                    slot["id"] = slot["id"] or fragment.get("id") or ""
+                    slot["name"] = slot["name"] or function.get("name") or ""
+                    arguments = function.get("arguments")
+                    if isinstance(arguments, str):
+                        slot["args"] += arguments
+                    elif arguments is not None:
+                        slot["args"] += json.dumps(arguments)
+                if choice.get("finish_reason"):
+                    raw_reason = choice["finish_reason"]
+                    yield from self._flush(pending, calls, ids)
+        yield from self._flush(pending, calls, ids)
+        yield ResponseCompleted(
+            CompletionResponse(
+                content="".join(text),
+                tool_calls=tuple(calls),
+                finish_reason=openai_finish_reason(raw_reason, bool(calls)),
+                usage=openai_usage(usage),
+                model=model or self.model,
+                provider=self.backend,
+                raw=self.redact_data({"chunks": chunks}),
+                raw_finish_reason=raw_reason,
+            )
+        )
+
+    @staticmethod
+    def _flush(
+        pending: dict[int, dict[str, str]], calls: list[ToolCall], ids: CallIds
+    ) -> Iterator[ToolCallCompleted]:
+        for index in sorted(pending):
+            slot = pending[index]
+            call = ToolCall.parse(
+                id=ids.take(slot["id"]), name=slot["name"], arguments=slot["args"]
+            )
+            calls.append(call)
+            yield ToolCallCompleted(call)
+        pending.clear()

@@ -1,0 +1,83 @@
+"""Events of a run of the tool loop, in the order they happen.
+
+``ToolLoopService.events()`` yields them; the API turns them into
+Server-Sent Events. Stored rows are passed as ``Message`` and ``Run`` objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llm_conversations.messages import ToolCall
+from llm_conversations.models import Message, Run
+
+__all__ = [
+    "LoopEvent",
+    "MessageStored",
+    "RunCompleted",
+    "RunFailed",
+    "RunRequiresAction",
+    "TextDelta",
+    "ToolCallStarted",
+    "ToolResultStored",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the assistant's text as the provider streams it."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    """A tool call is about to run on the server."""
+
+    tool_call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultStored:
+    """A tool turn answering a call was stored."""
+
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class MessageStored:
+    """An assistant turn was stored."""
+
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequiresAction:
+    """The run paused: ``run.pending_tool_calls`` need approval or outputs."""
+
+    run: Run
+
+
+@dataclass(frozen=True, slots=True)
+class RunCompleted:
+    """The run ended normally (``termination_reason`` says how)."""
+
+    run: Run
+
+
+@dataclass(frozen=True, slots=True)
+class RunFailed:
+    """The run ended with an error (``run.error_type``, ``run.error_message``)."""
+
+    run: Run
+
+
+LoopEvent = (
+    TextDelta
+    | ToolCallStarted
+    | ToolResultStored
+    | MessageStored
+    | RunRequiresAction
+    | RunCompleted
+    | RunFailed
+)

@@ -1,0 +1,14 @@
+"""Signals for host projects.
+
+``message_appended``: sent after the store writes messages, with
+``sender=Message``, ``conversation_id`` (UUID) and ``messages`` (the new
+``Message`` rows in order). Sent inside any transaction the caller holds.
+
+``run_finished``: sent when a run ends (completed, failed or cancelled), with
+``sender=Run`` and ``run``. Not sent when a run pauses for action.
+"""
+
+from django.dispatch import Signal
+
+message_appended = Signal()
+run_finished = Signal()

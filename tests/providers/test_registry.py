@@ -1,0 +1,76 @@
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+
+from llm_conversations.providers import (
+    AnthropicProvider,
+    EchoProvider,
+    OpenAIProvider,
+    ProviderNotConfigured,
+    clear_provider_cache,
+    get_provider,
+)
+
+SETTINGS = {
+    "DEFAULT_PROVIDER": "main",
+    "PROVIDERS": {
+        "main": {
+            "BACKEND": "openai",
+            "MODEL": "gpt-4o-mini",
+            "API_KEY": "sk-x",
+            "BASE_URL": "http://localhost:8000/v1",
+            "TIMEOUT": 12,
+            "MAX_RETRIES": 5,
+            "OPTIONS": {"temperature": 0.1},
+        },
+        "claude": {"BACKEND": "anthropic", "MODEL": "claude-sonnet-4-5", "API_KEY": "k"},
+        "dev": {"BACKEND": "echo", "MODEL": "echo"},
+        "custom": {"BACKEND": "llm_conversations.providers.EchoProvider", "MODEL": "x"},
+        "bogus": {"BACKEND": "nope", "MODEL": "x"},
+    },
+}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    clear_provider_cache()
+    yield
+    clear_provider_cache()
+
+
+@override_settings(LLM_CONVERSATIONS=SETTINGS)
+def test_builds_from_settings_and_caches():
+    provider = get_provider()
+    assert isinstance(provider, OpenAIProvider)
+    assert (provider.model, provider.base_url) == ("gpt-4o-mini", "http://localhost:8000/v1")
+    assert (provider.timeout, provider.max_retries) == (12.0, 5)
+    assert provider.options == {"temperature": 0.1}
+    assert get_provider("main") is provider
+    assert isinstance(get_provider("claude"), AnthropicProvider)
+    assert isinstance(get_provider("dev"), EchoProvider)
+    assert get_provider("custom").model == "x"
+
+
+@override_settings(LLM_CONVERSATIONS=SETTINGS)
+def test_unknown_name_is_a_clear_error():
+    with pytest.raises(ProviderNotConfigured, match=r"'missing'.*claude, custom") as info:
+        get_provider("missing")
+    assert isinstance(info.value, LookupError)
+    assert isinstance(info.value, ImproperlyConfigured)
+
+
+@override_settings(LLM_CONVERSATIONS=SETTINGS)
+def test_unknown_backend_is_improperly_configured():
+    with pytest.raises(ImproperlyConfigured, match="nope"):
+        get_provider("bogus")
+
+
+def test_cache_is_cleared_when_settings_change():
+    with override_settings(LLM_CONVERSATIONS=SETTINGS):
+        first = get_provider("dev")
+    with override_settings(
+        LLM_CONVERSATIONS={"PROVIDERS": {"dev": {"BACKEND": "echo", "MODEL": "other"}}}
+    ):
+        second = get_provider("dev")
+    assert second is not first
+    assert second.model == "other"
