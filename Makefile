@@ -32,7 +32,7 @@ typecheck: install
 	$(BIN)/mypy
 
 bench: install
-	$(BIN)/python bench/load_conversation.py
+	for script in bench/*.py; do $(BIN)/python $$script || exit 1; done
 
 wheel-check: install
 	bash .ci/wheel-check $(BIN)/python

@@ -51,9 +51,9 @@ from llm_conversations.services.events import (
 )
 from llm_conversations.services.store import (
     ConversationRef,
-    _conversation_id,
     append_completion,
     append_messages,
+    conversation_pk,
     load_messages,
 )
 from llm_conversations.signals import run_finished
@@ -152,7 +152,7 @@ class ToolLoopService:
             )
         name, backend = self._provider_for(provider)
         offered = self.registry if tools is None else self.registry.subset(tools)
-        conversation_id = _conversation_id(conversation)
+        conversation_id = conversation_pk(conversation)
         try:
             with transaction.atomic():
                 run = Run.objects.create(

@@ -38,6 +38,7 @@ __all__ = [
     "ConversationRef",
     "append_completion",
     "append_messages",
+    "conversation_pk",
     "create_conversation",
     "load_messages",
     "pending_tool_call_ids",
@@ -47,7 +48,8 @@ ConversationRef = Conversation | uuid.UUID | str
 """A conversation or its id."""
 
 
-def _conversation_id(conversation: ConversationRef) -> uuid.UUID:
+def conversation_pk(conversation: ConversationRef) -> uuid.UUID:
+    """The id of a conversation given as an instance, a UUID or its text."""
     if isinstance(conversation, Conversation):
         return conversation.pk
     return conversation if isinstance(conversation, uuid.UUID) else uuid.UUID(str(conversation))
@@ -75,7 +77,7 @@ def create_conversation(
 def load_messages(conversation: ConversationRef) -> list[ChatMessage]:
     """The whole conversation as value objects, in order, in one query."""
     rows = (
-        Message.objects.filter(conversation_id=_conversation_id(conversation))
+        Message.objects.filter(conversation_id=conversation_pk(conversation))
         .order_by("position")
         .values_list(*MESSAGE_FIELDS)
     )
@@ -101,13 +103,13 @@ def _tail(conversation_id: uuid.UUID) -> list[ChatMessage]:
 
 def pending_tool_call_ids(conversation: ConversationRef) -> tuple[str, ...]:
     """Ids of the calls of the last assistant turn that no tool turn answers yet."""
-    return unanswered_tool_call_ids(_tail(_conversation_id(conversation)))
+    return unanswered_tool_call_ids(_tail(conversation_pk(conversation)))
 
 
 def _append(
     conversation: ConversationRef, items: Sequence[tuple[ChatMessage, dict[str, Any]]]
 ) -> list[Message]:
-    conversation_id = _conversation_id(conversation)
+    conversation_id = conversation_pk(conversation)
     with transaction.atomic():
         # The row lock serialises appenders of one conversation (PostgreSQL);
         # on SQLite the IMMEDIATE transaction mode does the same.
