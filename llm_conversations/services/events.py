@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from llm_conversations.messages import ToolCall
 from llm_conversations.models import Message, Run
 
+# The provider's own event: a piece of the assistant's text as it streams.
+from llm_conversations.providers.events import TextDelta
+
 __all__ = [
     "LoopEvent",
     "MessageStored",
@@ -21,13 +24,6 @@ __all__ = [
     "ToolCallStarted",
     "ToolResultStored",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class TextDelta:
-    """A piece of the assistant's text as the provider streams it."""
-
-    text: str
 
 
 @dataclass(frozen=True, slots=True)

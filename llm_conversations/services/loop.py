@@ -38,7 +38,6 @@ from llm_conversations.providers import (
     ResponseCompleted,
     get_provider,
 )
-from llm_conversations.providers import TextDelta as ProviderTextDelta
 from llm_conversations.services.events import (
     LoopEvent,
     MessageStored,
@@ -277,8 +276,8 @@ class ToolLoopService:
             yield provider.complete(history, tools=tools)
             return
         for event in provider.stream(history, tools=tools):
-            if isinstance(event, ProviderTextDelta):
-                yield TextDelta(event.text)
+            if isinstance(event, TextDelta):
+                yield event
             elif isinstance(event, ResponseCompleted):
                 yield event.response
 
