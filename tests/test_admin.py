@@ -1,19 +1,33 @@
-"""The admin: changelist without N+1 queries, a transcript pairing calls and results."""
+"""The admin: a chat-like transcript at a constant query count, search, filters, read-only history."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
+from django.conf import settings
+from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.db import connection
-from django.test import Client
+from django.test import Client, RequestFactory, override_settings
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from llm_conversations.admin import ConversationAdmin
 from llm_conversations.messages import ChatMessage, ToolCall
-from llm_conversations.models import Conversation, Message
-from llm_conversations.services import create_conversation
+from llm_conversations.models import Conversation, Message, Run
+from llm_conversations.providers import EchoProvider
+from llm_conversations.services import ToolLoopService, create_conversation
+from tests import loop_tools
 
 pytestmark = pytest.mark.django_db
+
+CHANGELIST = "admin:llm_conversations_conversation_changelist"
+# Login session row, user, conversation (with its run count), messages, runs, and the
+# owner shown by the autocomplete widget; whatever the number of messages and runs.
+CHANGE_PAGE_QUERIES = 6
 
 
 @pytest.fixture
@@ -24,32 +38,87 @@ def staff_client() -> Client:
     return client
 
 
+def calls_text(*calls: tuple[str, dict[str, Any]]) -> str:
+    """A user message that makes the echo backend call these tools."""
+    return json.dumps(
+        {
+            "tool_calls": [
+                {"type": "function", "function": {"name": name, "arguments": arguments}}
+                for name, arguments in calls
+            ]
+        }
+    )
+
+
+def run_turns(conversation: Conversation, *texts: str) -> list[Run]:
+    """Send each text through the tool loop with the echo backend and test tools."""
+    service = ToolLoopService(EchoProvider(), tools=loop_tools.registry())
+    return [service.send(conversation, ChatMessage.user(text)) for text in texts]
+
+
+def change_url(conversation: Conversation) -> str:
+    return reverse("admin:llm_conversations_conversation_change", args=[conversation.pk])
+
+
+def listed(client: Client, **params: str) -> set[str]:
+    """Titles of the conversations the changelist shows for these parameters."""
+    response = client.get(reverse(CHANGELIST), params)
+    assert response.status_code == 200
+    assert not response.context.get("ERRORS")
+    return {c.title for c in response.context["cl"].result_list}
+
+
 def test_changelist_queries_do_not_grow_with_rows(staff_client: Client) -> None:
     owner = get_user_model().objects.create_user("owner")
-    url = reverse("admin:llm_conversations_conversation_changelist")
+    url = reverse(CHANGELIST)
 
     def count() -> int:
         with CaptureQueriesContext(connection) as queries:
-            response = staff_client.get(url)
+            response = staff_client.get(url, {"q": "x", "run": "failed"})
         assert response.status_code == 200
         return len(queries)
 
-    create_conversation(owner=owner, title="one", messages=[ChatMessage.user("x")])
+    first = create_conversation(owner=owner, title="one")
+    run_turns(first, calls_text(("", {})))
     few = count()
     for i in range(10):
-        create_conversation(owner=owner, title=f"c{i}", messages=[ChatMessage.user("x")])
+        conversation = create_conversation(owner=owner, title=f"c{i}")
+        run_turns(conversation, calls_text(("", {})), "x")
     assert count() == few
 
 
-def test_changelist_search_by_title_and_owner(staff_client: Client) -> None:
-    owner = get_user_model().objects.create_user("alice")
-    create_conversation(owner=owner, title="Holiday plans")
-    create_conversation(title="Other")
-    url = reverse("admin:llm_conversations_conversation_changelist")
-    assert "Holiday plans" in staff_client.get(url, {"q": "holiday"}).content.decode()
-    by_owner = staff_client.get(url, {"q": "alice"}).content.decode()
-    assert "Holiday plans" in by_owner
-    assert "Other" not in by_owner
+def test_changelist_shows_run_count_and_last_status(staff_client: Client) -> None:
+    conversation = create_conversation(title="runs")
+    run_turns(conversation, "hello", calls_text(("", {})))
+    response = staff_client.get(reverse(CHANGELIST))
+    (row,) = response.context["cl"].result_list
+    assert row.run_count == 2
+    assert row.last_run_status == "failed"
+    assert 'llmconv-status-failed">Failed</span>' in response.content.decode()
+    # Facet counts work with the custom filters too.
+    facets = staff_client.get(reverse(CHANGELIST), {"_facets": "True"})
+    assert facets.status_code == 200
+    assert "with a failed run (1)" in facets.content.decode()
+
+
+def test_change_page_query_count_is_constant(staff_client: Client) -> None:
+    owner = get_user_model().objects.create_user("owner")
+
+    def count(conversation: Conversation) -> int:
+        staff_client.get(change_url(conversation))  # fills the content type cache
+        with CaptureQueriesContext(connection) as queries:
+            response = staff_client.get(change_url(conversation))
+        assert response.status_code == 200
+        return len(queries)
+
+    small = create_conversation(owner=owner, title="small")
+    run_turns(small, "hi")
+    big = create_conversation(owner=owner, title="big")
+    weather = calls_text(("get_weather", {"city": "Paris"}), ("get_time", {}))
+    run_turns(big, *[weather, "plain", calls_text(("fail", {}))] * 5)
+    run_turns(big, calls_text(("delete_file", {"path": "/tmp/x"})))
+    assert Message.objects.filter(conversation=big).count() > 40
+    assert count(small) == count(big) == CHANGE_PAGE_QUERIES
 
 
 def test_transcript_pairs_each_result_with_its_call(staff_client: Client) -> None:
@@ -67,24 +136,240 @@ def test_transcript_pairs_each_result_with_its_call(staff_client: Client) -> Non
             ChatMessage.tool_result("call_1", "rain & wind", is_error=True),
         ],
     )
-    url = reverse("admin:llm_conversations_conversation_change", args=[conversation.pk])
-    with CaptureQueriesContext(connection) as queries:
-        html = staff_client.get(url).content.decode()
-    # Session, user, conversation, messages, and the admin's own lookups.
-    assert len(queries) <= 8
+    html = staff_client.get(change_url(conversation)).content.decode()
     card_1 = html[html.index('id="call-call_1"') : html.index('id="call-call_2"')]
     card_2 = html[html.index('id="call-call_2"') :]
     assert "get_weather" in card_1
-    assert "&quot;city&quot;: &quot;&lt;Paris&gt;&quot;" in card_1  # pretty-printed, escaped
+    assert (
+        "{\n  &quot;city&quot;: &quot;&lt;Paris&gt;&quot;\n}" in card_1
+    )  # pretty-printed, escaped
     assert "rain &amp; wind" in card_1
-    assert "llmconv-result llmconv-error" in card_1
-    assert "09:00" in card_2
+    assert 'class="llmconv-result llmconv-error" id="result-call_1"' in card_1
+    assert 'id="result-call_2"' in card_2
+    assert "09:00" in card_2[: card_2.index("</pre>", card_2.index('id="result-call_2"'))]
     # Paired results are shown under their call, not again as rows.
     assert 'id="message-2"' not in html
     assert 'id="message-3"' not in html
+    assert "No runs" in html
 
 
-def test_message_admin_is_read_only_with_role_filter(staff_client: Client) -> None:
+def test_unanswered_result_and_unpaired_rows(staff_client: Client) -> None:
+    conversation = create_conversation(
+        messages=[
+            ChatMessage.user("Go"),
+            ChatMessage.assistant_tool_calls([ToolCall("call_1", "get_time", {})]),
+        ]
+    )
+    html = staff_client.get(change_url(conversation)).content.decode()
+    assert "no result yet" in html
+
+
+def test_transcript_shows_roles_model_usage_and_escapes(staff_client: Client) -> None:
+    conversation = create_conversation(
+        messages=[ChatMessage.system("Be brief."), ChatMessage.user("<script>x</script>")]
+    )
+    html = staff_client.get(change_url(conversation)).content.decode()
+    assert "<script>x</script>" not in html
+    assert "&lt;script&gt;x&lt;/script&gt;" in html
+    other = create_conversation()
+    run_turns(other, "hello")
+    html = staff_client.get(change_url(other)).content.decode()
+    assert 'class="llmconv-msg llmconv-user"' in html
+    reply = html[html.index('class="llmconv-msg llmconv-assistant"') :]
+    assert '<span class="llmconv-model">echo · echo</span>' in reply
+    assert "5 in / 5 out / 10 total" in reply
+
+
+def test_run_timeline_shows_status_reason_usage_error_and_pending(staff_client: Client) -> None:
+    conversation = create_conversation(title="timeline")
+    completed, failed, paused = run_turns(
+        conversation,
+        calls_text(("get_time", {})),
+        calls_text(("", {})),
+        calls_text(("delete_file", {"path": "/etc/passwd"})),
+    )
+    html = staff_client.get(change_url(conversation)).content.decode()
+    timeline = html[html.index('id="llmconv-runs"') : html.index('id="llmconv-transcript"')]
+    first = timeline[
+        timeline.index(f'id="run-{completed.pk}"') : timeline.index(f'id="run-{failed.pk}"')
+    ]
+    assert "Run 1" in first
+    assert 'llmconv-status-completed">Completed' in first
+    assert "ended: completed" in first
+    assert "2 of 8" in first  # iterations
+    assert (
+        f"{completed.input_tokens} in / {completed.output_tokens} out / {completed.total_tokens} total"
+        in first
+    )
+    second = timeline[
+        timeline.index(f'id="run-{failed.pk}"') : timeline.index(f'id="run-{paused.pk}"')
+    ]
+    assert "llmconv-run-failed llmconv-error" in second
+    assert "ended: provider_error" in second
+    assert "InvalidRequestError" in second
+    assert "non-empty string" in second
+    third = timeline[timeline.index(f'id="run-{paused.pk}"') :]
+    assert "llmconv-waiting" in third
+    assert "Waiting for:" in third
+    assert "<code>delete_file</code>" in third
+    assert "&quot;path&quot;: &quot;/etc/passwd&quot;" in third
+    assert "needs approval" in third
+    # In the transcript the paused call says what it waits for; each run is marked.
+    call_id = paused.pending_tool_calls[0]["id"]
+    card = html[html.index(f'id="call-{call_id}"') :]
+    assert "waiting: needs approval" in card[1:].split('id="call-', 1)[0]
+    assert html.count('class="llmconv-run-marker"') == 3
+
+
+def test_denied_call_shows_decision_and_error_result(staff_client: Client) -> None:
+    conversation = create_conversation()
+    (run,) = run_turns(conversation, calls_text(("delete_file", {"path": "x"})))
+    ToolLoopService(EchoProvider(), tools=loop_tools.registry()).deny(run.pk)
+    html = staff_client.get(change_url(conversation)).content.decode()
+    call_id = run.pending_tool_calls[0]["id"]
+    card = html[html.index(f'id="call-{call_id}"') :]
+    assert 'llmconv-decision-denied">denied' in card
+    assert f'class="llmconv-result llmconv-error" id="result-{call_id}"' in card
+
+
+def test_transcript_limit_shows_latest_messages(staff_client: Client) -> None:
+    conversation = create_conversation(
+        messages=[
+            ChatMessage.user(f"m{i}") if i % 2 == 0 else ChatMessage.assistant(f"m{i}")
+            for i in range(6)
+        ]
+    )
+
+    class Limited(ConversationAdmin):
+        transcript_limit = 2
+
+    request = RequestFactory().get("/")
+    context = Limited(Conversation, admin.site).transcript_context(request, conversation)
+    assert [e.message.content for e in context["entries"]] == ["m4", "m5"]
+    assert context["hidden_messages"] == 4
+    assert context["messages_url"].endswith(f"?conversation__exact={conversation.pk}")
+
+
+def test_search_by_content_tool_name_title_and_owner(staff_client: Client) -> None:
+    alice = get_user_model().objects.create_user("alice")
+    create_conversation(owner=alice, title="Holiday plans", messages=[ChatMessage.user("hi")])
+    create_conversation(
+        title="Weather",
+        messages=[
+            ChatMessage.user("Is it raining in Oslo?"),
+            ChatMessage.assistant_tool_calls([ToolCall("c1", "get_weather", {"city": "Oslo"})]),
+            ChatMessage.tool_result("c1", "rain"),
+        ],
+    )
+    create_conversation(
+        title="Money",
+        messages=[
+            ChatMessage.user("100% sure? Convert it"),
+            ChatMessage.assistant_tool_calls([ToolCall("c1", "convert_currency", {"amount": 1})]),
+            ChatMessage.tool_result("c1", "0.92 EUR"),
+        ],
+    )
+    create_conversation(title="Empty")
+    assert listed(staff_client, q="holiday") == {"Holiday plans"}
+    assert listed(staff_client, q="alice") == {"Holiday plans"}
+    assert listed(staff_client, q="RAINING") == {"Weather"}  # message content, any case
+    assert listed(staff_client, q="get_weather") == {"Weather"}  # tool name
+    assert listed(staff_client, q="currency") == {"Money"}  # part of a tool name
+    assert listed(staff_client, q="EUR") == {"Money"}  # a tool result
+    assert listed(staff_client, q="weather oslo") == {"Weather"}  # every word must match
+    assert listed(staff_client, q="holiday oslo") == set()
+    assert listed(staff_client, q='"in oslo"') == {"Weather"}  # a quoted phrase
+    assert listed(staff_client, q="100%") == {"Money"}  # wildcards are literal
+    assert listed(staff_client, q="_weather") == {"Weather"}
+    assert listed(staff_client, q="nothing-like-this") == set()
+
+
+def test_search_without_message_search_uses_fields_only(staff_client: Client) -> None:
+    conversation = create_conversation(title="Title", messages=[ChatMessage.user("needle")])
+    request = RequestFactory().get("/")
+    request.user = get_user_model().objects.get(username="staff")
+
+    class FieldsOnly(ConversationAdmin):
+        search_messages = False
+
+    model_admin = FieldsOnly(Conversation, admin.site)
+    found, _ = model_admin.get_search_results(request, Conversation.objects.all(), "needle")
+    assert not found.exists()
+    found, _ = ConversationAdmin(Conversation, admin.site).get_search_results(
+        request, Conversation.objects.all(), "needle"
+    )
+    assert list(found) == [conversation]
+
+
+@pytest.fixture
+def filter_data() -> None:
+    create_conversation(title="plain", messages=[ChatMessage.system("s"), ChatMessage.user("u")])
+    run_turns(create_conversation(title="tools"), calls_text(("get_time", {})))
+    run_turns(create_conversation(title="tool error"), calls_text(("fail", {})))
+    run_turns(create_conversation(title="failed"), calls_text(("", {})))
+    run_turns(create_conversation(title="paused"), calls_text(("delete_file", {"path": "x"})))
+
+
+@pytest.mark.usefixtures("filter_data")
+@pytest.mark.parametrize(
+    ("params", "titles"),
+    [
+        ({}, {"plain", "tools", "tool error", "failed", "paused"}),
+        ({"role": "system"}, {"plain"}),
+        ({"role": "tool"}, {"tools", "tool error"}),
+        ({"role": "assistant"}, {"tools", "tool error", "paused"}),
+        ({"tool_calls": "yes"}, {"tools", "tool error", "paused"}),
+        ({"tool_calls": "no"}, {"plain", "failed"}),
+        ({"tool_errors": "yes"}, {"tool error"}),
+        ({"run": "failed"}, {"failed"}),
+        ({"run": "paused"}, {"paused"}),
+        ({"run": "active"}, {"paused"}),
+        ({"run": "none"}, {"plain"}),
+        ({"run": "failed", "role": "system"}, set()),
+        (
+            {"created_at__gte": "2000-01-01T00:00:00+00:00"},
+            {"plain", "tools", "tool error", "failed", "paused"},
+        ),
+        ({"created_at__lt": "2000-01-01T00:00:00+00:00"}, set()),
+        ({"q": "delete_file", "run": "paused"}, {"paused"}),
+    ],
+)
+def test_filters(staff_client: Client, params: dict[str, str], titles: set[str]) -> None:
+    assert listed(staff_client, **params) == titles
+
+
+def test_owner_is_autocomplete_only_when_user_admin_can_search() -> None:
+    request = RequestFactory().get("/")
+    assert ConversationAdmin(Conversation, admin.site).get_autocomplete_fields(request) == (
+        "owner",
+    )
+    bare_site = admin.AdminSite(name="bare")
+    assert ConversationAdmin(Conversation, bare_site).get_autocomplete_fields(request) == ()
+
+
+def test_owner_widget_is_autocomplete(staff_client: Client) -> None:
+    owner = get_user_model().objects.create_user("bob")
+    conversation = create_conversation(owner=owner)
+    html = staff_client.get(change_url(conversation)).content.decode()
+    widget = html[html.index('<select name="owner"') :]
+    widget = widget[: widget.index("</select>")]
+    assert 'class="admin-autocomplete"' in widget
+    assert f'<option value="{owner.pk}" selected>bob</option>' in widget
+
+
+def test_transcript_template_can_be_overridden(staff_client: Client, tmp_path: Path) -> None:
+    override = tmp_path / "llm_conversations" / "admin" / "transcript.html"
+    override.parent.mkdir(parents=True)
+    override.write_text("<p id='custom'>{{ entries|length }} entries</p>")
+    templates = [{**settings.TEMPLATES[0], "DIRS": [tmp_path]}]
+    conversation = create_conversation(messages=[ChatMessage.user("x")])
+    with override_settings(TEMPLATES=templates):
+        html = staff_client.get(change_url(conversation)).content.decode()
+    assert "<p id='custom'>1 entries</p>" in html
+    assert 'id="llmconv-runs"' in html  # the other parts stay
+
+
+def test_message_admin_is_read_only(staff_client: Client) -> None:
     conversation = create_conversation(messages=[ChatMessage.user("hello there")])
     message = Message.objects.get(conversation=conversation)
     changelist = reverse("admin:llm_conversations_message_changelist")
@@ -93,18 +378,58 @@ def test_message_admin_is_read_only_with_role_filter(staff_client: Client) -> No
         "hello there" not in staff_client.get(changelist, {"role__exact": "tool"}).content.decode()
     )
     assert staff_client.get(reverse("admin:llm_conversations_message_add")).status_code == 403
+    change = reverse("admin:llm_conversations_message_change", args=[message.pk])
+    page = staff_client.get(change)
+    assert page.status_code == 200
+    assert "Delete" not in page.content.decode().split('id="message_form"')[1]
+    assert staff_client.post(change, {"content": "rewritten"}).status_code == 403
+    delete = reverse("admin:llm_conversations_message_delete", args=[message.pk])
+    assert staff_client.post(delete, {"post": "yes"}).status_code == 403
     response = staff_client.post(
-        reverse("admin:llm_conversations_message_change", args=[message.pk]),
-        {"content": "rewritten"},
+        changelist, {"action": "delete_selected", "_selected_action": [message.pk], "post": "yes"}
     )
-    assert response.status_code == 403
+    assert response.status_code in (200, 302)
     message.refresh_from_db()
     assert message.content == "hello there"
 
 
-def test_conversation_delete_is_allowed(staff_client: Client) -> None:
-    conversation = create_conversation(messages=[ChatMessage.user("x")])
+def test_message_search_by_tool_name_and_conversation_link(staff_client: Client) -> None:
+    changelist = reverse("admin:llm_conversations_message_changelist")
+    create_conversation(
+        messages=[
+            ChatMessage.user("What time is it?"),
+            ChatMessage.assistant_tool_calls([ToolCall("c1", "get_time", {})]),
+            ChatMessage.tool_result("c1", "09:00"),
+        ]
+    )
+    response = staff_client.get(changelist, {"q": "get_time"})
+    assert [m.role for m in response.context["cl"].result_list] == ["assistant"]
+    other = create_conversation(messages=[ChatMessage.user("x")])
+    response = staff_client.get(changelist, {"conversation__exact": str(other.pk)})
+    assert [m.content for m in response.context["cl"].result_list] == ["x"]
+
+
+def test_run_admin_is_read_only_with_status_filter(staff_client: Client) -> None:
+    conversation = create_conversation()
+    _completed, failed = run_turns(conversation, "hello", calls_text(("", {})))
+    changelist = reverse("admin:llm_conversations_run_changelist")
+    response = staff_client.get(changelist, {"status__exact": "failed"})
+    assert [r.pk for r in response.context["cl"].result_list] == [failed.pk]
+    change = reverse("admin:llm_conversations_run_change", args=[failed.pk])
+    html = staff_client.get(change).content.decode()
+    assert "InvalidRequestError" in html
+    assert change_url(conversation) in html
+    assert staff_client.post(change, {"status": "completed"}).status_code == 403
+    assert staff_client.get(reverse("admin:llm_conversations_run_add")).status_code == 403
+    failed.refresh_from_db()
+    assert failed.status == "failed"
+
+
+def test_conversation_delete_cascades(staff_client: Client) -> None:
+    conversation = create_conversation(messages=[ChatMessage.system("x")])
+    run_turns(conversation, "hello")
     url = reverse("admin:llm_conversations_conversation_delete", args=[conversation.pk])
     assert staff_client.post(url, {"post": "yes"}).status_code == 302
     assert not Conversation.objects.exists()
     assert not Message.objects.exists()
+    assert not Run.objects.exists()

@@ -8,7 +8,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from llm_conversations.models import Conversation, Message
+from llm_conversations.models import Conversation, Message, Run
+from llm_conversations.providers import EchoProvider
+from llm_conversations.services import ToolLoopService
+from project.management.commands.seed_demo import demo_registry
 
 pytestmark = pytest.mark.django_db
 
@@ -16,12 +19,25 @@ pytestmark = pytest.mark.django_db
 def test_seed_twice_creates_everything_once() -> None:
     out = StringIO()
     call_command("seed_demo", stdout=out)
+    first = (Conversation.objects.count(), Message.objects.count(), Run.objects.count())
     call_command("seed_demo", stdout=out)
-    assert "password: demo" in out.getvalue()
+    assert (Conversation.objects.count(), Message.objects.count(), Run.objects.count()) == first
+    assert "6 conversation(s) added, 0 already there" in out.getvalue()
+    assert "0 conversation(s) added, 6 already there" in out.getvalue()
+    assert "user: demo  password: demo" in out.getvalue()
     user = get_user_model().objects.get(username="demo")
     assert user.is_staff
     assert user.check_password("demo")
-    assert Conversation.objects.filter(owner=user).count() == 3
+    assert set(
+        Conversation.objects.filter(owner=user).values_list("metadata__demo", flat=True)
+    ) == {
+        "plain",
+        "parallel-tools",
+        "tool-error",
+        "echo-run",
+        "approval",
+        "failed-run",
+    }
     calls = Message.objects.get(
         tool_calls__isnull=False, conversation__metadata__demo="parallel-tools"
     )
@@ -29,4 +45,33 @@ def test_seed_twice_creates_everything_once() -> None:
         {"city": "Paris", "unit": "celsius"},
         {},
     ]
-    assert Message.objects.filter(role="tool", is_error=True).count() == 1
+
+
+def test_seed_covers_tool_error_failed_and_paused_runs() -> None:
+    call_command("seed_demo", stdout=StringIO())
+    runs = {
+        run.conversation.metadata["demo"]: run for run in Run.objects.select_related("conversation")
+    }
+    assert set(runs) == {"echo-run", "approval", "failed-run"}
+    assert (runs["echo-run"].status, runs["echo-run"].iterations) == ("completed", 2)
+    assert runs["failed-run"].status == "failed"
+    paused = runs["approval"]
+    assert paused.status == "requires_action"
+    assert [(p["function"]["name"], p["reason"]) for p in paused.pending_tool_calls] == [
+        ("send_email", "requires_approval")
+    ]
+    # The demo tools answered for real: one result from get_weather, one converted amount.
+    results = Message.objects.filter(role="tool", conversation__metadata__demo="echo-run")
+    assert [r.is_error for r in results] == [False, False]
+    assert "EUR" in results[1].content
+    assert Message.objects.filter(role="tool", is_error=True).count() == 1  # the tool-error demo
+
+
+def test_paused_demo_run_can_be_approved_with_the_demo_tools() -> None:
+    call_command("seed_demo", stdout=StringIO())
+    paused = Run.objects.get(status="requires_action")
+    run = ToolLoopService(EchoProvider(), tools=demo_registry()).approve(paused.pk)
+    assert run.status == "completed"
+    assert Message.objects.filter(
+        run=run, role="tool", content__contains="nothing was sent"
+    ).exists()

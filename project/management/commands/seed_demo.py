@@ -1,8 +1,12 @@
 """Seed the demo: a staff user and conversations that show every kind of turn.
 
-Safe to run again: existing demo rows are left as they are.
+Safe to run again: each demo conversation is found by its ``metadata["demo"]``
+key and created only when missing.
 """
 
+from __future__ import annotations
+
+import json
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -11,11 +15,15 @@ from django.db import transaction
 
 from llm_conversations.messages import ChatMessage, ToolCall
 from llm_conversations.models import Conversation
-from llm_conversations.services import create_conversation
+from llm_conversations.providers import EchoProvider
+from llm_conversations.services import ToolLoopService, create_conversation
+from llm_conversations.tools import ToolRegistry
+from project import tools
 
 USERNAME = "demo"
 PASSWORD = "demo"  # a local demo account, printed on purpose
 
+# Stored as written: they read naturally but were not produced by a run.
 DEMOS: dict[str, tuple[str, list[ChatMessage]]] = {
     "plain": (
         "Plain text",
@@ -55,6 +63,44 @@ DEMOS: dict[str, tuple[str, list[ChatMessage]]] = {
 }
 
 
+def calls_message(*calls: tuple[str, dict[str, Any]]) -> str:
+    """A user message that makes the echo backend call these tools."""
+    return json.dumps(
+        {
+            "tool_calls": [
+                {"type": "function", "function": {"name": name, "arguments": arguments}}
+                for name, arguments in calls
+            ]
+        }
+    )
+
+
+# Produced by the tool loop with the echo backend, so they have runs.
+RUN_DEMOS: dict[str, tuple[str, str]] = {
+    "echo-run": (
+        "A run through the echo backend",
+        calls_message(
+            ("get_weather", {"city": "Lisbon"}), ("convert_currency", {"amount": 20, "to": "EUR"})
+        ),
+    ),
+    "approval": (
+        "A run paused for approval",
+        calls_message(
+            ("send_email", {"to": "team@example.com", "subject": "Hello", "body": "Hi all!"})
+        ),
+    ),
+    # A call without a name is refused by the backend: the run fails.
+    "failed-run": ("A failed run", calls_message(("", {}))),
+}
+
+
+def demo_registry() -> ToolRegistry:
+    """The demo tools, independent of the ``TOOLS`` setting."""
+    return ToolRegistry(
+        [tools.get_weather, tools.get_time, tools.convert_currency, tools.send_email]
+    )
+
+
 class Command(BaseCommand):
     help = "Create the demo staff user and demo conversations (idempotent)."
 
@@ -80,7 +126,16 @@ class Command(BaseCommand):
                     owner=user, title=title, metadata={"demo": key}, messages=messages
                 )
                 added += 1
+        # Runs outside the transaction: the loop commits each turn as it goes.
+        service = ToolLoopService(EchoProvider(), tools=demo_registry())
+        for key, (title, text) in RUN_DEMOS.items():
+            if key in existing:
+                continue
+            conversation = create_conversation(owner=user, title=title, metadata={"demo": key})
+            service.send(conversation, ChatMessage.user(text))
+            added += 1
+        total = len(DEMOS) + len(RUN_DEMOS)
         self.stdout.write(
-            f"Demo data: {added} conversation(s) added, {len(DEMOS) - added} already there.\n"
+            f"Demo data: {added} conversation(s) added, {total - added} already there.\n"
             f"Admin: http://127.0.0.1:8000/admin/  user: {USERNAME}  password: {PASSWORD}"
         )

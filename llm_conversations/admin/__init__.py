@@ -1,0 +1,37 @@
+"""The admin: conversations with a chat-like transcript, read-only messages and runs.
+
+``ConversationAdmin`` is registered for ``Conversation`` and meant to be
+subclassed by host projects; see ``docs/admin.md``.
+"""
+
+from django.contrib import admin
+
+from llm_conversations.admin.conversations import ConversationAdmin, status_badge
+from llm_conversations.admin.history import HistoryAdmin, MessageAdmin, RunAdmin
+from llm_conversations.admin.transcript import (
+    PendingCall,
+    RunSummary,
+    TranscriptCall,
+    TranscriptEntry,
+    summarise_runs,
+    transcript,
+)
+from llm_conversations.models import Conversation, Message, Run
+
+admin.site.register(Conversation, ConversationAdmin)
+admin.site.register(Message, MessageAdmin)
+admin.site.register(Run, RunAdmin)
+
+__all__ = [
+    "ConversationAdmin",
+    "HistoryAdmin",
+    "MessageAdmin",
+    "PendingCall",
+    "RunAdmin",
+    "RunSummary",
+    "TranscriptCall",
+    "TranscriptEntry",
+    "status_badge",
+    "summarise_runs",
+    "transcript",
+]

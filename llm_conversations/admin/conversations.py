@@ -1,0 +1,216 @@
+"""``ConversationAdmin``: the changelist and the chat-like change page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.db.models import Count, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+from django.utils.text import smart_split, unescape_string_literal
+
+from llm_conversations.admin.filters import (
+    HasToolCallsFilter,
+    RoleFilter,
+    RunStateFilter,
+    ToolErrorFilter,
+)
+from llm_conversations.admin.transcript import summarise_runs, transcript
+from llm_conversations.models import Conversation, Message, Run, RunStatus
+
+__all__ = ["ConversationAdmin", "status_badge"]
+
+
+def status_badge(status: str) -> SafeString:
+    """A run status as a coloured label (failed and paused runs stand out)."""
+    label = RunStatus(status).label if status in RunStatus.values else status
+    return format_html('<span class="llmconv-status llmconv-status-{}">{}</span>', status, label)
+
+
+def _unquote(bit: str) -> str:
+    if len(bit) > 1 and bit[0] in "\"'" and bit[-1] == bit[0]:
+        return unescape_string_literal(bit)
+    return bit
+
+
+class ConversationAdmin(admin.ModelAdmin):
+    """Conversations with a chat-like transcript and a timeline of their runs.
+
+    A base class for host projects: unregister ``Conversation`` and register
+    a subclass to add columns, filters or actions (see ``docs/admin.md``).
+    The change page renders ``change_form_template``, which includes
+    ``llm_conversations/admin/runs.html`` and ``.../transcript.html``.
+    """
+
+    change_form_template = "llm_conversations/admin/conversation/change_form.html"
+    list_display = (
+        "__str__",
+        "owner",
+        "message_count",
+        "run_count",
+        "last_run",
+        "created_at",
+        "updated_at",
+    )
+    list_select_related = ("owner",)
+    list_filter = (
+        RunStateFilter,
+        RoleFilter,
+        HasToolCallsFilter,
+        ToolErrorFilter,
+        ("created_at", admin.DateFieldListFilter),
+        ("updated_at", admin.DateFieldListFilter),
+    )
+    # Title and owner here; message content and tool calls in get_search_results.
+    search_fields = ("title", f"owner__{get_user_model().USERNAME_FIELD}")
+    search_help_text = "Title, owner, message text or tool name."
+    # The owner is an autocomplete when the user admin supports it, else a raw id.
+    raw_id_fields = ("owner",)
+    date_hierarchy = "created_at"
+    readonly_fields = ("id", "message_count", "created_at", "updated_at")
+    fields = ("id", "title", "owner", "metadata", "message_count", "created_at", "updated_at")
+    # The change page shows the latest messages and runs up to these numbers.
+    transcript_limit = 1000
+    runs_limit = 100
+    # Whether search also matches message content and tool calls.
+    search_messages = True
+
+    class Media:
+        css = {"all": ["llm_conversations/admin.css"]}
+
+    # Changelist ------------------------------------------------------------
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
+        """Conversations with their run count and latest run status.
+
+        Subqueries rather than a join and ``GROUP BY``, so the queryset stays
+        deletable and the count query stays cheap.
+        """
+        runs = Run.objects.filter(conversation=OuterRef("pk"))
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                run_count=Coalesce(
+                    Subquery(
+                        runs.order_by().values("conversation").annotate(n=Count("pk")).values("n"),
+                        output_field=IntegerField(),
+                    ),
+                    0,
+                ),
+                last_run_status=Subquery(runs.order_by("-created_at").values("status")[:1]),
+            )
+        )
+
+    @admin.display(description="Runs", ordering="run_count")
+    def run_count(self, obj: Conversation) -> int:
+        return int(getattr(obj, "run_count", 0))
+
+    @admin.display(description="Last run", ordering="last_run_status")
+    def last_run(self, obj: Conversation) -> SafeString | str:
+        status = getattr(obj, "last_run_status", None)
+        return status_badge(status) if status else "-"
+
+    def get_autocomplete_fields(self, request: HttpRequest) -> tuple[str, ...]:
+        """Add ``owner`` when the user model's admin is registered and searchable.
+
+        A host project without a user admin gets a raw id field instead of
+        the system check error a static ``autocomplete_fields`` would raise.
+        """
+        fields = tuple(super().get_autocomplete_fields(request))
+        user_model = get_user_model()
+        if (
+            "owner" not in fields
+            and self.admin_site.is_registered(user_model)
+            and self.admin_site.get_model_admin(user_model).get_search_fields(request)
+        ):
+            fields += ("owner",)
+        return fields
+
+    def message_search(self, term: str) -> Exists:
+        """Conversations with a message whose text or tool calls contain ``term``.
+
+        ``tool_calls__icontains`` matches the stored JSON text, so a tool name
+        (and argument text) is found on SQLite and PostgreSQL alike.
+        """
+        return Exists(
+            Message.objects.filter(conversation=OuterRef("pk")).filter(
+                Q(content__icontains=term) | Q(tool_calls__icontains=term)
+            )
+        )
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Conversation], search_term: str
+    ) -> tuple[QuerySet[Conversation], bool]:
+        """Each word must match the ``search_fields`` or a message of the conversation."""
+        if not self.search_messages:
+            return super().get_search_results(request, queryset, search_term)
+        has_fields = bool(self.get_search_fields(request))
+        for bit in smart_split(search_term):
+            term = _unquote(bit)
+            if not term:
+                continue
+            match: Q | Exists = self.message_search(term)
+            if has_fields:
+                # The admin's own search for this word, as a subquery of ids.
+                by_fields, _ = super().get_search_results(
+                    request, self.model._default_manager.all(), bit
+                )
+                match = Q(pk__in=by_fields.values("pk")) | Q(match)
+            queryset = queryset.filter(match)
+        # EXISTS and IN subqueries never duplicate rows.
+        return queryset, False
+
+    # Change page -----------------------------------------------------------
+
+    def transcript_context(self, request: HttpRequest, obj: Conversation) -> dict[str, Any]:
+        """Template context for the transcript and the run timeline: two queries."""
+        rows = list(
+            Message.objects.filter(conversation=obj).order_by("-position")[: self.transcript_limit]
+        )
+        rows.reverse()
+        run_rows = list(
+            Run.objects.filter(conversation=obj).order_by("-created_at")[: self.runs_limit]
+        )
+        total_runs = int(getattr(obj, "run_count", len(run_rows)))
+        runs = summarise_runs(run_rows)
+        site = self.admin_site
+        for summary in runs:
+            # Number runs as they happened, even when older ones are not shown.
+            summary.number += total_runs - len(run_rows)
+            if site.is_registered(Run):
+                summary.url = reverse(
+                    f"{site.name}:{Run._meta.app_label}_run_change", args=[summary.run.pk]
+                )
+        opts = Message._meta
+        return {
+            "entries": transcript(rows, runs),
+            "runs": runs,
+            "hidden_messages": max(0, obj.message_count - len(rows)),
+            "hidden_runs": max(0, total_runs - len(run_rows)),
+            "messages_url": (
+                reverse(f"{site.name}:{opts.app_label}_{opts.model_name}_changelist")
+                + f"?conversation__exact={obj.pk}"
+                if site.is_registered(Message)
+                else ""
+            ),
+        }
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Conversation | None = None,
+    ) -> HttpResponse:
+        """Add the transcript to the context of an existing conversation's page."""
+        if obj is not None and not add:
+            context.update(self.transcript_context(request, obj))
+        return super().render_change_form(request, context, add, change, form_url, obj)

@@ -1,0 +1,104 @@
+"""Changelist filters for conversations: each asks what a conversation contains.
+
+Every filter is an ``EXISTS`` subquery, so it never duplicates rows and
+combines with the others and with search without joins.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.http import HttpRequest
+
+from llm_conversations.models import ACTIVE_RUN_STATUSES, ROLE_CHOICES, Message, Run, RunStatus
+
+
+def _has_message(**lookups: Any) -> Exists:
+    return Exists(Message.objects.filter(conversation=OuterRef("pk"), **lookups))
+
+
+def _has_run(condition: Q) -> Exists:
+    return Exists(Run.objects.filter(condition, conversation=OuterRef("pk")))
+
+
+class RoleFilter(admin.SimpleListFilter):
+    """Conversations with at least one message of the chosen role."""
+
+    title = "has a message of role"
+    parameter_name = "role"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return list(ROLE_CHOICES)
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any] | None:
+        if self.value() in dict(ROLE_CHOICES):
+            return queryset.filter(_has_message(role=self.value()))
+        return None
+
+
+class YesNoFilter(admin.SimpleListFilter):
+    """A yes/no filter on one ``EXISTS`` condition (set ``condition`` in a subclass)."""
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "Yes"), ("no", "No")]
+
+    def condition(self) -> Exists:
+        raise NotImplementedError
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any] | None:
+        if self.value() == "yes":
+            return queryset.filter(self.condition())
+        if self.value() == "no":
+            return queryset.filter(~self.condition())
+        return None
+
+
+class HasToolCallsFilter(YesNoFilter):
+    """Conversations in which the model called a tool."""
+
+    title = "has tool calls"
+    parameter_name = "tool_calls"
+
+    def condition(self) -> Exists:
+        return _has_message(tool_calls__isnull=False)
+
+
+class ToolErrorFilter(YesNoFilter):
+    """Conversations with a tool result marked as an error."""
+
+    title = "has tool errors"
+    parameter_name = "tool_errors"
+
+    def condition(self) -> Exists:
+        return _has_message(role="tool", is_error=True)
+
+
+class RunStateFilter(admin.SimpleListFilter):
+    """Conversations with a run in the chosen state (failed, paused, ...)."""
+
+    title = "runs"
+    parameter_name = "run"
+    CHOICES: dict[str, tuple[str, Q]] = {
+        "failed": ("with a failed run", Q(status=RunStatus.FAILED)),
+        "paused": ("paused, waiting for action", Q(status=RunStatus.REQUIRES_ACTION)),
+        "active": ("with an active run", Q(status__in=ACTIVE_RUN_STATUSES)),
+        "cancelled": ("with a cancelled run", Q(status=RunStatus.CANCELLED)),
+        "max_iterations": (
+            "stopped at the iteration limit",
+            Q(termination_reason="max_iterations"),
+        ),
+        "none": ("without runs", Q()),
+    }
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(key, label) for key, (label, _) in self.CHOICES.items()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any] | None:
+        value = self.value()
+        if value == "none":
+            return queryset.filter(~_has_run(Q()))
+        if value in self.CHOICES:
+            return queryset.filter(_has_run(self.CHOICES[value][1]))
+        return None

@@ -1,0 +1,144 @@
+"""What the conversation change page shows, built from rows in plain Python.
+
+The admin loads a conversation's messages and runs in one query each; these
+functions pair each tool result with the call it answers and summarise runs
+without touching the database again, so the page costs the same number of
+queries at any length.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llm_conversations.models import Message, Run, RunStatus
+
+
+def pretty_json(value: Any) -> str:
+    """``value`` as indented JSON, non-ASCII kept readable."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+
+
+@dataclass
+class TranscriptCall:
+    """A tool call as shown in the admin, with the tool turn that answers it."""
+
+    id: str
+    name: str
+    arguments: str
+    malformed: bool
+    result: Message | None = None
+    # Why the run waits on this call ("requires_approval", "client_side"), if it does.
+    waiting: str = ""
+    # The operator's decision on the call, if one was made.
+    decision: str = ""
+
+
+@dataclass
+class TranscriptEntry:
+    """One row of the transcript: a message, and its calls for assistant turns.
+
+    ``run`` is set on the first message stored by a run, to mark where it begins.
+    """
+
+    message: Message
+    calls: list[TranscriptCall] = field(default_factory=list)
+    run: RunSummary | None = None
+
+
+@dataclass
+class PendingCall:
+    """A call a paused run waits on."""
+
+    id: str
+    name: str
+    arguments: str
+    reason: str
+
+
+@dataclass
+class RunSummary:
+    """One run of the tool loop as the timeline shows it."""
+
+    run: Run
+    number: int
+    pending: list[PendingCall] = field(default_factory=list)
+    # The run's admin page, when the admin site has one.
+    url: str = ""
+
+    @property
+    def is_error(self) -> bool:
+        """True for a failed run."""
+        return self.run.status == RunStatus.FAILED
+
+    @property
+    def is_waiting(self) -> bool:
+        """True while the run waits for approval or a client-side output."""
+        return self.run.status == RunStatus.REQUIRES_ACTION
+
+
+def _arguments(call: dict[str, Any]) -> str:
+    arguments = call.get("function", {}).get("arguments", {})
+    return arguments if isinstance(arguments, str) else pretty_json(arguments)
+
+
+def summarise_runs(runs: Iterable[Run]) -> list[RunSummary]:
+    """Runs oldest first, numbered from 1, with their pending calls decoded."""
+    summaries = []
+    for number, run in enumerate(sorted(runs, key=lambda r: r.created_at), start=1):
+        pending = [
+            PendingCall(
+                id=str(item.get("id", "")),
+                name=str(item.get("function", {}).get("name", "")),
+                arguments=_arguments(item),
+                reason=str(item.get("reason", "")),
+            )
+            for item in run.pending_tool_calls or []
+            if isinstance(item, dict)
+        ]
+        summaries.append(RunSummary(run, number, pending))
+    return summaries
+
+
+def transcript(
+    messages: Sequence[Message], runs: Sequence[RunSummary] = ()
+) -> list[TranscriptEntry]:
+    """Pair each tool result with the call it answers; unpaired results stay rows.
+
+    ``messages`` are in position order. With ``runs``, calls a paused run waits
+    on are marked, decisions are shown, and each run's first message is labelled.
+    """
+    by_run = {summary.run.pk: summary for summary in runs}
+    entries: list[TranscriptEntry] = []
+    open_calls: dict[str, TranscriptCall] = {}
+    previous_run: Any = None
+    for message in messages:
+        if message.role == "tool" and message.tool_call_id in open_calls:
+            open_calls.pop(message.tool_call_id).result = message
+            continue
+        entry = TranscriptEntry(message)
+        if message.run_id is not None and message.run_id != previous_run:
+            entry.run = by_run.get(message.run_id)
+        previous_run = message.run_id
+        if message.tool_calls:
+            open_calls = {}
+            summary = by_run.get(message.run_id) if message.run_id is not None else None
+            waiting = {p.id: p.reason for p in summary.pending} if summary else {}
+            decisions = summary.run.decisions if summary else {}
+            for call in message.to_chat_message().tool_calls or ():
+                shown = TranscriptCall(
+                    id=call.id,
+                    name=call.name,
+                    arguments=call.raw_arguments
+                    if call.raw_arguments is not None
+                    else pretty_json(call.arguments),
+                    malformed=call.malformed,
+                    waiting=waiting.get(call.id, ""),
+                    decision=str(decisions.get(call.id, "")),
+                )
+                open_calls[call.id] = shown
+                entry.calls.append(shown)
+        entries.append(entry)
+    return entries

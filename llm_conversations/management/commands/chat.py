@@ -1,0 +1,271 @@
+"""``manage.py chat``: a conversation in the terminal, every turn stored.
+
+Each line read from stdin is sent through ``ToolLoopService``; the reply, tool
+calls and tool results are printed as the loop's events arrive. When a run
+pauses, each call is decided on stdin (approve or deny, or an output typed for
+a client-side tool). EOF or ``/quit`` ends the chat.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Iterable
+from typing import IO, Any
+
+from django.core.exceptions import ImproperlyConfigured
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from llm_conversations.conf import conf
+from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall
+from llm_conversations.models import Conversation, Message, Run, RunStatus
+from llm_conversations.providers import get_provider
+from llm_conversations.services import (
+    ConversationBusy,
+    RunStateError,
+    ToolLoopService,
+    create_conversation,
+)
+from llm_conversations.services.events import (
+    MessageStored,
+    RunCompleted,
+    RunFailed,
+    RunRequiresAction,
+    TextDelta,
+    ToolResultStored,
+)
+from llm_conversations.tools import ToolError
+
+QUIT_COMMANDS = {"/quit", "/exit"}
+APPROVE = {"y", "yes", "a", "approve"}
+DENY = {"n", "no", "d", "deny"}
+# Long tool results are cut on screen only; the stored turn is complete.
+RESULT_PREVIEW_CHARS = 500
+
+
+def _preview(text: str) -> str:
+    return text if len(text) <= RESULT_PREVIEW_CHARS else text[:RESULT_PREVIEW_CHARS] + "..."
+
+
+class Command(BaseCommand):
+    """Chat with the configured provider and tools; every turn is stored."""
+
+    help = (
+        "Chat in the terminal with the configured provider and tools, storing every turn. "
+        "End with /quit or EOF (Ctrl-D)."
+    )
+    # call_command(..., stdin=StringIO(...)) feeds the lines in tests.
+    stealth_options = ("stdin",)
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--conversation", metavar="ID", help="Continue this conversation instead of a new one."
+        )
+        parser.add_argument(
+            "--provider",
+            metavar="NAME",
+            help="A name of LLM_CONVERSATIONS['PROVIDERS'] (default: DEFAULT_PROVIDER).",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        self.input: IO[str] = options.get("stdin") or sys.stdin
+        # Piped input is not echoed by a terminal, so print it to keep the transcript readable.
+        self.echo_input = not (hasattr(self.input, "isatty") and self.input.isatty())
+        self.call_names: dict[str, str] = {}
+        name = options.get("provider")
+        try:
+            provider = get_provider(name)
+            service = ToolLoopService(name)
+            tool_names = service.registry.names()
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from exc
+        conversation = self.conversation(options.get("conversation"))
+        self.stdout.write(
+            f"Provider: {name or conf.DEFAULT_PROVIDER} ({provider.backend}, model {provider.model}); "
+            f"tools: {', '.join(tool_names) or 'none'}.\n"
+            "Type a message; /quit or EOF ends."
+        )
+        try:
+            self.resume_waiting(service, conversation)
+            self.loop(service, conversation)
+        except KeyboardInterrupt:
+            self.stdout.write("")
+        conversation.refresh_from_db(fields=["message_count"])
+        self.stdout.write(
+            f"Conversation {conversation.pk}: {conversation.message_count} message(s) stored."
+        )
+
+    # Setup -----------------------------------------------------------------
+
+    def conversation(self, ref: str | None) -> Conversation:
+        """The conversation to continue, or a new one whose id is printed."""
+        if ref is None:
+            conversation = create_conversation(title="Terminal chat")
+            self.stdout.write(f"New conversation {conversation.pk}")
+            return conversation
+        try:
+            conversation = Conversation.objects.get(pk=uuid.UUID(ref))
+        except (ValueError, Conversation.DoesNotExist):
+            raise CommandError(f"No conversation with id {ref!r}.") from None
+        self.stdout.write(
+            f"Continuing conversation {conversation.pk} "
+            f"({conversation.message_count} message(s) stored)"
+        )
+        return conversation
+
+    def resume_waiting(self, service: ToolLoopService, conversation: Conversation) -> None:
+        """Finish a run this conversation left paused or queued before reading new lines."""
+        run = (
+            Run.objects.filter(
+                conversation=conversation, status__in=[RunStatus.REQUIRES_ACTION, RunStatus.QUEUED]
+            )
+            .order_by("-created_at")
+            .first()
+        )
+        if run is None:
+            return
+        for item in run.pending_tool_calls:
+            self.call_names[item["id"]] = item["function"]["name"]
+        if run.status == RunStatus.REQUIRES_ACTION:
+            self.stdout.write("The last run is waiting for a decision.")
+            self.follow(service, run.pk, paused=run)
+        else:
+            self.follow(service, run.pk)
+
+    # Reading ---------------------------------------------------------------
+
+    def read(self, prompt: str) -> str | None:
+        """One line from stdin without its newline; ``None`` at EOF."""
+        self.stdout.write(prompt, ending="")
+        self.stdout.flush()
+        line = self.input.readline()
+        if not line:
+            self.stdout.write("")
+            return None
+        line = line.rstrip("\r\n")
+        if self.echo_input:
+            self.stdout.write(line)
+        return line
+
+    def loop(self, service: ToolLoopService, conversation: Conversation) -> None:
+        """Read lines until EOF or ``/quit``, sending each as a user turn."""
+        while (line := self.read("you> ")) is not None:
+            text = line.strip()
+            if not text:
+                continue
+            if text in QUIT_COMMANDS:
+                return
+            try:
+                run = service.start(conversation, ChatMessage.user(text))
+            except (ConversationBusy, InvalidMessage, RunStateError, ToolError) as exc:
+                self.stderr.write(f"Not sent: {getattr(exc, 'message', exc)}")
+                continue
+            if not self.follow(service, run.pk):
+                return
+
+    # Running ---------------------------------------------------------------
+
+    def follow(self, service: ToolLoopService, run_id: Any, paused: Run | None = None) -> bool:
+        """Print the run's events until it ends; decide pauses on stdin.
+
+        Returns False when stdin ended during a decision (the run stays waiting).
+        """
+        while True:
+            if paused is None:
+                paused = self.print_events(service.events(run_id))
+            if paused is None:
+                return True
+            if not self.decide(service, paused):
+                return False
+            paused = None
+
+    def print_events(self, events: Iterable[Any]) -> Run | None:
+        """Print events as they arrive; the paused run, if the run paused."""
+        # Set while the text of the coming assistant turn is printed as it streams.
+        streamed = False
+        for event in events:
+            if isinstance(event, TextDelta):
+                if not streamed:
+                    self.stdout.write("assistant> ", ending="")
+                    streamed = True
+                self.stdout.write(event.text, ending="")
+                self.stdout.flush()
+                continue
+            if streamed:
+                self.stdout.write("")
+            if isinstance(event, MessageStored):
+                self.print_reply(event.message, streamed=streamed)
+            elif isinstance(event, ToolResultStored):
+                self.print_result(event.message)
+            elif isinstance(event, RunRequiresAction):
+                return event.run
+            elif isinstance(event, RunCompleted):
+                run = event.run
+                if run.termination_reason != "completed":
+                    self.stdout.write(f"(run ended: {run.termination_reason})")
+            elif isinstance(event, RunFailed):
+                run = event.run
+                self.stderr.write(f"Run failed: {run.error_type}: {run.error_message}")
+            streamed = False
+        if streamed:
+            self.stdout.write("")
+        return None
+
+    def print_reply(self, message: Message, *, streamed: bool) -> None:
+        """The assistant turn: its text unless already streamed, then its calls."""
+        chat = message.to_chat_message()
+        # Text arrives as TextDelta when streaming; print it only when it did not.
+        if chat.content and not streamed:
+            self.stdout.write(f"assistant> {chat.content}")
+        for call in chat.tool_calls or ():
+            self.call_names[call.id] = call.name
+            self.stdout.write(f"  tool call {self.label(call)}")
+
+    def label(self, call: ToolCall) -> str:
+        return f"{call.name}({call.arguments_json}) [{call.id}]"
+
+    def print_result(self, message: Message) -> None:
+        name = self.call_names.get(message.tool_call_id or "", "tool")
+        kind = "error" if message.is_error else "result"
+        self.stdout.write(
+            f"  {kind} of {name} [{message.tool_call_id}]: {_preview(message.content)}"
+        )
+
+    def decide(self, service: ToolLoopService, run: Run) -> bool:
+        """Ask about each waiting call, then record the answers; False at EOF."""
+        approved: list[str] = []
+        denied: list[str] = []
+        outputs: dict[str, str] = {}
+        for item in run.pending_tool_calls:
+            call = ToolCall.from_dict({k: v for k, v in item.items() if k != "reason"})
+            self.call_names[call.id] = call.name
+            if item["reason"] == "client_side":
+                answer = self.read(f"  output for {self.label(call)}> ")
+                if answer is None:
+                    break
+                outputs[call.id] = answer
+                continue
+            self.stdout.write(f"  {call.name} needs approval: {self.label(call)}")
+            while (answer := self.read("  approve? [y/n] ")) is not None:
+                if answer.strip().lower() in APPROVE | DENY:
+                    break
+            if answer is None:
+                break
+            (approved if answer.strip().lower() in APPROVE else denied).append(call.id)
+        else:
+            try:
+                if approved:
+                    service.approve(run.pk, approved, resume=False)
+                if denied:
+                    service.deny(run.pk, denied, resume=False)
+                if outputs:
+                    service.submit_tool_outputs(run.pk, outputs, resume=False)
+            except RunStateError as exc:
+                self.stderr.write(f"Could not continue the run: {exc.message}")
+                return False
+            return True
+        self.stdout.write(
+            "The run is still waiting; continue it with "
+            f"manage.py chat --conversation {run.conversation_id}"
+        )
+        return False

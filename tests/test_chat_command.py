@@ -1,0 +1,194 @@
+"""``manage.py chat``: lines from stdin become stored turns; pauses are decided on stdin."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from typing import Any
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import override_settings
+
+from llm_conversations.models import Conversation, Message, Run
+from llm_conversations.services import load_messages
+
+pytestmark = pytest.mark.django_db
+
+TOOLS = [
+    "project.tools.get_weather",
+    "project.tools.get_time",
+    "project.tools.convert_currency",
+    "project.tools.send_email",
+]
+
+
+@pytest.fixture(autouse=True)
+def echo_settings() -> Any:
+    config = {
+        "DEFAULT_PROVIDER": "echo",
+        "PROVIDERS": {"echo": {"BACKEND": "echo", "MODEL": "echo-1"}},
+        "TOOLS": TOOLS,
+    }
+    with override_settings(LLM_CONVERSATIONS=config):
+        yield
+
+
+def calls(*items: tuple[str, dict[str, Any]]) -> str:
+    return json.dumps(
+        {
+            "tool_calls": [
+                {"type": "function", "function": {"name": name, "arguments": arguments}}
+                for name, arguments in items
+            ]
+        }
+    )
+
+
+def chat(*lines: str, **options: Any) -> tuple[str, str]:
+    out, err = StringIO(), StringIO()
+    stdin = StringIO("".join(line + "\n" for line in lines))
+    call_command("chat", stdin=stdin, stdout=out, stderr=err, **options)
+    return out.getvalue(), err.getvalue()
+
+
+def test_new_conversation_stores_every_turn_and_prints_the_transcript() -> None:
+    weather = calls(
+        ("get_weather", {"city": "Paris"}), ("convert_currency", {"amount": 1, "to": "XYZ"})
+    )
+    out, err = chat("Hello there", "", weather, "/quit", "never sent")
+    conversation = Conversation.objects.get()
+    assert f"New conversation {conversation.pk}" in out
+    assert "tools: get_weather, get_time, convert_currency, send_email" in out
+    assert "you> Hello there\nassistant> Hello there\n" in out
+    assert '  tool call get_weather({"city":"Paris"})' in out
+    assert "  result of get_weather [" in out
+    assert '"city": "Paris"' in out
+    assert "  error of convert_currency [" in out
+    assert "unknown currency 'XYZ'" in out
+    assert "assistant> Tool results: get_weather returned" in out
+    assert f"Conversation {conversation.pk}: 7 message(s) stored." in out
+    assert err == ""
+    history = load_messages(conversation)
+    assert [m.role for m in history] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+    ]
+    assert history[0].content == "Hello there"
+    assert history[5].is_error
+    assert not Message.objects.filter(content="never sent").exists()
+    assert Run.objects.filter(conversation=conversation, status="completed").count() == 2
+    assert set(Message.objects.filter(role="assistant").values_list("model", flat=True)) == {
+        "echo-1"
+    }
+
+
+def test_eof_ends_the_chat() -> None:
+    out, _ = chat("one", "two")
+    assert out.count("assistant> ") == 2
+    assert Conversation.objects.get().message_count == 4
+
+
+def test_approval_on_stdin_runs_the_tool() -> None:
+    email = calls(("send_email", {"to": "a@example.com", "subject": "Hi", "body": "x"}))
+    out, _ = chat(email, "maybe", "y", "/quit")
+    assert "send_email needs approval" in out
+    assert out.count("approve? [y/n] ") == 2  # an unclear answer asks again
+    assert "result of send_email" in out
+    assert "accepted (demo: nothing was sent)" in out
+    run = Run.objects.get()
+    assert (run.status, list(run.decisions.values())) == ("completed", ["approved"])
+    assert [m.role for m in load_messages(run.conversation_id)] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+
+
+def test_denial_on_stdin_answers_with_an_error() -> None:
+    email = calls(("send_email", {"to": "a@example.com", "subject": "Hi", "body": "x"}))
+    out, _ = chat(email, "n")
+    assert "error of send_email" in out
+    assert "denied" in out
+    tool_turn = Message.objects.get(role="tool")
+    assert tool_turn.is_error
+    assert Run.objects.get().status == "completed"
+
+
+def test_eof_during_approval_leaves_the_run_waiting_and_continue_resumes_it() -> None:
+    email = calls(("send_email", {"to": "a@example.com", "subject": "Hi", "body": "x"}))
+    out, _ = chat(email)
+    conversation = Conversation.objects.get()
+    assert f"chat --conversation {conversation.pk}" in out
+    assert Run.objects.get().status == "requires_action"
+    out, _ = chat("yes", "/quit", conversation=str(conversation.pk))
+    assert f"Continuing conversation {conversation.pk} (2 message(s) stored)" in out
+    assert "The last run is waiting for a decision." in out
+    assert "result of send_email" in out
+    assert Run.objects.get().status == "completed"
+    assert Conversation.objects.count() == 1
+
+
+def test_continue_appends_to_the_given_conversation() -> None:
+    out, _ = chat("first")
+    conversation = Conversation.objects.get()
+    out, _ = chat("second", conversation=str(conversation.pk))
+    assert "New conversation" not in out
+    assert [m.content for m in load_messages(conversation)] == [
+        "first",
+        "first",
+        "second",
+        "second",
+    ]
+
+
+def test_failed_run_is_reported_and_the_chat_goes_on() -> None:
+    out, err = chat(calls(("", {})), "still here")
+    assert "Run failed: InvalidRequestError" in err
+    assert "assistant> still here" in out
+    assert list(Run.objects.order_by("created_at").values_list("status", flat=True)) == [
+        "failed",
+        "completed",
+    ]
+
+
+def test_bad_options_are_command_errors() -> None:
+    with pytest.raises(CommandError, match="No provider named 'nope'"):
+        chat("x", provider="nope")
+    with pytest.raises(CommandError, match="No conversation with id 'abc'"):
+        chat("x", conversation="abc")
+    assert not Message.objects.exists()
+
+
+def test_provider_option_picks_a_configured_provider() -> None:
+    config = {
+        "DEFAULT_PROVIDER": "echo",
+        "PROVIDERS": {
+            "echo": {"BACKEND": "echo", "MODEL": "echo-1"},
+            "other": {"BACKEND": "echo", "MODEL": "echo-2"},
+        },
+        "TOOLS": TOOLS,
+    }
+    with override_settings(LLM_CONVERSATIONS=config):
+        out, _ = chat("hi", provider="other")
+    assert "Provider: other (echo, model echo-2)" in out
+    run = Run.objects.get()
+    assert (run.provider, run.model) == ("other", "echo-2")
+    reply = Message.objects.get(role="assistant")
+    assert reply.model == "echo-2"
+
+
+def test_busy_conversation_is_refused_without_ending() -> None:
+    chat("first")
+    conversation = Conversation.objects.get()
+    # Another process's run is still executing.
+    Run.objects.create(conversation=conversation, status="running")
+    _out, err = chat("second", "third", conversation=str(conversation.pk))
+    assert err.count("Not sent: another run of this conversation is still active.") == 2
+    assert [m.content for m in load_messages(conversation)] == ["first", "first"]
