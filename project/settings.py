@@ -30,6 +30,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "drf_spectacular",
     "llm_conversations",
     "project",
 ]
@@ -81,8 +82,27 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
+LOGIN_URL = "admin:login"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# The API sets its own error handler, permissions and parsers; the project
+# only picks the schema class and how people log in to the demo.
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.BasicAuthentication",
+    ],
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "llm_conversations API",
+    "DESCRIPTION": "Conversations, messages, runs of the tool loop and tools. See docs/api.md.",
+    "VERSION": "1.0.0",
+    # 3.1 can say that each event's data is JSON text of a given schema.
+    "OAS_VERSION": "3.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
 
 LOGGING = {
     "version": 1,
@@ -123,4 +143,10 @@ if os.environ.get("OLLAMA_MODEL"):
 LLM_CONVERSATIONS = {
     "DEFAULT_PROVIDER": os.environ.get("LLM_PROVIDER", "echo"),
     "PROVIDERS": PROVIDERS,
+    "TOOLS": [
+        "project.tools.get_weather",
+        "project.tools.get_time",
+        "project.tools.convert_currency",
+        "project.tools.send_email",
+    ],
 }

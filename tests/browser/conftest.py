@@ -21,7 +21,9 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
-@pytest.fixture(scope="session")
+# Module scope: Playwright's event loop must stop before other tests run,
+# since async_to_sync refuses to work beside a running loop.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI"):

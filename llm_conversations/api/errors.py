@@ -1,0 +1,149 @@
+"""One error format for every API response, and the exception handler that produces it.
+
+Every error is ``{"error": {"code", "message", "field", "details"}}``. ``code``
+is stable (safe to branch on); ``field`` names the offending request field,
+dotted for nested ones (``message.content``, ``tool_outputs[1].tool_call_id``),
+or is ``null``. The handler is installed on the API's base view, so the host
+project's ``REST_FRAMEWORK`` settings need no change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404
+from rest_framework import exceptions
+from rest_framework.response import Response
+
+from llm_conversations.messages import InvalidMessage
+from llm_conversations.providers import ProviderNotConfigured
+from llm_conversations.services import ConversationBusy, RunStateError
+from llm_conversations.tools import ToolError
+
+__all__ = ["ApiError", "api_exception_handler", "error_body"]
+
+# Validation codes that are part of the documented contract; any other
+# validation failure is reported as ``invalid``.
+PUBLIC_VALIDATION_CODES = frozenset(
+    {
+        "too_large",
+        "too_many_messages",
+        "too_many_metadata_keys",
+        "unknown_provider",
+        "unknown_tool",
+    }
+)
+
+# RunStateError codes that describe bad input rather than the run's state.
+_RUN_INPUT_CODES = frozenset({"invalid_max_iterations"})
+
+
+class ApiError(exceptions.APIException):
+    """An API error with a stable ``code``, an optional ``field`` and ``details``."""
+
+    def __init__(
+        self,
+        status_code: int,
+        code: str,
+        message: str,
+        *,
+        field: str | None = None,
+        details: Any = None,
+    ) -> None:
+        super().__init__(message, code)
+        self.status_code = status_code
+        self.code = code
+        self.message = message
+        self.field = field
+        self.details = details
+
+
+def error_body(
+    code: str, message: str, *, field: str | None = None, details: Any = None
+) -> dict[str, Any]:
+    """The JSON body of an error response."""
+    return {"error": {"code": code, "message": message, "field": field, "details": details}}
+
+
+def _first_error(detail: Any, path: str = "") -> tuple[str, exceptions.ErrorDetail | str]:
+    """The dotted path and detail of the first error in a DRF validation detail."""
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            if key == "non_field_errors":
+                return _first_error(value, path)
+            if isinstance(key, int):
+                # Lists report failing items by index.
+                return _first_error(value, f"{path}[{key}]")
+            child = f"{path}.{key}" if path else str(key)
+            return _first_error(value, child)
+    if isinstance(detail, list):
+        for index, value in enumerate(detail):
+            if isinstance(value, dict | list) and value:
+                # A list of nested serializers: the index belongs to the path.
+                return _first_error(value, f"{path}[{index}]")
+            if isinstance(value, str):
+                return path, value
+    return path, str(detail)
+
+
+def _from_validation(exc: exceptions.ValidationError) -> ApiError:
+    field, detail = _first_error(exc.detail)
+    code = getattr(detail, "code", None)
+    public = code if code in PUBLIC_VALIDATION_CODES else "invalid"
+    return ApiError(400, public, str(detail), field=field or None, details=exc.detail)
+
+
+def as_api_error(exc: Exception) -> ApiError | None:
+    """Translate a known exception into an :class:`ApiError`; ``None`` for unknown ones."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, InvalidMessage):
+        return ApiError(400, exc.code, exc.message, field=exc.field)
+    if isinstance(exc, ConversationBusy):
+        return ApiError(409, exc.code, str(exc) or "another run of this conversation is active.")
+    if isinstance(exc, RunStateError):
+        status_code = 400 if exc.code in _RUN_INPUT_CODES else 409
+        return ApiError(status_code, exc.code, exc.message)
+    if isinstance(exc, ToolError):
+        return ApiError(400, exc.code, exc.message, field="tools")
+    if isinstance(exc, ProviderNotConfigured):
+        return ApiError(400, "unknown_provider", str(exc), field="provider")
+    if isinstance(exc, Http404 | exceptions.NotFound):
+        return ApiError(404, "not_found", "Not found.")
+    if isinstance(exc, RequestDataTooBig):
+        return ApiError(400, "too_large", "The request body is too large.")
+    if isinstance(exc, DjangoPermissionDenied):
+        return ApiError(403, "permission_denied", str(exc) or "Permission denied.")
+    if isinstance(exc, exceptions.ValidationError):
+        return _from_validation(exc)
+    if isinstance(exc, exceptions.APIException):
+        codes = exc.get_codes()
+        code = codes if isinstance(codes, str) else exc.default_code
+        return ApiError(exc.status_code, code, str(exc.detail))
+    return None
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    """DRF exception handler: every known failure becomes the one error format.
+
+    Unknown exceptions return ``None`` so Django reports them as server errors.
+    """
+    error = as_api_error(exc)
+    if error is None:
+        return None
+    headers: dict[str, str] = {}
+    if isinstance(exc, exceptions.APIException):
+        # Keep WWW-Authenticate and Retry-After, which DRF's own handler sets.
+        auth_header = getattr(exc, "auth_header", None)
+        if auth_header:
+            headers["WWW-Authenticate"] = auth_header
+        wait = getattr(exc, "wait", None)
+        if wait is not None:
+            headers["Retry-After"] = str(int(wait))
+    return Response(
+        error_body(error.code, error.message, field=error.field, details=error.details),
+        status=error.status_code,
+        headers=headers,
+    )

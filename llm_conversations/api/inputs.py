@@ -1,0 +1,173 @@
+"""Validation of message input shared by the message and run endpoints.
+
+Messages are validated by the same rules as everywhere else
+(:meth:`ChatMessage.from_dict`), after the API's size limits; errors name the
+field as the request spells it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llm_conversations.api.errors import ApiError
+from llm_conversations.conf import conf
+from llm_conversations.messages import ChatMessage, InvalidMessage, Role
+
+__all__ = [
+    "MAX_ID_CHARS",
+    "MESSAGES_INPUT_SCHEMA",
+    "MESSAGE_INPUT_SCHEMA",
+    "ROLE_CHOICES",
+    "check_id_lengths",
+    "check_text",
+    "join_field",
+    "parse_messages",
+    "rebase_field",
+    "too_large",
+]
+
+
+ROLE_CHOICES = [role.value for role in Role]
+
+# The request form of a message, as a plain schema: requests take one message
+# or a list, which serializers cannot express. The message rules, not this
+# schema, decide what is valid.
+_ARGUMENTS_SCHEMA = {
+    "oneOf": [
+        {"type": "string", "description": "JSON text of the arguments object."},
+        {"type": "object", "additionalProperties": True},
+    ]
+}
+MESSAGE_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "A message in the OpenAI form; arguments as JSON text or an object.",
+    "properties": {
+        "role": {"type": "string", "enum": ROLE_CHOICES},
+        "content": {"type": "string", "nullable": True},
+        "tool_calls": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "type": {"type": "string", "enum": ["function"]},
+                    "function": {
+                        "type": "object",
+                        "properties": {"name": {"type": "string"}, "arguments": _ARGUMENTS_SCHEMA},
+                        "required": ["name"],
+                    },
+                },
+                "required": ["id", "function"],
+            },
+        },
+        "tool_call_id": {"type": "string"},
+        "is_error": {"type": "boolean"},
+    },
+    "required": ["role"],
+}
+MESSAGES_INPUT_SCHEMA: dict[str, Any] = {
+    "oneOf": [MESSAGE_INPUT_SCHEMA, {"type": "array", "items": MESSAGE_INPUT_SCHEMA, "minItems": 1}]
+}
+
+
+def too_large(field: str) -> ApiError:
+    """The error for content over ``MAX_MESSAGE_CHARS``."""
+    limit = conf.MAX_MESSAGE_CHARS
+    return ApiError(
+        400, "too_large", f"message content may have at most {limit} characters.", field=field
+    )
+
+
+def parse_messages(data: Any) -> list[ChatMessage]:
+    """Validate the body of a message POST: one message object or a list of them.
+
+    Errors name the field as in the request: ``content`` for a single object,
+    ``messages[2].content`` for a list (its index in the list).
+    """
+    single = isinstance(data, dict)
+    items = [data] if single else data
+    if not isinstance(items, list) or not items:
+        raise ApiError(400, "invalid", "Send a message object or a non-empty list of them.")
+    limit = conf.MAX_MESSAGES_PER_REQUEST
+    if len(items) > limit:
+        raise ApiError(
+            400,
+            "too_many_messages",
+            f"at most {limit} messages per request; got {len(items)}.",
+            details={"limit": limit},
+        )
+    prefix = "" if single else "messages[{}]"
+    for index, item in enumerate(items):
+        content = item.get("content") if isinstance(item, dict) else None
+        if isinstance(content, str) and len(content) > conf.MAX_MESSAGE_CHARS:
+            raise too_large(join_field(prefix.format(index), "content") or "content")
+    messages: list[ChatMessage] = []
+    for index, item in enumerate(items):
+        try:
+            messages.append(ChatMessage.from_dict(item))
+        except InvalidMessage as exc:
+            raise ApiError(
+                400, exc.code, exc.message, field=join_field(prefix.format(index), exc.field)
+            ) from None
+        check_id_lengths(messages[-1], prefix.format(index))
+    return messages
+
+
+# The tool_call_id column holds this many characters.
+MAX_ID_CHARS = 255
+
+
+def check_id_lengths(message: ChatMessage, prefix: str) -> None:
+    """Refuse call ids longer than the database column that stores tool results' ids."""
+    ids = [("tool_call_id", message.tool_call_id)]
+    ids += [(f"tool_calls[{i}].id", call.id) for i, call in enumerate(message.tool_calls or ())]
+    for field, value in ids:
+        if value is not None and len(value) > MAX_ID_CHARS:
+            raise ApiError(
+                400,
+                "invalid_tool_call_id",
+                f"tool call ids may have at most {MAX_ID_CHARS} characters.",
+                field=join_field(prefix, field),
+            )
+
+
+def check_text(value: Any, path: str = "") -> None:
+    """Refuse NUL characters and lone surrogates anywhere in request data.
+
+    PostgreSQL cannot store either in text or JSON columns; refusing them here
+    makes the same request a 400 on every database instead of a server error.
+    """
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ApiError(400, "invalid", "Null characters are not allowed.", field=path or None)
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ApiError(
+                400,
+                "invalid",
+                "Text must be valid Unicode (no lone surrogates).",
+                field=path or None,
+            ) from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_text(key, path)
+            check_text(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            check_text(item, f"{path}[{index}]")
+
+
+def rebase_field(field: str | None, *, single: bool) -> str | None:
+    """Turn a store error's ``messages[i].x`` into the request's own field name."""
+    if single and field is not None and field.startswith("messages[0]"):
+        rest = field.removeprefix("messages[0]").lstrip(".")
+        return rest or None
+    return field
+
+
+def join_field(prefix: str, field: str | None) -> str | None:
+    """``prefix.field``, or whichever of the two is set."""
+    if not prefix:
+        return field
+    return f"{prefix}.{field}" if field else prefix

@@ -1,0 +1,107 @@
+"""Plain-dict representations of messages and runs, built without serializer overhead.
+
+A long history is read through the message list endpoint page by page, so a
+message row becomes its dict in one function call. The serializers in
+:mod:`llm_conversations.api.serializers` describe the same shapes for the schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from llm_conversations.messages import Role, ToolCall
+from llm_conversations.models import Message, Run, chat_message_from_row
+
+__all__ = ["MESSAGE_COLUMNS", "message_data", "message_row", "run_data", "wire_tool_call"]
+
+# The columns a message representation needs, as ``QuerySet.values()`` names them.
+MESSAGE_COLUMNS = (
+    "id",
+    "position",
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "is_error",
+    "run_id",
+    "created_at",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cached_tokens",
+)
+
+
+def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A message: the ``ChatMessage.to_dict()`` fields plus the stored ones.
+
+    Tool call arguments are JSON text, as in the OpenAI request form.
+    ``model`` and ``usage`` are set on assistant turns that a provider
+    answered, ``None`` otherwise.
+    """
+    data = chat_message_from_row(
+        row["role"], row["content"], row["tool_calls"], row["tool_call_id"], row["is_error"]
+    ).to_dict()
+    assistant = row["role"] == Role.ASSISTANT
+    data["id"] = row["id"]
+    data["position"] = row["position"]
+    data["is_error"] = row["is_error"]
+    data["run"] = row["run_id"]
+    data["created_at"] = row["created_at"]
+    data["model"] = (row["model"] or None) if assistant else None
+    data["usage"] = (
+        {
+            "input_tokens": row["input_tokens"],
+            "output_tokens": row["output_tokens"],
+            "total_tokens": row["total_tokens"],
+            "cached_tokens": row["cached_tokens"],
+        }
+        if assistant and row["input_tokens"] is not None
+        else None
+    )
+    return data
+
+
+def message_row(message: Message) -> dict[str, Any]:
+    """The ``MESSAGE_COLUMNS`` of a model instance, for :func:`message_data`."""
+    return {column: getattr(message, column) for column in MESSAGE_COLUMNS}
+
+
+def wire_tool_call(stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored call (decoded arguments) in the wire form, arguments as JSON text."""
+    return ToolCall.from_dict(
+        {key: stored[key] for key in ("id", "type", "function") if key in stored}
+    ).to_wire()
+
+
+def run_data(run: Run) -> dict[str, Any]:
+    """A run of the tool loop as the API shows it."""
+    return {
+        "id": run.pk,
+        "conversation": run.conversation_id,
+        "status": run.status,
+        "termination_reason": run.termination_reason or None,
+        "provider": run.provider,
+        "model": run.model,
+        "tools": [item["function"]["name"] for item in run.tools],
+        "max_iterations": run.max_iterations,
+        "iterations": run.iterations,
+        "usage": {
+            "input_tokens": run.input_tokens,
+            "output_tokens": run.output_tokens,
+            "total_tokens": run.total_tokens,
+            "cached_tokens": run.cached_tokens,
+        },
+        "pending_tool_calls": [
+            {**wire_tool_call(item), "reason": item["reason"]} for item in run.pending_tool_calls
+        ],
+        "decisions": dict(run.decisions),
+        "error": (
+            {"type": run.error_type, "message": run.error_message} if run.error_type else None
+        ),
+        "created_at": run.created_at,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+    }

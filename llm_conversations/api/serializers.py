@@ -1,0 +1,386 @@
+"""Serializers: request validation and the documented shapes of every response.
+
+Message and run responses are built by :mod:`llm_conversations.api.representations`
+(one function call per row); the serializers here declare the same fields so
+the OpenAPI schema describes them exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from llm_conversations.api.errors import ApiError
+from llm_conversations.api.inputs import (
+    MESSAGE_INPUT_SCHEMA,
+    MESSAGES_INPUT_SCHEMA,
+    ROLE_CHOICES,
+    join_field,
+    too_large,
+)
+from llm_conversations.api.representations import message_data, message_row, run_data
+from llm_conversations.conf import conf
+from llm_conversations.messages import ChatMessage, InvalidMessage, Role
+from llm_conversations.models import Conversation, RunStatus
+
+# Errors ---------------------------------------------------------------------
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    """The body of an error."""
+
+    code = serializers.CharField(help_text="Stable error code, e.g. `conversation_busy`.")
+    message = serializers.CharField(help_text="What went wrong, for people.")
+    field = serializers.CharField(
+        allow_null=True, help_text="The offending request field, dotted (`message.content`)."
+    )
+    # Any JSON value, null included (declared without allow_null, which
+    # Open API 3.1 output would turn into an ambiguous oneOf).
+    details = serializers.JSONField(
+        help_text="More about the error: validation messages by field, a run."
+    )
+
+
+class ErrorSerializer(serializers.Serializer):
+    """Every error response: `{"error": {...}}`."""
+
+    error = ErrorDetailSerializer()
+
+
+# Conversations ----------------------------------------------------------------
+
+
+class ConversationSerializer(serializers.ModelSerializer):
+    """A conversation with its message count, last activity and active run."""
+
+    metadata = serializers.DictField(
+        child=serializers.JSONField(),
+        required=False,
+        help_text="Free-form JSON object; at most `MAX_METADATA_KEYS` keys.",
+    )
+    active_run = serializers.UUIDField(
+        read_only=True, allow_null=True, help_text="The run in progress, if any."
+    )
+    updated_at = serializers.DateTimeField(
+        read_only=True, help_text="Last activity: the last appended message or edit."
+    )
+
+    class Meta:
+        model = Conversation
+        fields = [
+            "id",
+            "title",
+            "metadata",
+            "message_count",
+            "active_run",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = ["id", "message_count", "created_at"]
+
+    def validate_metadata(self, value: dict[str, Any]) -> dict[str, Any]:
+        """Refuse more keys than ``MAX_METADATA_KEYS``."""
+        limit = conf.MAX_METADATA_KEYS
+        if len(value) > limit:
+            raise serializers.ValidationError(
+                f"metadata may have at most {limit} keys; got {len(value)}.",
+                code="too_many_metadata_keys",
+            )
+        return value
+
+
+# Messages ---------------------------------------------------------------------
+
+
+class FunctionCallSerializer(serializers.Serializer):
+    """The function a call names, with its arguments as JSON text."""
+
+    name = serializers.CharField()
+    arguments = serializers.CharField(
+        allow_blank=True, help_text='JSON text of the arguments object (`"{}"` when empty).'
+    )
+
+
+class ToolCallSerializer(serializers.Serializer):
+    """A tool call in the OpenAI form."""
+
+    id = serializers.CharField()
+    type = serializers.ChoiceField(choices=["function"])
+    function = FunctionCallSerializer()
+
+
+class UsageSerializer(serializers.Serializer):
+    """Token usage (characters for the echo backend)."""
+
+    input_tokens = serializers.IntegerField(allow_null=True)
+    output_tokens = serializers.IntegerField(allow_null=True)
+    total_tokens = serializers.IntegerField(allow_null=True)
+    cached_tokens = serializers.IntegerField(allow_null=True)
+
+
+class MessageSerializer(serializers.Serializer):
+    """A stored message: the `ChatMessage.to_dict()` fields plus stored ones.
+
+    `tool_calls` is present on assistant turns with calls (their `content` may
+    then be `null`), `tool_call_id` on tool turns.
+    """
+
+    id = serializers.UUIDField()
+    position = serializers.IntegerField(help_text="0-based index in the conversation.")
+    role = serializers.ChoiceField(choices=ROLE_CHOICES)
+    content = serializers.CharField(allow_null=True, allow_blank=True)
+    tool_calls = ToolCallSerializer(many=True, required=False)
+    tool_call_id = serializers.CharField(required=False)
+    is_error = serializers.BooleanField(help_text="A tool result that reports a failure.")
+    run = serializers.UUIDField(allow_null=True, help_text="The run that stored this turn.")
+    created_at = serializers.DateTimeField()
+    model = serializers.CharField(allow_null=True, help_text="Assistant turns: the model.")
+    usage = UsageSerializer(allow_null=True, help_text="Assistant turns: token usage.")
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        return message_data(message_row(instance))
+
+
+class MessagePageSerializer(serializers.Serializer):
+    """A page of messages, as OpenAI's Conversations API lists items."""
+
+    data = MessageSerializer(many=True)  # type: ignore[assignment]  # a field, not .data
+    first_id = serializers.UUIDField(allow_null=True)
+    last_id = serializers.UUIDField(allow_null=True)
+    has_more = serializers.BooleanField()
+
+
+class MessageListQuerySerializer(serializers.Serializer):
+    """Query parameters of the message list."""
+
+    after = serializers.UUIDField(
+        required=False, help_text="A message id: list the messages after it in `order`."
+    )
+    limit = serializers.IntegerField(
+        required=False, default=20, min_value=1, max_value=100, help_text="Page size, 1-100."
+    )
+    order = serializers.ChoiceField(
+        choices=["asc", "desc"],
+        required=False,
+        default="desc",
+        help_text="`asc`: oldest first; `desc`: newest first.",
+    )
+
+
+# Runs -------------------------------------------------------------------------
+
+
+@extend_schema_field(
+    {
+        "oneOf": [
+            {"type": "string", "description": "The text of a user message."},
+            MESSAGE_INPUT_SCHEMA,
+        ]
+    }
+)
+class UserMessageField(serializers.JSONField):
+    """A user message: its text, or the message object."""
+
+    def to_internal_value(self, data: Any) -> ChatMessage:  # type: ignore[override]
+        data = super().to_internal_value(data)
+        if isinstance(data, str):
+            if len(data) > conf.MAX_MESSAGE_CHARS:
+                raise too_large("message")
+            try:
+                return ChatMessage.user(data)
+            except InvalidMessage as exc:
+                raise ApiError(400, exc.code, exc.message, field="message") from None
+        if not isinstance(data, dict):
+            raise ApiError(
+                400, "invalid", "message must be a string or an object.", field="message"
+            )
+        content = data.get("content")
+        if isinstance(content, str) and len(content) > conf.MAX_MESSAGE_CHARS:
+            raise too_large("message.content")
+        try:
+            message = ChatMessage.from_dict(data)
+        except InvalidMessage as exc:
+            raise ApiError(
+                400, exc.code, exc.message, field=join_field("message", exc.field)
+            ) from None
+        if message.role is not Role.USER:
+            raise ApiError(
+                400,
+                "user_message_required",
+                "a run starts with a user message.",
+                field="message.role",
+            )
+        return message
+
+
+class RunCreateSerializer(serializers.Serializer):
+    """Start a run: store the user turn, then answer it with the tool loop."""
+
+    message = UserMessageField(help_text="The user turn: text or a message object.")
+    provider = serializers.CharField(
+        required=False, help_text="A key of `PROVIDERS`; the default provider when omitted."
+    )
+    tools = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        allow_null=True,
+        help_text="Names of the tools to offer (see `/tools/`); all of them when omitted.",
+    )
+    max_iterations = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        help_text="Model calls before the loop closes the run; at most `MAX_ITERATIONS_LIMIT`.",
+    )
+    stream = serializers.BooleanField(
+        required=False, default=False, help_text="Answer with Server-Sent Events."
+    )
+
+    def validate_provider(self, value: str) -> str:
+        """Only configured providers may be named."""
+        if value not in conf.PROVIDERS:
+            raise serializers.ValidationError(
+                f"unknown provider {value!r}; configured: {', '.join(sorted(conf.PROVIDERS))}.",
+                code="unknown_provider",
+            )
+        return value
+
+    def validate_max_iterations(self, value: int) -> int:
+        """At most ``MAX_ITERATIONS_LIMIT``."""
+        if value > conf.MAX_ITERATIONS_LIMIT:
+            raise serializers.ValidationError(
+                f"Ensure this value is less than or equal to {conf.MAX_ITERATIONS_LIMIT}.",
+                code="max_value",
+            )
+        return value
+
+
+class PendingToolCallSerializer(ToolCallSerializer):
+    """A call the run waits for, and why."""
+
+    reason = serializers.ChoiceField(
+        choices=["requires_approval", "client_side"],
+        help_text="`requires_approval`: approve or deny it; `client_side`: submit its output.",
+    )
+
+
+class RunErrorSerializer(serializers.Serializer):
+    """Why a run failed."""
+
+    type = serializers.CharField()
+    message = serializers.CharField(allow_blank=True)
+
+
+class RunSerializer(serializers.Serializer):
+    """One execution of the tool loop."""
+
+    id = serializers.UUIDField()
+    conversation = serializers.UUIDField()
+    status = serializers.ChoiceField(choices=RunStatus.values)
+    termination_reason = serializers.CharField(
+        allow_null=True,
+        help_text="completed, max_iterations, provider_error, error or cancelled.",
+    )
+    provider = serializers.CharField(allow_blank=True)
+    model = serializers.CharField(allow_blank=True)
+    tools = serializers.ListField(child=serializers.CharField(), help_text="Tools offered.")
+    max_iterations = serializers.IntegerField()
+    iterations = serializers.IntegerField(help_text="Model calls so far.")
+    usage = UsageSerializer()
+    pending_tool_calls = PendingToolCallSerializer(many=True)
+    decisions = serializers.DictField(
+        child=serializers.ChoiceField(choices=["approved", "denied"]),
+        help_text="Decisions by call id.",
+    )
+    error = RunErrorSerializer(allow_null=True)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        return run_data(instance)
+
+
+class StreamEventSerializer(serializers.Serializer):
+    """The JSON object in the `data:` line of each Server-Sent Event.
+
+    `text.delta` carries `delta`; `tool_call.started` carries `tool_call`;
+    `tool_result.stored` and `message.stored` carry `message` (the stored
+    row, with its id); `run.requires_action`, `run.completed`, `run.failed`
+    and `run.cancelled` carry `run`.
+    """
+
+    run_id = serializers.UUIDField()
+    delta = serializers.CharField(required=False, allow_blank=True)
+    tool_call = ToolCallSerializer(required=False)
+    message = MessageSerializer(required=False)
+    run = RunSerializer(required=False)
+
+
+class ToolDecisionSerializer(serializers.Serializer):
+    """Approve or deny calls waiting for approval."""
+
+    tool_call_ids = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        allow_null=True,
+        help_text="The calls to decide; all calls waiting for approval when omitted.",
+    )
+    stream = serializers.BooleanField(required=False, default=False)
+
+
+class ToolOutputSerializer(serializers.Serializer):
+    """The output of one client-side call."""
+
+    tool_call_id = serializers.CharField()
+    output = serializers.JSONField(help_text="Text, or any JSON value (stored as JSON text).")
+    is_error = serializers.BooleanField(required=False, default=False)
+
+
+class SubmitToolOutputsSerializer(serializers.Serializer):
+    """Outputs of client-side calls."""
+
+    tool_outputs = ToolOutputSerializer(many=True, allow_empty=False)
+    stream = serializers.BooleanField(required=False, default=False)
+
+    def validate_tool_outputs(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One output per call, each within ``MAX_MESSAGE_CHARS``."""
+        ids = [item["tool_call_id"] for item in value]
+        if len(set(ids)) != len(ids):
+            raise serializers.ValidationError("each tool_call_id may appear once.")
+        for index, item in enumerate(value):
+            output = item["output"]
+            if isinstance(output, str) and len(output) > conf.MAX_MESSAGE_CHARS:
+                raise too_large(f"tool_outputs[{index}].output")
+        return value
+
+
+# Tools ------------------------------------------------------------------------
+
+
+class ToolSerializer(serializers.Serializer):
+    """A tool a run may offer."""
+
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    parameters = serializers.DictField(help_text="JSON Schema of the arguments.")
+    requires_approval = serializers.BooleanField()
+    client_side = serializers.BooleanField(help_text="Run by the frontend: submit its output.")
+
+
+__all__ = [
+    "MESSAGES_INPUT_SCHEMA",
+    "MESSAGE_INPUT_SCHEMA",
+    "ConversationSerializer",
+    "ErrorSerializer",
+    "MessageListQuerySerializer",
+    "MessagePageSerializer",
+    "MessageSerializer",
+    "RunCreateSerializer",
+    "RunSerializer",
+    "StreamEventSerializer",
+    "SubmitToolOutputsSerializer",
+    "ToolDecisionSerializer",
+    "ToolSerializer",
+]

@@ -1,0 +1,17 @@
+"""The API's views."""
+
+from llm_conversations.api.views.conversations import (
+    ConversationPagination,
+    ConversationViewSet,
+    MessageViewSet,
+)
+from llm_conversations.api.views.runs import RunViewSet
+from llm_conversations.api.views.tools import ToolViewSet
+
+__all__ = [
+    "ConversationPagination",
+    "ConversationViewSet",
+    "MessageViewSet",
+    "RunViewSet",
+    "ToolViewSet",
+]

@@ -1,0 +1,115 @@
+"""What every API view shares: error format, permissions, parsers, owner scoping."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db.models import OuterRef, QuerySet, Subquery
+from django.http import Http404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from rest_framework.authentication import BaseAuthentication
+from rest_framework.parsers import JSONParser
+from rest_framework.permissions import BasePermission
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from llm_conversations.api.errors import api_exception_handler
+from llm_conversations.api.inputs import check_text
+from llm_conversations.api.permissions import authentication_classes, permission_classes
+from llm_conversations.api.serializers import ErrorSerializer
+from llm_conversations.models import ACTIVE_RUN_STATUSES, Conversation, Run
+
+__all__ = [
+    "CONVERSATION_ID",
+    "ApiView",
+    "error_responses",
+    "owned_conversations",
+    "parse_uuid",
+]
+
+_ERROR_DESCRIPTIONS = {
+    400: "Invalid request: `invalid`, a message rule code, or a size limit.",
+    401: "Not authenticated (authentication classes that send `WWW-Authenticate`).",
+    403: "Not authenticated, or not permitted.",
+    404: "`not_found`: no such object owned by the caller (or a malformed id).",
+    409: "The conversation or run is in the wrong state for this request.",
+    415: "`unsupported_media_type`: send `application/json`.",
+    500: "`run_failed`: the run failed on the server; the run records the error.",
+    502: "`provider_error`: the provider failed; `details.run` is the failed run.",
+}
+
+
+def error_responses(*codes: int, media_type: str | None = None) -> dict[Any, OpenApiResponse]:
+    """Schema entries for error responses; 401, 403 and 404 are always possible."""
+    statuses = sorted({401, 403, 404, *codes})
+    return {
+        ((code, media_type) if media_type else code): OpenApiResponse(
+            ErrorSerializer, description=_ERROR_DESCRIPTIONS[code]
+        )
+        for code in statuses
+    }
+
+
+CONVERSATION_ID = OpenApiParameter(
+    "conversation_pk", OpenApiTypes.UUID, OpenApiParameter.PATH, description="A conversation id."
+)
+
+
+def parse_uuid(value: Any) -> uuid.UUID:
+    """``value`` as a UUID; anything else does not exist (404)."""
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise Http404 from None
+
+
+def owned_conversations(request: Request) -> QuerySet[Conversation]:
+    """The caller's conversations, each annotated with its active run id."""
+    user = request.user
+    if not user.is_authenticated:
+        return Conversation.objects.none()
+    active = Run.objects.filter(
+        conversation_id=OuterRef("pk"), status__in=ACTIVE_RUN_STATUSES
+    ).values("pk")[:1]
+    return Conversation.objects.filter(owner=user).annotate(active_run=Subquery(active))
+
+
+class ApiView(APIView):
+    """Base of the API's views.
+
+    Errors use the API's one format through ``get_exception_handler``, so the
+    host project's ``REST_FRAMEWORK`` settings are left alone; permission and
+    authentication classes come from ``LLM_CONVERSATIONS`` on each request.
+    """
+
+    parser_classes = [JSONParser]
+    renderer_classes = [JSONRenderer]
+
+    def get_exception_handler(self) -> Any:
+        return api_exception_handler
+
+    def get_permissions(self) -> list[BasePermission]:
+        return [cls() for cls in permission_classes()]
+
+    def get_authenticators(self) -> list[BaseAuthentication]:
+        return [cls() for cls in authentication_classes()]
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        for key, values in request.query_params.lists():
+            check_text(key)
+            for value in values:
+                check_text(value, key)
+        if request.method in ("POST", "PUT", "PATCH"):
+            check_text(request.data)
+
+    def get_conversation(self) -> Conversation:
+        """The caller's conversation named by the URL, or 404."""
+        pk = parse_uuid(self.kwargs["conversation_pk"])
+        try:
+            return owned_conversations(self.request).get(pk=pk)
+        except Conversation.DoesNotExist:
+            raise Http404 from None

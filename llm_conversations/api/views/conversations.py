@@ -1,0 +1,170 @@
+"""Conversations and their messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import filters, status, viewsets
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from llm_conversations.api.errors import ApiError
+from llm_conversations.api.inputs import parse_messages, rebase_field
+from llm_conversations.api.representations import MESSAGE_COLUMNS, message_data, message_row
+from llm_conversations.api.serializers import (
+    MESSAGES_INPUT_SCHEMA,
+    ConversationSerializer,
+    MessageListQuerySerializer,
+    MessagePageSerializer,
+    MessageSerializer,
+)
+from llm_conversations.api.views.base import (
+    CONVERSATION_ID,
+    ApiView,
+    error_responses,
+    owned_conversations,
+)
+from llm_conversations.messages import InvalidMessage
+from llm_conversations.models import ACTIVE_RUN_STATUSES, Conversation, Message, Run
+from llm_conversations.services import ConversationBusy, append_messages
+
+__all__ = ["ConversationPagination", "ConversationViewSet", "MessageViewSet"]
+
+
+class ConversationPagination(PageNumberPagination):
+    """``?page=`` and ``?page_size=`` (default 20, at most 100)."""
+
+    page_size = 20
+    page_size_query_param = "page_size"
+    max_page_size = 100
+
+
+def _busy() -> ConversationBusy:
+    return ConversationBusy("another run of this conversation is still active; cancel it first.")
+
+
+@extend_schema_view(
+    list=extend_schema(
+        summary="List conversations",
+        responses={200: ConversationSerializer(many=True), **error_responses(400)},
+    ),
+    create=extend_schema(
+        summary="Create a conversation",
+        responses={201: ConversationSerializer, **error_responses(400, 415)},
+    ),
+    retrieve=extend_schema(
+        summary="Get a conversation", responses={200: ConversationSerializer, **error_responses()}
+    ),
+    partial_update=extend_schema(
+        summary="Update title or metadata",
+        responses={200: ConversationSerializer, **error_responses(400, 415)},
+    ),
+    destroy=extend_schema(
+        summary="Delete a conversation", responses={204: None, **error_responses(409)}
+    ),
+)
+class ConversationViewSet(ApiView, viewsets.ModelViewSet):
+    """The caller's conversations: search on title, ordering, page-number pagination."""
+
+    serializer_class = ConversationSerializer
+    pagination_class = ConversationPagination
+    filter_backends = [filters.SearchFilter, filters.OrderingFilter]
+    search_fields = ["title"]
+    ordering_fields = ["created_at", "updated_at", "title", "message_count"]
+    ordering = ["-updated_at"]
+    http_method_names = ["get", "post", "patch", "delete", "head", "options"]
+
+    def get_queryset(self) -> Any:
+        return owned_conversations(self.request)
+
+    def perform_create(self, serializer: Any) -> None:
+        user = self.request.user
+        conversation = serializer.save(owner=user if user.is_authenticated else None)
+        conversation.active_run = None
+
+    def perform_destroy(self, instance: Conversation) -> None:
+        # A run in progress would lose its conversation mid-turn.
+        if instance.active_run is not None:  # type: ignore[attr-defined]
+            raise _busy()
+        instance.delete()
+
+
+@extend_schema(parameters=[CONVERSATION_ID])
+@extend_schema_view(
+    create=extend_schema(
+        summary="Append messages",
+        request={"application/json": MESSAGES_INPUT_SCHEMA},
+        responses={201: MessagePageSerializer, **error_responses(400, 409, 415)},
+    ),
+)
+class MessageViewSet(ApiView, viewsets.GenericViewSet):
+    """A conversation's history: cursor-paged reads, appends in the OpenAI message shape."""
+
+    serializer_class = MessageSerializer
+
+    def get_queryset(self) -> Any:
+        return Message.objects.none()  # schema generation only; the views query by hand
+
+    # Not "list": the answer is one page object, not an array.
+    @extend_schema(
+        summary="List messages",
+        parameters=[MessageListQuerySerializer],
+        responses={200: MessagePageSerializer, **error_responses(400)},
+    )
+    def page(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """A page of messages after the ``after`` cursor, in ``order``."""
+        conversation = self.get_conversation()
+        query = MessageListQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        after, limit = query.validated_data.get("after"), query.validated_data["limit"]
+        ascending = query.validated_data["order"] == "asc"
+        rows = Message.objects.filter(conversation_id=conversation.pk)
+        if after is not None:
+            position = rows.filter(pk=after).values_list("position", flat=True).first()
+            if position is None:
+                raise ApiError(
+                    400, "invalid", "after is not a message of this conversation.", field="after"
+                )
+            rows = (
+                rows.filter(position__gt=position)
+                if ascending
+                else rows.filter(position__lt=position)
+            )
+        # One row more than the page tells whether another page follows.
+        page = list(
+            rows.order_by("position" if ascending else "-position").values(*MESSAGE_COLUMNS)[
+                : limit + 1
+            ]
+        )
+        return Response(_page([message_data(row) for row in page[:limit]], len(page) > limit))
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Append one message or a list, atomically; refused while a run is active."""
+        conversation = self.get_conversation()
+        messages = parse_messages(request.data)
+        try:
+            with transaction.atomic():
+                # Locked so no run starts between the check and the append.
+                Conversation.objects.select_for_update().filter(pk=conversation.pk).exists()
+                if Run.objects.filter(
+                    conversation_id=conversation.pk, status__in=ACTIVE_RUN_STATUSES
+                ).exists():
+                    raise _busy()
+                rows = append_messages(conversation.pk, messages)
+        except InvalidMessage as exc:
+            field = rebase_field(exc.field, single=isinstance(request.data, dict))
+            raise ApiError(400, exc.code, exc.message, field=field) from None
+        data = [message_data(message_row(row)) for row in rows]
+        return Response(_page(data, False), status=status.HTTP_201_CREATED)
+
+
+def _page(data: list[dict[str, Any]], has_more: bool) -> dict[str, Any]:
+    return {
+        "data": data,
+        "first_id": data[0]["id"] if data else None,
+        "last_id": data[-1]["id"] if data else None,
+        "has_more": has_more,
+    }

@@ -1,0 +1,229 @@
+"""Runs of the tool loop: start, inspect, approve, deny, submit outputs, cancel.
+
+Runs execute in the request. With ``stream: true`` (or ``Accept:
+text/event-stream``) the answer is a Server-Sent Events stream; the run is
+started (or the decision stored) first, so a refused request still gets an
+ordinary JSON error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpResponseBase
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status, viewsets
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from llm_conversations.api.errors import ApiError
+from llm_conversations.api.representations import run_data
+from llm_conversations.api.schema import ServerSentEventSerializer
+from llm_conversations.api.serializers import (
+    RunCreateSerializer,
+    RunSerializer,
+    SubmitToolOutputsSerializer,
+    ToolDecisionSerializer,
+)
+from llm_conversations.api.sse import (
+    EVENT_STREAM,
+    EventStreamRenderer,
+    event_stream_response,
+    wants_stream,
+)
+from llm_conversations.api.views.base import CONVERSATION_ID, ApiView, error_responses, parse_uuid
+from llm_conversations.messages import InvalidMessage
+from llm_conversations.models import Run, RunStatus
+from llm_conversations.services import ToolLoopService
+
+__all__ = ["RunViewSet"]
+
+JSON = "application/json"
+RUN_ID = OpenApiParameter(
+    "run_pk", OpenApiTypes.UUID, OpenApiParameter.PATH, description="A run id."
+)
+
+_STREAM = OpenApiResponse(
+    ServerSentEventSerializer,
+    description=(
+        "`stream: true` or `Accept: text/event-stream`: Server-Sent Events "
+        "(`text.delta`, `tool_call.started`, `tool_result.stored`, `message.stored`, "
+        "then one of `run.requires_action`, `run.completed`, `run.failed`, "
+        "`run.cancelled`); each `data:` is a JSON object with `run_id`. See docs/api.md."
+    ),
+)
+
+
+def _run_responses(ok: int, *errors: int, stream: bool = True) -> dict[Any, Any]:
+    responses: dict[Any, Any] = {(ok, JSON): RunSerializer}
+    if stream:
+        responses[(200, EVENT_STREAM)] = _STREAM
+    responses.update(error_responses(400, 415, *errors, media_type=JSON))
+    return responses
+
+
+class RunSchema(AutoSchema):
+    """No ``?format=`` parameter: streams are chosen by ``stream`` or ``Accept``."""
+
+    def _get_format_parameters(self) -> list[dict[str, Any]]:
+        return []
+
+
+class RunViewSet(ApiView, viewsets.GenericViewSet):
+    """Runs of one of the caller's conversations."""
+
+    schema = RunSchema()
+    serializer_class = RunSerializer
+    renderer_classes = [JSONRenderer, EventStreamRenderer]
+
+    def get_queryset(self) -> Any:
+        return Run.objects.none()  # schema generation only; get_run() scopes by owner
+
+    def finalize_response(  # type: ignore[override]
+        self, request: Request, response: HttpResponseBase, *args: Any, **kwargs: Any
+    ) -> HttpResponseBase:
+        response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[arg-type]
+        if isinstance(response, Response) and isinstance(
+            response.accepted_renderer, EventStreamRenderer
+        ):
+            # Only streams are event streams; errors and runs stay JSON.
+            response.accepted_renderer = JSONRenderer()
+            response.accepted_media_type = JSON
+        return response
+
+    def get_run(self) -> Run:
+        """The run named by the URL, in the caller's conversation, or 404."""
+        user = self.request.user
+        if not user.is_authenticated:
+            raise Http404
+        try:
+            return Run.objects.get(
+                pk=parse_uuid(self.kwargs["run_pk"]),
+                conversation_id=parse_uuid(self.kwargs["conversation_pk"]),
+                conversation__owner=user,
+            )
+        except Run.DoesNotExist:
+            raise Http404 from None
+
+    def _answer(self, run: Run, ok: int = status.HTTP_200_OK) -> Response:
+        """The run, or the error that ended it."""
+        if run.status == RunStatus.FAILED and run.termination_reason == "provider_error":
+            raise ApiError(
+                502,
+                "provider_error",
+                f"The provider failed; run {run.pk} records the error: {run.error_message}",
+                details={"run": run_data(run)},
+            )
+        if run.status == RunStatus.FAILED:
+            raise ApiError(
+                500,
+                "run_failed",
+                f"Run {run.pk} failed on the server ({run.error_type}).",
+                details={"run": run_data(run)},
+            )
+        return Response(run_data(run), status=ok)
+
+    @extend_schema(
+        summary="Start a run",
+        parameters=[CONVERSATION_ID],
+        request=RunCreateSerializer,
+        responses=_run_responses(201, 409, 500, 502),
+    )
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        """Store the user turn and answer it; 409 ``conversation_busy`` while a run is active."""
+        conversation = self.get_conversation()
+        serializer = RunCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        options = serializer.validated_data
+        service = ToolLoopService()
+        try:
+            run = service.start(
+                conversation,
+                options["message"],
+                provider=options.get("provider"),
+                tools=options.get("tools"),
+                max_iterations=options.get("max_iterations"),
+            )
+        except InvalidMessage as exc:
+            # A sequence rule: the history still waits for tool results.
+            field = (exc.field or "").replace("messages[0]", "message", 1) or "message"
+            raise ApiError(400, exc.code, exc.message, field=field) from None
+        if wants_stream(request, options["stream"]):
+            return event_stream_response(request._request, service, run.pk)
+        return self._answer(service.execute(run.pk), status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="Get a run",
+        parameters=[CONVERSATION_ID, RUN_ID],
+        responses={(200, JSON): RunSerializer, **error_responses(media_type=JSON)},
+    )
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """The run as it stands."""
+        return Response(run_data(self.get_run()))
+
+    def _decide(self, request: Request, approve: bool) -> HttpResponseBase:
+        run = self.get_run()
+        serializer = ToolDecisionSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        stream = wants_stream(request, serializer.validated_data["stream"])
+        service = ToolLoopService()
+        decide = service.approve if approve else service.deny
+        run = decide(run.pk, serializer.validated_data.get("tool_call_ids"), resume=not stream)
+        if stream:
+            return event_stream_response(request._request, service, run.pk)
+        return self._answer(run)
+
+    @extend_schema(
+        summary="Approve waiting tool calls",
+        parameters=[CONVERSATION_ID, RUN_ID],
+        request=ToolDecisionSerializer,
+        responses=_run_responses(200, 409, 500, 502),
+    )
+    def approve(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        """Approve calls (all waiting ones by default); the run resumes when none waits."""
+        return self._decide(request, approve=True)
+
+    @extend_schema(
+        summary="Deny waiting tool calls",
+        parameters=[CONVERSATION_ID, RUN_ID],
+        request=ToolDecisionSerializer,
+        responses=_run_responses(200, 409, 500, 502),
+    )
+    def deny(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        """Deny calls: each is answered with an error result saying so."""
+        return self._decide(request, approve=False)
+
+    @extend_schema(
+        summary="Submit outputs of client-side tools",
+        parameters=[CONVERSATION_ID, RUN_ID],
+        request=SubmitToolOutputsSerializer,
+        responses=_run_responses(200, 409, 500, 502),
+    )
+    def submit_tool_outputs(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        """Store client-side results; the run resumes when no call waits."""
+        run = self.get_run()
+        serializer = SubmitToolOutputsSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        stream = wants_stream(request, serializer.validated_data["stream"])
+        outputs = {
+            item["tool_call_id"]: {"output": item["output"], "is_error": item["is_error"]}
+            for item in serializer.validated_data["tool_outputs"]
+        }
+        service = ToolLoopService()
+        run = service.submit_tool_outputs(run.pk, outputs, resume=not stream)
+        if stream:
+            return event_stream_response(request._request, service, run.pk)
+        return self._answer(run)
+
+    @extend_schema(
+        summary="Cancel a run",
+        parameters=[CONVERSATION_ID, RUN_ID],
+        request=None,
+        responses={(200, JSON): RunSerializer, **error_responses(409, media_type=JSON)},
+    )
+    def cancel(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Cancel an active run; calls left unanswered get an error result."""
+        return Response(run_data(ToolLoopService().cancel(self.get_run().pk)))

@@ -1,0 +1,37 @@
+"""The tools a run may offer."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import viewsets
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from llm_conversations.api.serializers import ToolSerializer
+from llm_conversations.api.views.base import ApiView, error_responses
+from llm_conversations.tools import default_registry
+
+__all__ = ["ToolViewSet"]
+
+
+class ToolViewSet(ApiView, viewsets.ViewSet):
+    """``LLM_CONVERSATIONS["TOOLS"]``: what a run may offer, with argument schemas."""
+
+    @extend_schema(
+        summary="List tools",
+        responses={200: ToolSerializer(many=True), **error_responses()},
+    )
+    def list(self, request: Request) -> Response:
+        """Every configured tool, in settings order."""
+        return Response(
+            [
+                {
+                    "name": item.name,
+                    "description": item.description,
+                    "parameters": item.parameters,
+                    "requires_approval": item.requires_approval,
+                    "client_side": item.is_client_side,
+                }
+                for item in default_registry()
+            ]
+        )

@@ -1,0 +1,254 @@
+// The demo chat page: lists and creates conversations, sends a message as a
+// streamed run (Server-Sent Events over fetch, since EventSource cannot POST),
+// and shows text, tool calls and their results as they arrive.
+"use strict";
+
+const API = "/api";
+const EXAMPLES = {
+  weather: {
+    tool_calls: [
+      { type: "function", function: { name: "get_weather", arguments: { city: "Paris" } } },
+      { type: "function", function: { name: "get_time", arguments: {} } },
+    ],
+  },
+  email: {
+    tool_calls: [
+      {
+        type: "function",
+        function: {
+          name: "send_email",
+          arguments: { to: "team@example.com", subject: "Hello", body: "Hi from the demo." },
+        },
+      },
+    ],
+  },
+};
+
+const $ = (id) => document.getElementById(id);
+let conversationId = null;
+let waitingRun = null;
+const cards = new Map(); // tool_call_id -> card element
+
+function csrfToken() {
+  const match = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
+  return match ? decodeURIComponent(match[1]) : "";
+}
+
+async function api(path, options = {}) {
+  const response = await fetch(API + path, {
+    ...options,
+    headers: {
+      "Content-Type": "application/json",
+      "X-CSRFToken": csrfToken(),
+      ...(options.headers || {}),
+    },
+  });
+  if (!response.ok) {
+    const body = await response.json().catch(() => ({}));
+    const error = body.error || {};
+    throw new Error(`${error.code || response.status}: ${error.message || response.statusText}`);
+  }
+  return response;
+}
+
+function setStatus(text, isError = false) {
+  $("status").textContent = text;
+  $("status").classList.toggle("error", isError);
+}
+
+function element(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function pretty(argumentsText) {
+  try {
+    return JSON.stringify(JSON.parse(argumentsText), null, 2);
+  } catch {
+    return argumentsText; // malformed arguments are shown as the model sent them
+  }
+}
+
+function callCard(call) {
+  const card = element("div", "card");
+  card.dataset.toolCallId = call.id;
+  const head = element("div");
+  head.append(element("span", "name", call.function.name), element("span", "state", ""));
+  card.append(head, element("pre", "", pretty(call.function.arguments)));
+  cards.set(call.id, card);
+  return card;
+}
+
+function attachResult(message) {
+  const card = cards.get(message.tool_call_id);
+  if (!card) return false;
+  card.querySelector(".state").textContent = message.is_error ? "error" : "done";
+  card.querySelector(".result")?.remove();
+  const result = element("div", "result" + (message.is_error ? " error" : ""));
+  result.append(element("pre", "", message.content));
+  card.append(result);
+  return true;
+}
+
+function renderMessage(message, replacing = null) {
+  if (message.role === "tool" && attachResult(message)) return;
+  const bubble = element("div", `msg ${message.role}` + (message.is_error ? " error" : ""));
+  bubble.dataset.messageId = message.id;
+  bubble.append(element("span", "role", message.role + (message.model ? ` · ${message.model}` : "")));
+  if (message.content) bubble.append(document.createTextNode(message.content));
+  for (const call of message.tool_calls || []) bubble.append(callCard(call));
+  if (replacing) replacing.replaceWith(bubble);
+  else $("transcript").append(bubble);
+  bubble.scrollIntoView({ block: "end" });
+}
+
+async function loadConversations() {
+  const body = await (await api("/conversations/?ordering=-updated_at")).json();
+  const list = $("conversations");
+  list.replaceChildren();
+  for (const conversation of body.results) {
+    const item = element("li", conversation.id === conversationId ? "active" : "", conversation.title || "Untitled");
+    item.dataset.id = conversation.id;
+    item.addEventListener("click", () => openConversation(conversation.id, conversation.title));
+    list.append(item);
+  }
+}
+
+async function openConversation(id, title) {
+  conversationId = id;
+  cards.clear();
+  $("title").textContent = title || "Untitled";
+  $("transcript").replaceChildren();
+  showAction(null);
+  const body = await (await api(`/conversations/${id}/messages/?limit=100&order=asc`)).json();
+  for (const message of body.data) renderMessage(message);
+  const activeRun = (await (await api(`/conversations/${id}/`)).json()).active_run;
+  if (activeRun) {
+    const run = await (await api(`/conversations/${id}/runs/${activeRun}/`)).json();
+    if (run.status === "requires_action") showAction(run);
+  }
+  setStatus("");
+  await loadConversations();
+}
+
+function showAction(run) {
+  waitingRun = run;
+  $("action").hidden = !run;
+  $("pending").replaceChildren();
+  for (const call of run ? run.pending_tool_calls : []) {
+    $("pending").append(element("li", "", `${call.function.name} ${call.function.arguments}`));
+  }
+}
+
+// Reads an SSE body and calls onEvent(name, data) for each message.
+async function readEvents(response, onEvent) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const frame = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let name = "message";
+      const data = [];
+      for (const line of frame.split("\n")) {
+        if (line.startsWith("event:")) name = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).trim());
+      }
+      if (data.length) onEvent(name, JSON.parse(data.join("\n")));
+    }
+  }
+}
+
+async function streamRun(path, body) {
+  let live = null; // the assistant bubble being streamed
+  const response = await api(path, { method: "POST", body: JSON.stringify({ ...body, stream: true }) });
+  await readEvents(response, (name, data) => {
+    switch (name) {
+      case "text.delta":
+        if (!live) {
+          live = element("div", "msg assistant");
+          live.append(element("span", "role", "assistant"));
+          $("transcript").append(live);
+        }
+        live.append(document.createTextNode(data.delta));
+        break;
+      case "message.stored":
+        renderMessage(data.message, live);
+        live = null;
+        break;
+      case "tool_call.started":
+        cards.get(data.tool_call.id)?.querySelector(".state")?.replaceChildren("running…");
+        break;
+      case "tool_result.stored":
+        renderMessage(data.message);
+        break;
+      case "run.requires_action":
+        showAction(data.run);
+        setStatus("Waiting for your approval.");
+        break;
+      case "run.completed":
+        setStatus(`Run ${data.run.termination_reason}: ${data.run.iterations} model call(s), ${data.run.usage.total_tokens} tokens.`);
+        break;
+      case "run.failed":
+      case "run.cancelled":
+        setStatus(`Run ${data.run.status}: ${data.run.error ? data.run.error.message : ""}`, true);
+        break;
+    }
+  });
+  await loadConversations();
+}
+
+async function send(event) {
+  event.preventDefault();
+  const text = $("input").value.trim();
+  if (!text) return;
+  $("send").disabled = true;
+  try {
+    if (!conversationId) await newConversation(text.startsWith("{") ? "Tool call example" : text.slice(0, 60));
+    $("input").value = "";
+    setStatus("Thinking…");
+    const own = { id: "pending", role: "user", content: text };
+    renderMessage(own);
+    await streamRun(`/conversations/${conversationId}/runs/`, { message: text });
+  } catch (error) {
+    setStatus(error.message, true);
+  } finally {
+    $("send").disabled = false;
+  }
+}
+
+async function decide(action) {
+  if (!waitingRun) return;
+  const run = waitingRun;
+  showAction(null);
+  setStatus(action === "approve" ? "Approved; running…" : "Denied.");
+  try {
+    await streamRun(`/conversations/${conversationId}/runs/${run.id}/${action}/`, {});
+  } catch (error) {
+    setStatus(error.message, true);
+  }
+}
+
+async function newConversation(title = "New conversation") {
+  const body = await (await api("/conversations/", { method: "POST", body: JSON.stringify({ title }) })).json();
+  await openConversation(body.id, body.title);
+}
+
+$("composer").addEventListener("submit", send);
+$("new-conversation").addEventListener("click", () => newConversation().catch((e) => setStatus(e.message, true)));
+$("approve").addEventListener("click", () => decide("approve"));
+$("deny").addEventListener("click", () => decide("deny"));
+for (const button of document.querySelectorAll("button.example")) {
+  button.addEventListener("click", () => {
+    $("input").value = JSON.stringify(EXAMPLES[button.dataset.example]);
+    $("input").focus();
+  });
+}
+loadConversations().catch((error) => setStatus(error.message, true));

@@ -1,0 +1,97 @@
+"""Fixtures of the API tests: users, authenticated clients, settings with test tools."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from llm_conversations.models import Conversation
+from llm_conversations.services import create_conversation
+
+TOOLS = [
+    "tests.loop_tools.get_weather",
+    "tests.loop_tools.get_time",
+    "tests.loop_tools.delete_file",
+    "tests.loop_tools.pick_color",
+]
+
+API_SETTINGS: dict[str, Any] = {
+    "DEFAULT_PROVIDER": "echo",
+    "PROVIDERS": {
+        "echo": {"BACKEND": "echo", "MODEL": "echo"},
+        "broken": {"BACKEND": "tests.api.fixtures.BrokenProvider", "MODEL": "broken"},
+    },
+    "TOOLS": TOOLS,
+    "MAX_MESSAGE_CHARS": 1000,
+    "MAX_MESSAGES_PER_REQUEST": 5,
+    "MAX_METADATA_KEYS": 3,
+}
+
+
+@pytest.fixture(autouse=True)
+def api_settings(settings: Any) -> dict[str, Any]:
+    settings.LLM_CONVERSATIONS = API_SETTINGS
+    # A fast hasher: users are created, and basic auth checked, in many tests.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    return API_SETTINGS
+
+
+@pytest.fixture
+def user(db: None) -> User:
+    return User.objects.create_user("alice", password="alice-pw")
+
+
+@pytest.fixture
+def other_user(db: None) -> User:
+    return User.objects.create_user("mallory", password="mallory-pw")
+
+
+@pytest.fixture
+def client(user: User) -> APIClient:
+    """Authenticated as ``user`` without touching sessions (keeps query counts exact)."""
+    api = APIClient()
+    api.force_authenticate(user)
+    return api
+
+
+@pytest.fixture
+def anonymous() -> APIClient:
+    return APIClient()
+
+
+@pytest.fixture
+def conversation(user: User) -> Conversation:
+    return create_conversation(
+        owner=user, title="Trip", messages=[{"role": "user", "content": "Hi"}]
+    )
+
+
+def calls_text(*calls: tuple[str, str, dict[str, Any]]) -> str:
+    """A user message that makes the echo backend call these tools."""
+    return json.dumps(
+        {
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                for i, n, a in calls
+            ]
+        }
+    )
+
+
+def parse_sse(body: bytes) -> list[tuple[str, dict[str, Any]]]:
+    """Parse a whole event stream into ``(event, data)`` pairs, strictly."""
+    events = []
+    text = body.decode()
+    assert text.endswith("\n\n"), "a stream ends with a blank line"
+    for block in text.split("\n\n")[:-1]:
+        lines = block.split("\n")
+        assert len(lines) == 2, block
+        name, data = lines
+        assert name.startswith("event: "), block
+        assert data.startswith("data: "), block
+        events.append((name.removeprefix("event: "), json.loads(data.removeprefix("data: "))))
+    return events
