@@ -3,7 +3,9 @@
 The message rules live in :mod:`llm_conversations.messages`. ``Message.clean()``
 applies them by building the value object, and every rule that one row can
 break is repeated as a ``CheckConstraint`` so no code path (``bulk_create``,
-``QuerySet.update``, raw saves) can store an invalid row.
+``QuerySet.update``, raw saves) can store an invalid row. The rules for each
+item of ``tool_calls`` need to look inside a JSON array, which a portable CHECK
+cannot; migration 0002 adds triggers for them on SQLite and PostgreSQL.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Signals for host projects.
 
-``message_appended``: sent after the store writes messages, with
-``sender=Message``, ``conversation_id`` (UUID) and ``messages`` (the new
-``Message`` rows in order). Sent inside any transaction the caller holds.
+``message_appended``: sent once the store's write of new messages is
+committed, with ``sender=Message``, ``conversation_id`` (UUID) and
+``messages`` (the new ``Message`` rows in order).
 
 ``run_finished``: sent when a run ends (completed, failed or cancelled), with
 ``sender=Run`` and ``run``. Not sent when a run pauses for action.

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
+from django.db import connection
+
+from llm_conversations.providers import EchoProvider
 from llm_conversations.tools import Tool, ToolRegistry, tool
 
 
@@ -75,4 +79,38 @@ pick_color = Tool.client_side(
 
 
 def registry() -> ToolRegistry:
-    return ToolRegistry([get_weather, get_time, fail, delete_file, pick_color])
+    return ToolRegistry(
+        [get_weather, get_time, fail, delete_file, pick_color, cancel_own_run, probe]
+    )
+
+
+@tool
+def cancel_own_run() -> str:
+    """Cancels the running run while it executes: another actor's cancel, made deterministic."""
+    from llm_conversations.models import Run, RunStatus
+    from llm_conversations.services import ToolLoopService
+
+    ToolLoopService().cancel(Run.objects.get(status=RunStatus.RUNNING).pk)
+    return "finished after the cancel"
+
+
+atomic_seen: list[tuple[str, bool]] = []
+"""(where, in_atomic_block) for each provider call and tool call of the probes."""
+
+
+class ProbeProvider(EchoProvider):
+    """The echo backend, noting whether a transaction is open when it is called.
+
+    ``EchoProvider.stream`` replies through ``complete``, so one hook sees both.
+    """
+
+    def complete(self, messages: Any, **kwargs: Any) -> Any:
+        atomic_seen.append(("provider", connection.in_atomic_block))
+        return super().complete(messages, **kwargs)
+
+
+@tool
+def probe() -> str:
+    """Notes whether a transaction is open while a tool runs."""
+    atomic_seen.append(("tool", connection.in_atomic_block))
+    return "probed"

@@ -376,6 +376,36 @@ def test_cancel_answers_pending_calls_and_frees_the_conversation() -> None:
     assert service.send(conversation, ChatMessage.user("next")).status == "completed"
 
 
+def test_a_cancel_while_tools_run_wins_over_their_late_results() -> None:
+    finished: list[str] = []
+
+    def on_finish(sender: Any, run: Run, **kwargs: Any) -> None:
+        finished.append(run.status)
+
+    conversation = create_conversation()
+    run_finished.connect(on_finish)
+    try:
+        run = echo_service().send(
+            conversation, ChatMessage.user(calls_text(("x", "cancel_own_run", {})))
+        )
+    finally:
+        run_finished.disconnect(on_finish)
+    assert (run.status, run.termination_reason, run.error_type) == ("cancelled", "cancelled", "")
+    assert finished == ["cancelled"]
+    history = load_messages(conversation)
+    assert history[-1] == ChatMessage.tool_result(
+        "x", "The run was cancelled before this tool call ran.", is_error=True
+    )
+    assert len(history) == 3  # the tool's late result was not stored
+
+
+def test_a_finished_run_is_not_claimed_again() -> None:
+    service = echo_service()
+    run = service.send(create_conversation(), ChatMessage.user("hi"))
+    assert list(service.events(run.pk)) == []
+    assert Run.objects.get(pk=run.pk).status == "completed"
+
+
 # Crash and resume; busy conversations ----------------------------------------------
 
 
@@ -416,7 +446,9 @@ def test_a_second_run_is_refused_while_one_is_active() -> None:
     assert service.send(conversation, ChatMessage.user("two")).status == "completed"
 
 
-def test_signals_report_messages_and_finished_runs() -> None:
+def test_signals_report_messages_and_finished_runs(
+    django_capture_on_commit_callbacks: Any,
+) -> None:
     appended: list[int] = []
     finished: list[str] = []
 
@@ -429,9 +461,11 @@ def test_signals_report_messages_and_finished_runs() -> None:
     message_appended.connect(on_append)
     run_finished.connect(on_finish)
     try:
-        echo_service().send(
-            create_conversation(), ChatMessage.user(calls_text(("a", "get_time", {})))
-        )
+        with django_capture_on_commit_callbacks(execute=True):
+            echo_service().send(
+                create_conversation(), ChatMessage.user(calls_text(("a", "get_time", {})))
+            )
+            assert appended == []  # nothing is committed yet
     finally:
         message_appended.disconnect(on_append)
         run_finished.disconnect(on_finish)
@@ -439,10 +473,11 @@ def test_signals_report_messages_and_finished_runs() -> None:
     assert finished == ["completed"]
 
 
-# Per round: status check and history load (2), then either the reply (run
-# update and the store's lock, tail, insert and count update, with savepoints:
-# 9) or the tool results (the store's 6). Stated so a regression shows.
-QUERIES_PER_TOOL_ROUND = 2 + 9 + 2 + 6
+# Per round: status check and history load (2), then the reply (run update,
+# then the store's lock, tail, insert and count update, with savepoints: 9),
+# then status check and history load again (2) and the tool results (run
+# update, then the store's 4 queries, with savepoints: 9).
+QUERIES_PER_TOOL_ROUND = 2 + 9 + 2 + 9
 
 
 def test_queries_per_round_are_constant() -> None:

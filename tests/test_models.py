@@ -30,9 +30,23 @@ INVALID_ROWS: list[tuple[dict[str, Any], str]] = [
         {"role": "assistant", "content": "x", "tool_calls": {"0": CALL}},
         "llmconv_message_tool_calls_nonempty",
     ),
-    (
-        {"role": "assistant", "content": "x", "tool_calls": [{"name": "f"}]},
-        "llmconv_message_tool_calls_nonempty",
+    *(
+        (
+            {"role": "assistant", "content": "", "tool_calls": calls},
+            "llmconv_message_tool_calls_items",
+        )
+        for calls in [
+            [{"name": "f"}],
+            [{**CALL, "id": ""}],
+            [{**CALL, "id": 7}],
+            [{**CALL, "function": {"name": "", "arguments": {}}}],
+            [{**CALL, "function": {"arguments": {}}}],
+            [{**CALL, "type": "custom"}],
+            [{**CALL, "function": {"name": "f", "arguments": [1]}}],
+            [CALL, {"foo": 1}],
+            [CALL, "junk"],
+            [CALL, {**CALL, "function": {"name": "g", "arguments": {}}}],  # duplicate id
+        ]
     ),
     (
         {"role": "user", "content": "x", "tool_call_id": "a"},
@@ -72,6 +86,15 @@ def test_database_refuses_an_invalid_update(conversation: Conversation) -> None:
     with pytest.raises(IntegrityError), transaction.atomic():
         Message.objects.update(tool_call_id="sneaky")
     assert Message.objects.get().tool_call_id is None
+
+
+def test_database_refuses_an_invalid_tool_call_update(conversation: Conversation) -> None:
+    Message.objects.create(
+        conversation=conversation, position=0, role="assistant", content="", tool_calls=[CALL]
+    )
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Message.objects.update(tool_calls=[CALL, CALL])
+    assert Message.objects.get().tool_calls == [CALL]
 
 
 def test_database_refuses_duplicate_positions(conversation: Conversation) -> None:

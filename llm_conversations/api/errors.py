@@ -37,7 +37,7 @@ PUBLIC_VALIDATION_CODES = frozenset(
 )
 
 # RunStateError codes that describe bad input rather than the run's state.
-_RUN_INPUT_CODES = frozenset({"invalid_max_iterations"})
+_RUN_INPUT_CODES = frozenset({"invalid_max_iterations", "unknown_tool_call"})
 
 
 class ApiError(exceptions.APIException):

@@ -334,7 +334,9 @@ class ToolOutputSerializer(serializers.Serializer):
     """The output of one client-side call."""
 
     tool_call_id = serializers.CharField()
-    output = serializers.JSONField(help_text="Text, or any JSON value (stored as JSON text).")
+    output = serializers.JSONField(
+        allow_null=True, help_text="Text, or any JSON value (stored as JSON text)."
+    )
     is_error = serializers.BooleanField(required=False, default=False)
 
 

@@ -4,6 +4,7 @@ Ids are matched as any path segment and checked by the views, so a malformed
 id is the API's JSON 404 rather than the project's HTML one.
 """
 
+from django.db import transaction
 from django.urls import path
 
 from llm_conversations.api.views import (
@@ -37,7 +38,8 @@ urlpatterns = [
     ),
     path(
         "conversations/<str:conversation_pk>/runs/",
-        RunViewSet.as_view({"post": "create"}),
+        # Runs call providers and tools: never inside ATOMIC_REQUESTS' transaction.
+        transaction.non_atomic_requests(RunViewSet.as_view({"post": "create"})),
         name="run-list",
     ),
     path(
@@ -48,7 +50,7 @@ urlpatterns = [
     *(
         path(
             _run_action.format(action),
-            RunViewSet.as_view({"post": action}),
+            transaction.non_atomic_requests(RunViewSet.as_view({"post": action})),
             name=f"run-{action.replace('_', '-')}",
         )
         for action in ("approve", "deny", "submit_tool_outputs", "cancel")

@@ -143,9 +143,11 @@ class OpenAIProvider(Provider):
                     text.append(delta["content"])
                     yield TextDelta(delta["content"])
                 for fragment in delta.get("tool_calls") or ():
-                    slot = pending.setdefault(
-                        fragment.get("index", len(pending)), {"id": "", "name": "", "args": ""}
-                    )
+                    index = fragment.get("index", len(pending))
+                    if pending and index not in pending:
+                        # Calls stream one after another: a new index completes the others.
+                        yield from self._flush(pending, calls, ids)
+                    slot = pending.setdefault(index, {"id": "", "name": "", "args": ""})
                     function = fragment.get("function") or {}
                     slot["id"] = slot["id"] or fragment.get("id") or ""
                     slot["name"] = slot["name"] or function.get("name") or ""

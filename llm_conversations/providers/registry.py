@@ -111,9 +111,12 @@ def get_provider(name: str | None = None) -> Provider:
 
 
 def clear_provider_cache() -> None:
-    """Forget built providers; the next ``get_provider()`` builds afresh."""
+    """Close and forget built providers; the next ``get_provider()`` builds afresh."""
     with _lock:
+        providers = list(_cache.values())
         _cache.clear()
+    for provider in providers:
+        provider.close()
 
 
 def _on_setting_changed(*, setting: str, **kwargs: Any) -> None:

@@ -197,12 +197,13 @@ class ToolLoopService:
         arrives as ``TextDelta`` events. Queued runs and runs left running by
         a crash are executed; finished or waiting runs yield nothing.
         """
-        run = Run.objects.select_related(None).get(pk=run_id)
-        if run.status not in (RunStatus.QUEUED, RunStatus.RUNNING):
+        run = Run.objects.get(pk=run_id)
+        # A conditional claim: a run finished or cancelled meanwhile stays so.
+        claimed = Run.objects.filter(
+            pk=run.pk, status__in=(RunStatus.QUEUED, RunStatus.RUNNING)
+        ).update(status=RunStatus.RUNNING, started_at=Coalesce(F("started_at"), timezone.now()))
+        if not claimed:
             return
-        Run.objects.filter(pk=run.pk).update(
-            status=RunStatus.RUNNING, started_at=Coalesce(F("started_at"), timezone.now())
-        )
         run.status = RunStatus.RUNNING
         try:
             yield from self._rounds(run, stream)
@@ -233,7 +234,10 @@ class ToolLoopService:
                     if run.decisions.get(call.id) != "denied":
                         yield ToolCallStarted(call)
                 results = self._run_tools(calls, offered, run.decisions)
-                for row in append_messages(run.conversation_id, results, run=run):
+                rows = self._store_results(run, results)
+                if rows is None:
+                    return
+                for row in rows:
                     yield ToolResultStored(row)
                 continue
             closing = run.iterations >= run.max_iterations
@@ -298,6 +302,17 @@ class ToolLoopService:
             row = append_completion(run.conversation_id, response, run=run)
         run.iterations += 1
         return row
+
+    @staticmethod
+    def _store_results(run: Run, results: list[ChatMessage]) -> list[Message] | None:
+        with transaction.atomic():
+            # Lock the run; one cancelled while its tools ran has answered
+            # the calls already, so these late results are dropped.
+            if not Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+                updated_at=timezone.now()
+            ):
+                return None
+            return append_messages(run.conversation_id, results, run=run)
 
     # Tools -----------------------------------------------------------------
 
@@ -369,9 +384,11 @@ class ToolLoopService:
             fields["error_type"] = type(error).__name__
             # Provider errors are redacted at their source; others are kept short.
             fields["error_message"] = str(error)[:2000]
-        Run.objects.filter(pk=run.pk).update(**fields)
+        # Only an active run ends here; one cancelled meanwhile keeps its state.
+        ended = Run.objects.filter(pk=run.pk, status__in=ACTIVE_RUN_STATUSES).update(**fields)
         run.refresh_from_db()
-        run_finished.send(sender=Run, run=run)
+        if ended:
+            run_finished.send(sender=Run, run=run)
         return run
 
     def _locked_waiting_run(self, run_id: Any) -> Run:
@@ -466,7 +483,6 @@ class ToolLoopService:
             run = Run.objects.select_for_update().get(pk=run_id)
             if not run.is_active:
                 raise RunStateError("run_not_active", f"the run is already {run.status}.")
-            Run.objects.filter(pk=run.pk).update(status=RunStatus.CANCELLED)
             pending = unanswered_tool_call_ids(load_messages(run.conversation_id))
             if pending:
                 append_messages(
@@ -474,4 +490,4 @@ class ToolLoopService:
                     [tool_result_message(i, CANCELLED, is_error=True) for i in pending],
                     run=run,
                 )
-        return self._finish(run, RunStatus.CANCELLED, "cancelled")
+            return self._finish(run, RunStatus.CANCELLED, "cancelled")

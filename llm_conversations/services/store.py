@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
+from functools import partial
 from typing import Any
 
 from django.db import transaction
@@ -137,7 +138,12 @@ def _append(
         )
     if isinstance(conversation, Conversation):
         conversation.message_count = count + len(rows)
-    message_appended.send(sender=Message, conversation_id=conversation_id, messages=rows)
+    # Receivers hear of rows only once they are committed.
+    transaction.on_commit(
+        partial(
+            message_appended.send, sender=Message, conversation_id=conversation_id, messages=rows
+        )
+    )
     return rows
 
 

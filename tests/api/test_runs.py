@@ -203,7 +203,7 @@ def test_run_state_errors_are_409(client: APIClient, conversation: Conversation)
         client, conversation, message=calls_text(("d", "delete_file", {"path": "/"}))
     ).json()
     response = client.post(run_url(run, "approve"), {"tool_call_ids": ["zzz"]}, format="json")
-    assert (response.status_code, response.json()["error"]["code"]) == (409, "unknown_tool_call")
+    assert (response.status_code, response.json()["error"]["code"]) == (400, "unknown_tool_call")
     client.post(run_url(run, "approve"), {}, format="json")
     response = client.post(run_url(run, "approve"), {}, format="json")
     assert (response.status_code, response.json()["error"]["code"]) == (409, "run_not_waiting")
@@ -223,7 +223,7 @@ def test_submit_tool_outputs_of_client_side_calls(
         {"tool_outputs": [{"tool_call_id": "other", "output": "x"}]},
         format="json",
     )
-    assert (response.status_code, response.json()["error"]["code"]) == (409, "unknown_tool_call")
+    assert (response.status_code, response.json()["error"]["code"]) == (400, "unknown_tool_call")
     response = client.post(
         run_url(run, "submit_tool_outputs"),
         {"tool_outputs": [{"tool_call_id": "p", "output": {"color": "teal"}}]},

@@ -30,17 +30,40 @@ OK = {
 }
 HELLO = [ChatMessage.user("hello")]
 ADAPTERS = [OpenAIProvider, AnthropicProvider, GeminiProvider, OllamaProvider]
+# A minimal successful reply saying "ok", in each adapter's own format.
+OK_REPLIES = {
+    OpenAIProvider: OK,
+    AnthropicProvider: {
+        "model": "claude-test",
+        "content": [{"type": "text", "text": "ok"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    },
+    GeminiProvider: {
+        "candidates": [
+            {"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}
+        ]
+    },
+    OllamaProvider: {
+        "model": "llama-test",
+        "message": {"role": "assistant", "content": "ok"},
+        "done": True,
+        "done_reason": "stop",
+    },
+}
 
 
 def error(status: int, message: str = "nope", **headers: str) -> httpx.Response:
     return httpx.Response(status, json={"error": {"message": message}}, headers=headers)
 
 
-def test_429_honours_retry_after(make_provider):
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_429_honours_retry_after(make_provider, adapter):
     recorder = Recorder(
-        error(429, "Rate limit reached", **{"retry-after": "7"}), httpx.Response(200, json=OK)
+        error(429, "Rate limit reached", **{"retry-after": "7"}),
+        httpx.Response(200, json=OK_REPLIES[adapter]),
     )
-    provider, sleeps = make_provider(OpenAIProvider, recorder)
+    provider, sleeps = make_provider(adapter, recorder)
     assert provider.complete(HELLO).content == "ok"
     assert sleeps == [7.0]
     assert len(recorder.requests) == 2
@@ -55,9 +78,10 @@ def test_retry_after_ms_wins(make_provider):
     assert sleeps == [0.25]
 
 
-def test_503_then_success_backs_off_with_jitter(make_provider):
-    recorder = Recorder(error(503), error(502), httpx.Response(200, json=OK))
-    provider, sleeps = make_provider(OpenAIProvider, recorder, max_retries=2)
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_503_then_success_backs_off_with_jitter(make_provider, adapter):
+    recorder = Recorder(error(503), error(502), httpx.Response(200, json=OK_REPLIES[adapter]))
+    provider, sleeps = make_provider(adapter, recorder, max_retries=2)
     assert provider.complete(HELLO).content == "ok"
     assert len(sleeps) == 2
     assert 0.25 <= sleeps[0] <= 0.5  # attempt 0: half of 0.5 fixed, half random
@@ -65,9 +89,12 @@ def test_503_then_success_backs_off_with_jitter(make_provider):
     assert all(s <= BACKOFF_MAX for s in sleeps)
 
 
-def test_timeout_then_success(make_provider):
-    recorder = Recorder(httpx.ReadTimeout("timed out"), httpx.Response(200, json=OK))
-    provider, sleeps = make_provider(OpenAIProvider, recorder)
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_timeout_then_success(make_provider, adapter):
+    recorder = Recorder(
+        httpx.ReadTimeout("timed out"), httpx.Response(200, json=OK_REPLIES[adapter])
+    )
+    provider, sleeps = make_provider(adapter, recorder)
     assert provider.complete(HELLO).content == "ok"
     assert len(sleeps) == 1
 
@@ -88,13 +115,16 @@ def test_timeouts_exhaust_retries(make_provider):
     assert len(sleeps) == 2
 
 
-def test_no_retry_on_400(make_provider):
-    recorder = Recorder(error(400, "Invalid 'messages[0].role'"), httpx.Response(200, json=OK))
-    provider, sleeps = make_provider(OpenAIProvider, recorder)
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_no_retry_on_400(make_provider, adapter):
+    recorder = Recorder(
+        error(400, "Invalid 'messages[0].role'"), httpx.Response(200, json=OK_REPLIES[adapter])
+    )
+    provider, sleeps = make_provider(adapter, recorder)
     with pytest.raises(InvalidRequestError) as info:
         provider.complete(HELLO)
     assert info.value.status_code == 400
-    assert info.value.provider_message == "Invalid 'messages[0].role'"
+    assert "Invalid 'messages[0].role'" in info.value.provider_message
     assert len(recorder.requests) == 1
     assert sleeps == []
 

@@ -256,3 +256,34 @@ def test_stream_error_event_raises(make_provider):
     provider, _ = make_provider(OpenAIProvider, Recorder(sse((None, json.dumps(error)))))
     with pytest.raises(ProviderError, match="server overloaded"):
         list(provider.stream([ChatMessage.user("hi")]))
+
+
+def test_stream_yields_each_call_once_the_next_one_starts(make_provider):
+    from llm_conversations.providers import ProviderError
+
+    def start(index, call_id, name):
+        return chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": index,
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": name, "arguments": "{}"},
+                    }
+                ]
+            }
+        )
+
+    error = {"error": {"message": "stream cut", "type": "server_error"}}
+    body = sse(
+        (None, start(0, "call_a", "get_time")),
+        (None, start(1, "call_b", "get_time")),
+        (None, error),
+    )
+    provider, _ = make_provider(OpenAIProvider, Recorder(body))
+    seen = []
+    with pytest.raises(ProviderError, match="stream cut"):
+        seen.extend(provider.stream([ChatMessage.user("hi")]))
+    # call_a was complete as soon as call_b began, before the stream broke.
+    assert seen == [ToolCallCompleted(ToolCall("call_a", "get_time", {}))]

@@ -74,3 +74,13 @@ def test_cache_is_cleared_when_settings_change():
         second = get_provider("dev")
     assert second is not first
     assert second.model == "other"
+
+
+def test_clearing_the_cache_closes_pooled_clients():
+    with override_settings(LLM_CONVERSATIONS=SETTINGS):
+        provider = get_provider()
+        client = provider._client
+        assert client is not None
+        assert not client.is_closed
+    # Leaving override_settings cleared the cache.
+    assert client.is_closed
