@@ -110,7 +110,10 @@ def as_api_error(exc: Exception) -> ApiError | None:
         return ApiError(400, exc.code, exc.message, field="tools")
     if isinstance(exc, ProviderNotConfigured):
         return ApiError(400, "unknown_provider", str(exc), field="provider")
-    if isinstance(exc, Http404 | exceptions.NotFound):
+    if isinstance(exc, exceptions.NotFound):
+        # DRF's own wording says why, e.g. "Invalid page." from pagination.
+        return ApiError(404, "not_found", str(exc.detail))
+    if isinstance(exc, Http404):
         return ApiError(404, "not_found", "Not found.")
     if isinstance(exc, RequestDataTooBig):
         return ApiError(400, "too_large", "The request body is too large.")

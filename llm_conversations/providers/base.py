@@ -199,8 +199,11 @@ class Provider:
         raise NotImplementedError
 
     def auth_headers(self) -> dict[str, str]:
-        """Headers that carry the API key; never stored on the client."""
-        return {}
+        """Headers that carry the API key (a Bearer token unless overridden).
+
+        Built per request, never stored on the client.
+        """
+        return {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     def parse_response(
         self, data: Mapping[str, Any], messages: Sequence[ChatMessage]

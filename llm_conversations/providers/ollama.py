@@ -124,9 +124,6 @@ class OllamaProvider(Provider):
     backend = "ollama"
     default_base_url = "http://127.0.0.1:11434"
 
-    def auth_headers(self) -> dict[str, str]:
-        return {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-
     def build_request(
         self,
         messages: Sequence[ChatMessage],

@@ -66,9 +66,6 @@ class OpenAIProvider(Provider):
     backend = "openai"
     default_base_url = "https://api.openai.com/v1"
 
-    def auth_headers(self) -> dict[str, str]:
-        return {"authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-
     def build_request(
         self,
         messages: Sequence[ChatMessage],

@@ -112,6 +112,7 @@ def test_list_is_paginated_searched_and_ordered(client: APIClient, user: User) -
     assert [c["title"] for c in descending["results"]][:2] == ["gamma", "beta"]
     response = client.get(URL, {"page": 99})
     assert (response.status_code, response.json()["error"]["code"]) == (404, "not_found")
+    assert response.json()["error"]["message"] == "Invalid page."
 
 
 @pytest.mark.parametrize("size", [1, 20])
