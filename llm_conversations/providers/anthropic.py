@@ -196,14 +196,13 @@ class AnthropicProvider(Provider):
                     )
                 )
         raw_reason = data.get("stop_reason")
-        return CompletionResponse(
+        return self.completion(
             content="".join(text),
             tool_calls=tuple(calls),
             finish_reason=_finish(raw_reason),
             usage=anthropic_usage(data.get("usage")),
-            model=data.get("model") or self.model,
-            provider=self.backend,
-            raw=self.redact_data(data),
+            model=data.get("model"),
+            raw=data,
             raw_finish_reason=raw_reason,
         )
 
@@ -258,14 +257,13 @@ class AnthropicProvider(Provider):
             elif kind == "message_stop":
                 break
         yield ResponseCompleted(
-            CompletionResponse(
+            self.completion(
                 content="".join(text),
                 tool_calls=tuple(calls),
                 finish_reason=_finish(raw_reason),
                 usage=anthropic_usage(usage),
-                model=model or self.model,
-                provider=self.backend,
-                raw=self.redact_data({"events": events}),
+                model=model,
+                raw={"events": events},
                 raw_finish_reason=raw_reason,
             )
         )

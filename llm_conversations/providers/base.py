@@ -20,9 +20,12 @@ import httpx
 from llm_conversations.messages import (
     ChatMessage,
     CompletionResponse,
+    FinishReason,
     InvalidMessage,
     MessageInput,
+    ToolCall,
     ToolSpec,
+    Usage,
     as_chat_messages,
 )
 
@@ -246,6 +249,32 @@ class Provider:
         if self._api_key and self._api_key in text:
             return text.replace(self._api_key, REDACTED)
         return text
+
+    def completion(
+        self,
+        *,
+        content: str,
+        tool_calls: Iterable[ToolCall],
+        finish_reason: FinishReason,
+        usage: Usage,
+        model: str | None,
+        raw: Mapping[str, Any],
+        raw_finish_reason: str | None,
+    ) -> CompletionResponse:
+        """A parsed reply from this provider: ``raw`` redacted, ``model`` defaulted.
+
+        Every adapter builds its replies here, so no raw body escapes redaction.
+        """
+        return CompletionResponse(
+            content=content,
+            tool_calls=tuple(tool_calls),
+            finish_reason=finish_reason,
+            usage=usage,
+            model=model or self.model,
+            provider=self.backend,
+            raw=self.redact_data(raw),
+            raw_finish_reason=raw_finish_reason,
+        )
 
     def redact_data(self, data: Any) -> Any:
         """A copy of decoded JSON with the API key replaced in every string."""

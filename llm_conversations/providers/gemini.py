@@ -229,14 +229,13 @@ class GeminiProvider(Provider):
             finish = FinishReason.CONTENT_FILTER  # the prompt itself was blocked
         else:
             finish = _finish(raw_reason, bool(calls))
-        return CompletionResponse(
+        return self.completion(
             content="".join(texts),
             tool_calls=tuple(calls),
             finish_reason=finish,
             usage=gemini_usage(data.get("usageMetadata")),
-            model=data.get("modelVersion") or self.model,
-            provider=self.backend,
-            raw=self.redact_data(data),
+            model=data.get("modelVersion"),
+            raw=data,
             raw_finish_reason=raw_reason,
         )
 
@@ -267,14 +266,13 @@ class GeminiProvider(Provider):
             usage = chunk.get("usageMetadata") or usage
             model = chunk.get("modelVersion") or model
         yield ResponseCompleted(
-            CompletionResponse(
+            self.completion(
                 content="".join(text),
                 tool_calls=tuple(calls),
                 finish_reason=_finish(raw_reason, bool(calls)),
                 usage=gemini_usage(usage),
-                model=model or self.model,
-                provider=self.backend,
-                raw=self.redact_data({"chunks": chunks}),
+                model=model,
+                raw={"chunks": chunks},
                 raw_finish_reason=raw_reason,
             )
         )

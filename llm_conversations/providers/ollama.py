@@ -141,14 +141,13 @@ class OllamaProvider(Provider):
         message = data["message"]
         calls = _calls(message, CallIds(messages))
         raw_reason = data.get("done_reason")
-        return CompletionResponse(
+        return self.completion(
             content=message.get("content") or "",
             tool_calls=tuple(calls),
             finish_reason=_finish(raw_reason, bool(calls)),
             usage=ollama_usage(data),
-            model=data.get("model") or self.model,
-            provider=self.backend,
-            raw=self.redact_data(data),
+            model=data.get("model"),
+            raw=data,
             raw_finish_reason=raw_reason,
         )
 
@@ -176,14 +175,13 @@ class OllamaProvider(Provider):
                 break
         raw_reason = final.get("done_reason")
         yield ResponseCompleted(
-            CompletionResponse(
+            self.completion(
                 content="".join(text),
                 tool_calls=tuple(calls),
                 finish_reason=_finish(raw_reason, bool(calls)),
                 usage=ollama_usage(final),
-                model=final.get("model") or self.model,
-                provider=self.backend,
-                raw=self.redact_data({"chunks": chunks}),
+                model=final.get("model"),
+                raw={"chunks": chunks},
                 raw_finish_reason=raw_reason,
             )
         )

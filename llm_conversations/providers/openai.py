@@ -99,14 +99,13 @@ class OpenAIProvider(Provider):
             for item in message.get("tool_calls") or ()
         )
         raw_reason = choice.get("finish_reason")
-        return CompletionResponse(
+        return self.completion(
             content=message.get("content") or "",
             tool_calls=calls,
             finish_reason=openai_finish_reason(raw_reason, bool(calls)),
             usage=openai_usage(data.get("usage")),
-            model=data.get("model") or self.model,
-            provider=self.backend,
-            raw=self.redact_data(data),
+            model=data.get("model"),
+            raw=data,
             raw_finish_reason=raw_reason,
         )
 
@@ -158,14 +157,13 @@ class OpenAIProvider(Provider):
                     yield from self._flush(pending, calls, ids)
         yield from self._flush(pending, calls, ids)
         yield ResponseCompleted(
-            CompletionResponse(
+            self.completion(
                 content="".join(text),
                 tool_calls=tuple(calls),
                 finish_reason=openai_finish_reason(raw_reason, bool(calls)),
                 usage=openai_usage(usage),
-                model=model or self.model,
-                provider=self.backend,
-                raw=self.redact_data({"chunks": chunks}),
+                model=model,
+                raw={"chunks": chunks},
                 raw_finish_reason=raw_reason,
             )
         )
