@@ -26,6 +26,7 @@ __all__ = [
     "Usage",
     "as_chat_messages",
     "check_sequence",
+    "join_field",
     "unanswered_tool_call_ids",
 ]
 
@@ -46,6 +47,17 @@ class InvalidMessage(ValueError):
 
     def __repr__(self) -> str:
         return f"InvalidMessage(code={self.code!r}, message={self.message!r}, field={self.field!r})"
+
+    def within(self, prefix: str) -> InvalidMessage:
+        """The same error with ``field`` named from an enclosing value (``messages[2]``)."""
+        return InvalidMessage(self.code, self.message, field=join_field(prefix, self.field))
+
+
+def join_field(prefix: str, field: str | None) -> str | None:
+    """``prefix.field``, or whichever of the two is set."""
+    if not prefix:
+        return field
+    return f"{prefix}.{field}" if field else prefix
 
 
 class Role(StrEnum):
@@ -400,10 +412,7 @@ class ChatMessage:
                 try:
                     calls.append(raw if isinstance(raw, ToolCall) else ToolCall.from_dict(raw))
                 except InvalidMessage as exc:
-                    suffix = f".{exc.field}" if exc.field else ""
-                    raise InvalidMessage(
-                        exc.code, exc.message, field=f"tool_calls[{index}]{suffix}"
-                    ) from None
+                    raise exc.within(f"tool_calls[{index}]") from None
             tool_calls = tuple(calls)
         return cls(
             role=_role(data.get("role")),
@@ -431,10 +440,7 @@ def as_chat_messages(messages: Iterable[MessageInput]) -> list[ChatMessage]:
         try:
             result.append(ChatMessage.from_dict(message))
         except InvalidMessage as exc:
-            suffix = f".{exc.field}" if exc.field else ""
-            raise InvalidMessage(
-                exc.code, exc.message, field=f"messages[{index}]{suffix}"
-            ) from None
+            raise exc.within(f"messages[{index}]") from None
     return result
 
 

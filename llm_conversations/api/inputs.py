@@ -11,7 +11,7 @@ from typing import Any
 
 from llm_conversations.api.errors import ApiError
 from llm_conversations.conf import conf
-from llm_conversations.messages import ChatMessage, InvalidMessage, Role
+from llm_conversations.messages import ChatMessage, InvalidMessage, Role, join_field
 
 __all__ = [
     "MAX_ID_CHARS",
@@ -20,7 +20,6 @@ __all__ = [
     "ROLE_CHOICES",
     "check_id_lengths",
     "check_text",
-    "join_field",
     "parse_messages",
     "rebase_field",
     "too_large",
@@ -106,9 +105,7 @@ def parse_messages(data: Any) -> list[ChatMessage]:
         try:
             messages.append(ChatMessage.from_dict(item))
         except InvalidMessage as exc:
-            raise ApiError(
-                400, exc.code, exc.message, field=join_field(prefix.format(index), exc.field)
-            ) from None
+            raise exc.within(prefix.format(index)) from None
         check_id_lengths(messages[-1], prefix.format(index))
     return messages
 
@@ -158,16 +155,12 @@ def check_text(value: Any, path: str = "") -> None:
             check_text(item, f"{path}[{index}]")
 
 
-def rebase_field(field: str | None, *, single: bool) -> str | None:
-    """Turn a store error's ``messages[i].x`` into the request's own field name."""
-    if single and field is not None and field.startswith("messages[0]"):
-        rest = field.removeprefix("messages[0]").lstrip(".")
-        return rest or None
-    return field
+def rebase_field(field: str | None, prefix: str) -> str | None:
+    """Name a store error's ``messages[0]...`` field after the request's one message.
 
-
-def join_field(prefix: str, field: str | None) -> str | None:
-    """``prefix.field``, or whichever of the two is set."""
-    if not prefix:
+    ``prefix`` replaces ``messages[0]``: ``"message"`` for a run's message,
+    ``""`` for a single message posted on its own.
+    """
+    if field is None or not field.startswith("messages[0]"):
         return field
-    return f"{prefix}.{field}" if field else prefix
+    return join_field(prefix, field.removeprefix("messages[0]").lstrip(".") or None)

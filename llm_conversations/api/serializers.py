@@ -17,7 +17,6 @@ from llm_conversations.api.inputs import (
     MESSAGE_INPUT_SCHEMA,
     MESSAGES_INPUT_SCHEMA,
     ROLE_CHOICES,
-    join_field,
     too_large,
 )
 from llm_conversations.api.representations import message_data, message_row, run_data
@@ -202,9 +201,7 @@ class UserMessageField(serializers.JSONField):
         try:
             message = ChatMessage.from_dict(data)
         except InvalidMessage as exc:
-            raise ApiError(
-                400, exc.code, exc.message, field=join_field("message", exc.field)
-            ) from None
+            raise exc.within("message") from None
         if message.role is not Role.USER:
             raise ApiError(
                 400,

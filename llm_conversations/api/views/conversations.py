@@ -155,7 +155,8 @@ class MessageViewSet(ApiView, viewsets.GenericViewSet):
                     raise _busy()
                 rows = append_messages(conversation.pk, messages)
         except InvalidMessage as exc:
-            field = rebase_field(exc.field, single=isinstance(request.data, dict))
+            single = isinstance(request.data, dict)
+            field = rebase_field(exc.field, "") if single else exc.field
             raise ApiError(400, exc.code, exc.message, field=field) from None
         data = [message_data(message_row(row)) for row in rows]
         return Response(_page(data, False), status=status.HTTP_201_CREATED)

@@ -20,6 +20,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from llm_conversations.api.errors import ApiError
+from llm_conversations.api.inputs import rebase_field
 from llm_conversations.api.representations import run_data
 from llm_conversations.api.schema import ServerSentEventSerializer
 from llm_conversations.api.serializers import (
@@ -149,7 +150,7 @@ class RunViewSet(ApiView, viewsets.GenericViewSet):
             )
         except InvalidMessage as exc:
             # A sequence rule: the history still waits for tool results.
-            field = (exc.field or "").replace("messages[0]", "message", 1) or "message"
+            field = rebase_field(exc.field, "message") or "message"
             raise ApiError(400, exc.code, exc.message, field=field) from None
         if wants_stream(request, options["stream"]):
             return event_stream_response(request._request, service, run.pk)
