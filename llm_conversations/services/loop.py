@@ -404,23 +404,29 @@ class ToolLoopService:
             return self.execute(run.pk)
         return run
 
+    @staticmethod
+    def _take_waiting(run: Run, reason: str, chosen: Iterable[str] | None) -> list[str]:
+        """Check ``chosen`` calls wait for ``reason`` (all such calls when ``None``),
+        take them off the run's pending list and set the status that follows."""
+        awaiting = [p["id"] for p in run.pending_tool_calls if p["reason"] == reason]
+        taken = list(awaiting if chosen is None else chosen)
+        unknown = [i for i in taken if i not in awaiting]
+        if unknown or not taken:
+            raise RunStateError(
+                "unknown_tool_call",
+                f"no call waiting ({reason}) has id {', '.join(unknown) or '(none given)'}; "
+                f"waiting: {', '.join(awaiting) or 'none'}.",
+            )
+        taken = [i for i in awaiting if i in taken]  # call order, each once
+        run.pending_tool_calls = [p for p in run.pending_tool_calls if p["id"] not in taken]
+        run.status = RunStatus.REQUIRES_ACTION if run.pending_tool_calls else RunStatus.QUEUED
+        return taken
+
     def _decide(self, run_id: Any, call_ids: Iterable[str] | None, decision: str) -> Run:
         with transaction.atomic():
             run = self._locked_waiting_run(run_id)
-            awaiting = [
-                p["id"] for p in run.pending_tool_calls if p["reason"] == "requires_approval"
-            ]
-            chosen = list(awaiting if call_ids is None else call_ids)
-            unknown = [i for i in chosen if i not in awaiting]
-            if unknown or not chosen:
-                raise RunStateError(
-                    "unknown_tool_call",
-                    f"no call awaiting approval has id {', '.join(unknown) or '(none given)'}; "
-                    f"awaiting: {', '.join(awaiting) or 'none'}.",
-                )
+            chosen = self._take_waiting(run, "requires_approval", call_ids)
             run.decisions = {**run.decisions, **dict.fromkeys(chosen, decision)}
-            run.pending_tool_calls = [p for p in run.pending_tool_calls if p["id"] not in chosen]
-            run.status = RunStatus.REQUIRES_ACTION if run.pending_tool_calls else RunStatus.QUEUED
             run.save(update_fields=["decisions", "pending_tool_calls", "status", "updated_at"])
         return run
 
@@ -445,18 +451,9 @@ class ToolLoopService:
         """
         with transaction.atomic():
             run = self._locked_waiting_run(run_id)
-            awaiting = [p["id"] for p in run.pending_tool_calls if p["reason"] == "client_side"]
-            unknown = [i for i in outputs if i not in awaiting]
-            if unknown or not outputs:
-                raise RunStateError(
-                    "unknown_tool_call",
-                    f"no client-side call awaits an output with id "
-                    f"{', '.join(unknown) or '(none given)'}; awaiting: {', '.join(awaiting) or 'none'}.",
-                )
+            submitted = self._take_waiting(run, "client_side", outputs)
             results = []
-            for call_id in awaiting:
-                if call_id not in outputs:
-                    continue
+            for call_id in submitted:
                 value = outputs[call_id]
                 if (
                     isinstance(value, Mapping)
@@ -471,8 +468,6 @@ class ToolLoopService:
                 else:
                     results.append(tool_result_message(call_id, value))
             append_messages(run.conversation_id, results, run=run)
-            run.pending_tool_calls = [p for p in run.pending_tool_calls if p["id"] not in outputs]
-            run.status = RunStatus.REQUIRES_ACTION if run.pending_tool_calls else RunStatus.QUEUED
             run.save(update_fields=["pending_tool_calls", "status", "updated_at"])
         return self._after_action(run, resume)
 
