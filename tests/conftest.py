@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from typing import Any
+
 import pytest
-from django.db import connection
+from django.db import connection, connections
 
 from llm_conversations.messages import ChatMessage, ToolCall
 
@@ -32,3 +36,29 @@ def history() -> list[ChatMessage]:
 requires_postgresql = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="needs PostgreSQL row locks"
 )
+
+
+def run_together(workers: int, work: Callable[[int], Any]) -> list[Any]:
+    """Run ``work(0)`` .. ``work(workers - 1)`` in threads released at once.
+
+    Returns each one's result, or the exception it raised, in worker order.
+    Each thread closes its own database connection.
+    """
+    barrier = threading.Barrier(workers)
+    outcomes: list[Any] = [None] * workers
+
+    def run(n: int) -> None:
+        try:
+            barrier.wait()
+            outcomes[n] = work(n)
+        except BaseException as exc:  # returned to the test
+            outcomes[n] = exc
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
-from django.db import connection, connections
+from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
@@ -35,7 +34,7 @@ from llm_conversations.services.events import (
 )
 from llm_conversations.signals import message_appended, run_finished
 from tests import loop_tools
-from tests.conftest import requires_postgresql
+from tests.conftest import requires_postgresql, run_together
 
 pytestmark = pytest.mark.django_db
 
@@ -523,26 +522,15 @@ def test_every_stored_event_row_points_to_the_run() -> None:
 def test_concurrent_starts_admit_exactly_one_run() -> None:
     conversation = create_conversation()
     workers = 6
-    barrier = threading.Barrier(workers)
-    outcomes: list[str] = []
 
-    def work(n: int) -> None:
+    def work(n: int) -> str:
         try:
-            barrier.wait()
             echo_service().start(conversation.pk, ChatMessage.user(f"hello {n}"))
-            outcomes.append("started")
         except ConversationBusy:
-            outcomes.append("busy")
-        except BaseException as exc:  # reported below
-            outcomes.append(repr(exc))
-        finally:
-            connections.close_all()
+            return "busy"
+        return "started"
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    outcomes = run_together(workers, work)
     assert sorted(outcomes) == ["busy"] * (workers - 1) + ["started"]
     assert Run.objects.filter(conversation=conversation).count() == 1
     assert len(load_messages(conversation)) == 1

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from django.db import connection, connections
+from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from llm_conversations.messages import (
@@ -23,7 +21,7 @@ from llm_conversations.services import (
     load_messages,
     pending_tool_call_ids,
 )
-from tests.conftest import requires_postgresql
+from tests.conftest import requires_postgresql, run_together
 
 pytestmark = pytest.mark.django_db
 
@@ -152,24 +150,12 @@ def test_append_costs_the_same_at_any_history_length() -> None:
 def test_concurrent_appenders_get_gap_free_positions() -> None:
     conversation = create_conversation()
     workers, per_worker = 6, 10
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(workers)
 
     def work(n: int) -> None:
-        try:
-            barrier.wait()
-            for i in range(per_worker):
-                append_messages(conversation.pk, [ChatMessage.user(f"{n}-{i}")])
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-        finally:
-            connections.close_all()
+        for i in range(per_worker):
+            append_messages(conversation.pk, [ChatMessage.user(f"{n}-{i}")])
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    errors = [o for o in run_together(workers, work) if o is not None]
     assert errors == []
     positions = list(
         Message.objects.filter(conversation=conversation).values_list("position", flat=True)
