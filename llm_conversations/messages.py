@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Self
 
+from llm_conversations.exceptions import InvalidMessage, join_field
+
 __all__ = [
     "ChatMessage",
     "CompletionResponse",
@@ -29,35 +31,6 @@ __all__ = [
     "join_field",
     "unanswered_tool_call_ids",
 ]
-
-
-class InvalidMessage(ValueError):
-    """A message, tool call or sequence of messages breaks a rule.
-
-    ``code`` is stable (safe to branch on and to return to API clients);
-    ``field`` names the offending field, dotted for nested ones
-    (``tool_calls[1].function.name``), or is ``None`` for sequence rules.
-    """
-
-    def __init__(self, code: str, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.field = field
-
-    def __repr__(self) -> str:
-        return f"InvalidMessage(code={self.code!r}, message={self.message!r}, field={self.field!r})"
-
-    def within(self, prefix: str) -> InvalidMessage:
-        """The same error with ``field`` named from an enclosing value (``messages[2]``)."""
-        return InvalidMessage(self.code, self.message, field=join_field(prefix, self.field))
-
-
-def join_field(prefix: str, field: str | None) -> str | None:
-    """``prefix.field``, or whichever of the two is set."""
-    if not prefix:
-        return field
-    return f"{prefix}.{field}" if field else prefix
 
 
 class Role(StrEnum):

@@ -375,7 +375,9 @@ def test_cancel_answers_pending_calls_and_frees_the_conversation() -> None:
     assert service.send(conversation, ChatMessage.user("next")).status == "completed"
 
 
-def test_a_cancel_while_tools_run_wins_over_their_late_results() -> None:
+def test_a_cancel_while_tools_run_wins_over_their_late_results(
+    django_capture_on_commit_callbacks: Any,
+) -> None:
     finished: list[str] = []
 
     def on_finish(sender: Any, run: Run, **kwargs: Any) -> None:
@@ -384,9 +386,12 @@ def test_a_cancel_while_tools_run_wins_over_their_late_results() -> None:
     conversation = create_conversation()
     run_finished.connect(on_finish)
     try:
-        run = echo_service().send(
-            conversation, ChatMessage.user(calls_text(("x", "cancel_own_run", {})))
-        )
+        with django_capture_on_commit_callbacks(execute=True):
+            run = echo_service().send(
+                conversation, ChatMessage.user(calls_text(("x", "cancel_own_run", {})))
+            )
+            # Sent on commit, like message_appended: not inside cancel()'s transaction.
+            assert finished == []
     finally:
         run_finished.disconnect(on_finish)
     assert (run.status, run.termination_reason, run.error_type) == ("cancelled", "cancelled", "")
@@ -473,10 +478,11 @@ def test_signals_report_messages_and_finished_runs(
 
 
 # Per round: status check and history load (2), then the reply (run update,
-# then the store's lock, tail, insert and count update, with savepoints: 9),
+# then the store's lock, active-run check, tail, insert and count update, with
+# savepoints: 10),
 # then status check and history load again (2) and the tool results (run
-# update, then the store's 4 queries, with savepoints: 9).
-QUERIES_PER_TOOL_ROUND = 2 + 9 + 2 + 9
+# update, then the store's 5 queries, with savepoints: 10).
+QUERIES_PER_TOOL_ROUND = 2 + 10 + 2 + 10
 
 
 def test_queries_per_round_are_constant() -> None:

@@ -140,9 +140,10 @@ def test_append_costs_the_same_at_any_history_length() -> None:
         return len(queries)
 
     short, long = append_queries(2), append_queries(200)
-    # Lock the conversation, read the tail, insert, update the count (+ savepoint/commit).
+    # Lock the conversation, check for an active run, read the tail, insert, update
+    # the count (+ savepoint/commit).
     assert short == long
-    assert long <= 6
+    assert long <= 7
 
 
 @requires_postgresql

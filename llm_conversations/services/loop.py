@@ -4,22 +4,20 @@ A run is executed as a function of its id: each round loads what it needs from
 the database, so a run can be executed by a task-queue worker, and a run
 interrupted by a crash resumes where its stored turns end (only the calls still
 unanswered are executed). No transaction is held across a provider call or a
-tool call.
+tool call. State changes of the run live in :mod:`llm_conversations.services.runs`.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from django.db import IntegrityError, connections, transaction
-from django.db.models import F
-from django.db.models.functions import Coalesce
-from django.utils import timezone
+from django.db import IntegrityError, transaction
 
 from llm_conversations.conf import conf
+from llm_conversations.exceptions import ConversationBusy, RunStateError, ToolError
 from llm_conversations.messages import (
     ChatMessage,
     CompletionResponse,
@@ -28,16 +26,22 @@ from llm_conversations.messages import (
     Role,
     ToolCall,
     ToolSpec,
-    as_chat_messages,
     unanswered_tool_call_ids,
 )
-from llm_conversations.models import ACTIVE_RUN_STATUSES, Message, Run, RunStatus
+from llm_conversations.models import (
+    ACTIVE_RUN_STATUSES,
+    Decision,
+    Run,
+    RunStatus,
+    TerminationReason,
+)
 from llm_conversations.providers import (
     Provider,
     ProviderError,
     ResponseCompleted,
     get_provider,
 )
+from llm_conversations.services import runs
 from llm_conversations.services.events import (
     LoopEvent,
     MessageStored,
@@ -50,35 +54,22 @@ from llm_conversations.services.events import (
 )
 from llm_conversations.services.store import (
     ConversationRef,
-    append_completion,
     append_messages,
     conversation_pk,
     load_messages,
 )
-from llm_conversations.signals import run_finished
-from llm_conversations.tools import ToolRegistry, default_registry, tool_result_message
+from llm_conversations.tools import ToolRegistry, default_registry
 
 __all__ = ["ConversationBusy", "RunStateError", "ToolLoopService"]
 
 logger = logging.getLogger("llm_conversations.loop")
 
-DENIED = "The operator denied this tool call."
-CANCELLED = "The run was cancelled before this tool call ran."
+RunRef = Run | uuid.UUID | str
+"""A run or its id."""
 
 
-class ConversationBusy(Exception):
-    """Another run of the conversation is still active."""
-
-    code = "conversation_busy"
-
-
-class RunStateError(ValueError):
-    """A request does not fit the run's state (``code`` says why)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+def _run_pk(run: RunRef) -> uuid.UUID | str:
+    return run.pk if isinstance(run, Run) else run
 
 
 def _last_tool_calls(history: Sequence[ChatMessage]) -> tuple[ToolCall, ...]:
@@ -126,7 +117,7 @@ class ToolLoopService:
     def start(
         self,
         conversation: ConversationRef,
-        message: MessageInput,
+        message: MessageInput | str,
         *,
         provider: str | None = None,
         tools: Iterable[str] | None = None,
@@ -134,107 +125,116 @@ class ToolLoopService:
     ) -> Run:
         """Store the user turn and a queued run, atomically; execute it with :meth:`execute`.
 
-        Raises ``ConversationBusy`` when another run is active, ``InvalidMessage``
-        for a bad message, ``RunStateError`` for a bad limit, ``ToolError`` for
-        an unknown tool name, ``ProviderNotConfigured`` for an unknown provider.
+        ``message`` is the user turn: its text, a ``ChatMessage`` or its dict
+        form. Errors name the argument in ``field`` (``message.content``,
+        ``tools``, ``max_iterations``, ``provider``). Raises ``ConversationBusy``
+        when another run is active, ``InvalidMessage`` for a bad message,
+        ``RunStateError`` for a bad limit, ``ToolError`` for an unknown tool
+        name, ``ProviderNotConfigured`` for an unknown provider.
         """
-        (user_turn,) = as_chat_messages([message])
-        if user_turn.role is not Role.USER:
-            raise InvalidMessage(
-                "user_message_required", "a run starts with a user message.", field="role"
-            )
+        user_turn = _user_turn(message)
         limit = conf.MAX_ITERATIONS if max_iterations is None else max_iterations
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise RunStateError(
+                "invalid_max_iterations",
+                "max_iterations must be an integer.",
+                field="max_iterations",
+            )
         if not 1 <= limit <= conf.MAX_ITERATIONS_LIMIT:
             raise RunStateError(
                 "invalid_max_iterations",
                 f"max_iterations must be between 1 and {conf.MAX_ITERATIONS_LIMIT}.",
+                field="max_iterations",
             )
         name, backend = self._provider_for(provider)
-        offered = self.registry if tools is None else self.registry.subset(tools)
+        try:
+            offered = self.registry if tools is None else self.registry.subset(tools)
+        except ToolError as exc:
+            raise exc.within("tools") from None
         conversation_id = conversation_pk(conversation)
         try:
             with transaction.atomic():
-                run = Run.objects.create(
+                run = Run(
                     conversation_id=conversation_id,
                     provider=name,
                     model=backend.model,
-                    tools=[spec.to_dict() for spec in offered.specs()],
                     max_iterations=limit,
                 )
+                run.offered_tools = offered.specs()
+                run.save(force_insert=True)
                 append_messages(conversation_id, [user_turn], run=run)
+        except InvalidMessage as exc:
+            # A sequence rule: the history still waits for tool results.
+            raise InvalidMessage(exc.code, exc.message, field="message") from None
         except IntegrityError:
-            # SQLite does not name the violated partial index, so ask.
+            # The one-active-run constraint; SQLite does not name the violated index, so ask.
             if Run.objects.filter(
                 conversation_id=conversation_id, status__in=ACTIVE_RUN_STATUSES
             ).exists():
-                raise ConversationBusy(
-                    "another run of this conversation is still active."
-                ) from None
+                raise ConversationBusy() from None
             raise
         return run
 
-    def send(self, conversation: ConversationRef, message: MessageInput, **kwargs: Any) -> Run:
+    def send(
+        self, conversation: ConversationRef, message: MessageInput | str, **kwargs: Any
+    ) -> Run:
         """:meth:`start` then :meth:`execute`: one user turn, answered."""
-        return self.execute(self.start(conversation, message, **kwargs).pk)
+        return self.execute(self.start(conversation, message, **kwargs))
 
     # Executing -------------------------------------------------------------
 
-    def execute(self, run_id: Any) -> Run:
+    def execute(self, run: RunRef) -> Run:
         """Run until the run completes, fails, or waits for action; return it."""
         last: LoopEvent | None = None
-        for last in self.events(run_id, stream=False):  # noqa: B007 - only the last one counts
+        for last in self.events(run, stream=False):  # noqa: B007 - only the last one counts
             pass
         if isinstance(last, RunCompleted | RunFailed | RunRequiresAction):
             return last.run
-        return Run.objects.get(pk=run_id)
+        return Run.objects.get(pk=_run_pk(run))
 
     resume = execute
 
-    def events(self, run_id: Any, *, stream: bool = True) -> Iterator[LoopEvent]:
+    def events(self, run: RunRef, *, stream: bool = True) -> Iterator[LoopEvent]:
         """Execute the run, yielding :mod:`~llm_conversations.services.events` as they happen.
 
         With ``stream=True`` the provider is called in streaming mode and text
         arrives as ``TextDelta`` events. Queued runs and runs left running by
         a crash are executed; finished or waiting runs yield nothing.
         """
-        run = Run.objects.get(pk=run_id)
-        # A conditional claim: a run finished or cancelled meanwhile stays so.
-        claimed = Run.objects.filter(
-            pk=run.pk, status__in=(RunStatus.QUEUED, RunStatus.RUNNING)
-        ).update(status=RunStatus.RUNNING, started_at=Coalesce(F("started_at"), timezone.now()))
-        if not claimed:
+        row = Run.objects.get(pk=_run_pk(run))
+        if not runs.claim(row):
             return
-        run.status = RunStatus.RUNNING
         try:
-            yield from self._rounds(run, stream)
+            yield from self._rounds(row, stream)
         except ProviderError as exc:
-            yield RunFailed(self._finish(run, RunStatus.FAILED, "provider_error", exc))
+            yield RunFailed(
+                runs.finish(row, RunStatus.FAILED, TerminationReason.PROVIDER_ERROR, exc)
+            )
         except Exception as exc:
-            logger.exception("Run %s failed", run.pk)
-            yield RunFailed(self._finish(run, RunStatus.FAILED, "error", exc))
+            logger.exception("Run %s failed", row.pk)
+            yield RunFailed(runs.finish(row, RunStatus.FAILED, TerminationReason.ERROR, exc))
 
     def _rounds(self, run: Run, stream: bool) -> Iterator[LoopEvent]:
         _, provider = self._provider_for(run.provider or None)
-        specs = [ToolSpec(**item["function"]) for item in run.tools]
+        specs = run.offered_tools
         offered = ToolRegistry(
             self.registry.get(spec.name) for spec in specs if spec.name in self.registry
         )
         while True:
-            if self._status(run) != RunStatus.RUNNING:
+            if runs.status_of(run) != RunStatus.RUNNING:
                 return
             history = load_messages(run.conversation_id)
             pending = set(unanswered_tool_call_ids(history))
             if pending:
                 calls = [c for c in _last_tool_calls(history) if c.id in pending]
-                waiting = self._waiting(calls, offered, run.decisions)
+                waiting = runs.waiting_calls(calls, offered, run)
                 if waiting:
-                    yield RunRequiresAction(self._pause(run, waiting))
+                    yield RunRequiresAction(runs.pause(run, waiting))
                     return
                 for call in calls:
-                    if run.decisions.get(call.id) != "denied":
+                    if run.decision(call.id) is not Decision.DENIED:
                         yield ToolCallStarted(call)
-                results = self._run_tools(calls, offered, run.decisions)
-                rows = self._store_results(run, results)
+                rows = runs.store_results(run, runs.answer_calls(calls, offered, run))
                 if rows is None:
                     return
                 for row in rows:
@@ -257,15 +257,15 @@ class ToolLoopService:
                     provider=response.provider,
                     raw_finish_reason=response.raw_finish_reason,
                 )
-            reply = self._store_reply(run, response)
+            reply = runs.store_reply(run, response)
             if reply is None:
                 return
             yield MessageStored(reply)
-            if closing:
-                yield RunCompleted(self._finish(run, RunStatus.COMPLETED, "max_iterations"))
-                return
-            if not response.tool_calls:
-                yield RunCompleted(self._finish(run, RunStatus.COMPLETED, "completed"))
+            if closing or not response.tool_calls:
+                reason = (
+                    TerminationReason.MAX_ITERATIONS if closing else TerminationReason.COMPLETED
+                )
+                yield RunCompleted(runs.finish(run, RunStatus.COMPLETED, reason))
                 return
 
     def _call(
@@ -285,204 +285,50 @@ class ToolLoopService:
             elif isinstance(event, ResponseCompleted):
                 yield event.response
 
-    def _store_reply(self, run: Run, response: CompletionResponse) -> Message | None:
-        usage = response.usage
-        with transaction.atomic():
-            # The conditional update locks the run; a run cancelled while the
-            # provider answered matches nothing and keeps no late reply.
-            counted = Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
-                iterations=F("iterations") + 1,
-                input_tokens=F("input_tokens") + usage.input_tokens,
-                output_tokens=F("output_tokens") + usage.output_tokens,
-                total_tokens=F("total_tokens") + (usage.total_tokens or 0),
-                cached_tokens=F("cached_tokens") + (usage.cached_tokens or 0),
-            )
-            if not counted:
-                return None
-            row = append_completion(run.conversation_id, response, run=run)
-        run.iterations += 1
-        return row
-
-    @staticmethod
-    def _store_results(run: Run, results: list[ChatMessage]) -> list[Message] | None:
-        with transaction.atomic():
-            # Lock the run; one cancelled while its tools ran has answered
-            # the calls already, so these late results are dropped.
-            if not Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
-                updated_at=timezone.now()
-            ):
-                return None
-            return append_messages(run.conversation_id, results, run=run)
-
-    # Tools -----------------------------------------------------------------
-
-    @staticmethod
-    def _waiting(
-        calls: Sequence[ToolCall], offered: ToolRegistry, decisions: Mapping[str, str]
-    ) -> list[dict[str, Any]]:
-        """Calls that need a person or a frontend before the turn's calls may run."""
-        waiting = []
-        for call in calls:
-            if call.name not in offered:
-                continue
-            tool = offered.get(call.name)
-            if tool.is_client_side:
-                reason = "client_side"
-            elif tool.requires_approval and call.id not in decisions:
-                reason = "requires_approval"
-            else:
-                continue
-            waiting.append({**call.to_dict(), "reason": reason})
-        return waiting
-
-    @staticmethod
-    def _run_tools(
-        calls: Sequence[ToolCall], offered: ToolRegistry, decisions: Mapping[str, str]
-    ) -> list[ChatMessage]:
-        """Answer each call, in call order; several calls run on a bounded thread pool."""
-
-        def answer(call: ToolCall) -> ChatMessage:
-            if decisions.get(call.id) == "denied":
-                return tool_result_message(call.id, DENIED, is_error=True)
-            return offered.execute(call)
-
-        def answer_in_thread(call: ToolCall) -> ChatMessage:
-            try:
-                return answer(call)
-            finally:
-                # A tool that used the ORM opened this thread's own connection.
-                connections.close_all()
-
-        if len(calls) == 1:
-            return [answer(calls[0])]
-        with ThreadPoolExecutor(max_workers=min(conf.TOOL_WORKERS, len(calls))) as pool:
-            return list(pool.map(answer_in_thread, calls))
-
-    # State changes ---------------------------------------------------------
-
-    @staticmethod
-    def _status(run: Run) -> str:
-        return Run.objects.values_list("status", flat=True).get(pk=run.pk)
-
-    @staticmethod
-    def _pause(run: Run, waiting: list[dict[str, Any]]) -> Run:
-        Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
-            status=RunStatus.REQUIRES_ACTION, pending_tool_calls=waiting
-        )
-        run.refresh_from_db()
-        return run
-
-    @staticmethod
-    def _finish(run: Run, status: str, reason: str, error: BaseException | None = None) -> Run:
-        fields: dict[str, Any] = {
-            "status": status,
-            "termination_reason": reason,
-            "pending_tool_calls": [],
-            "finished_at": timezone.now(),
-        }
-        if error is not None:
-            fields["error_type"] = type(error).__name__
-            # Provider errors are redacted at their source; others are kept short.
-            fields["error_message"] = str(error)[:2000]
-        # Only an active run ends here; one cancelled meanwhile keeps its state.
-        ended = Run.objects.filter(pk=run.pk, status__in=ACTIVE_RUN_STATUSES).update(**fields)
-        run.refresh_from_db()
-        if ended:
-            run_finished.send(sender=Run, run=run)
-        return run
-
-    def _locked_waiting_run(self, run_id: Any) -> Run:
-        run = Run.objects.select_for_update().get(pk=run_id)
-        if run.status != RunStatus.REQUIRES_ACTION:
-            raise RunStateError(
-                "run_not_waiting", f"the run is {run.status}, not waiting for action."
-            )
-        return run
+    # Actions on a waiting run -------------------------------------------------
 
     def _after_action(self, run: Run, resume: bool) -> Run:
         if resume and run.status == RunStatus.QUEUED:
-            return self.execute(run.pk)
-        return run
-
-    @staticmethod
-    def _take_waiting(run: Run, reason: str, chosen: Iterable[str] | None) -> list[str]:
-        """Check ``chosen`` calls wait for ``reason`` (all such calls when ``None``),
-        take them off the run's pending list and set the status that follows."""
-        awaiting = [p["id"] for p in run.pending_tool_calls if p["reason"] == reason]
-        taken = list(awaiting if chosen is None else chosen)
-        unknown = [i for i in taken if i not in awaiting]
-        if unknown or not taken:
-            raise RunStateError(
-                "unknown_tool_call",
-                f"no call waiting ({reason}) has id {', '.join(unknown) or '(none given)'}; "
-                f"waiting: {', '.join(awaiting) or 'none'}.",
-            )
-        taken = [i for i in awaiting if i in taken]  # call order, each once
-        run.pending_tool_calls = [p for p in run.pending_tool_calls if p["id"] not in taken]
-        run.status = RunStatus.REQUIRES_ACTION if run.pending_tool_calls else RunStatus.QUEUED
-        return taken
-
-    def _decide(self, run_id: Any, call_ids: Iterable[str] | None, decision: str) -> Run:
-        with transaction.atomic():
-            run = self._locked_waiting_run(run_id)
-            chosen = self._take_waiting(run, "requires_approval", call_ids)
-            run.decisions = {**run.decisions, **dict.fromkeys(chosen, decision)}
-            run.save(update_fields=["decisions", "pending_tool_calls", "status", "updated_at"])
+            return self.execute(run)
         return run
 
     def approve(
-        self, run_id: Any, call_ids: Iterable[str] | None = None, *, resume: bool = True
+        self, run: RunRef, call_ids: Iterable[str] | None = None, *, resume: bool = True
     ) -> Run:
         """Approve waiting calls (all when ``call_ids`` is ``None``); resume when none waits."""
-        return self._after_action(self._decide(run_id, call_ids, "approved"), resume)
+        return self._after_action(runs.decide(_run_pk(run), call_ids, Decision.APPROVED), resume)
 
     def deny(
-        self, run_id: Any, call_ids: Iterable[str] | None = None, *, resume: bool = True
+        self, run: RunRef, call_ids: Iterable[str] | None = None, *, resume: bool = True
     ) -> Run:
         """Deny waiting calls: each is answered with an error result saying so."""
-        return self._after_action(self._decide(run_id, call_ids, "denied"), resume)
+        return self._after_action(runs.decide(_run_pk(run), call_ids, Decision.DENIED), resume)
 
     def submit_tool_outputs(
-        self, run_id: Any, outputs: Mapping[str, Any], *, resume: bool = True
+        self, run: RunRef, outputs: Mapping[str, Any], *, resume: bool = True
     ) -> Run:
         """Store the results of client-side calls: ``{call_id: output}``.
 
         An output is any value a tool may return, or ``{"output": ..., "is_error": bool}``.
         """
-        with transaction.atomic():
-            run = self._locked_waiting_run(run_id)
-            submitted = self._take_waiting(run, "client_side", outputs)
-            results = []
-            for call_id in submitted:
-                value = outputs[call_id]
-                if (
-                    isinstance(value, Mapping)
-                    and set(value) <= {"output", "is_error"}
-                    and "output" in value
-                ):
-                    results.append(
-                        tool_result_message(
-                            call_id, value["output"], is_error=bool(value.get("is_error"))
-                        )
-                    )
-                else:
-                    results.append(tool_result_message(call_id, value))
-            append_messages(run.conversation_id, results, run=run)
-            run.save(update_fields=["pending_tool_calls", "status", "updated_at"])
-        return self._after_action(run, resume)
+        return self._after_action(runs.submit_outputs(_run_pk(run), outputs), resume)
 
-    def cancel(self, run_id: Any) -> Run:
+    def cancel(self, run: RunRef) -> Run:
         """Cancel an active run; calls left unanswered get an error result so the
         conversation stays valid."""
-        with transaction.atomic():
-            run = Run.objects.select_for_update().get(pk=run_id)
-            if not run.is_active:
-                raise RunStateError("run_not_active", f"the run is already {run.status}.")
-            pending = unanswered_tool_call_ids(load_messages(run.conversation_id))
-            if pending:
-                append_messages(
-                    run.conversation_id,
-                    [tool_result_message(i, CANCELLED, is_error=True) for i in pending],
-                    run=run,
-                )
-            return self._finish(run, RunStatus.CANCELLED, "cancelled")
+        return runs.cancel_run(_run_pk(run))
+
+
+def _user_turn(message: MessageInput | str) -> ChatMessage:
+    """The user turn a run starts with; errors name the ``message`` argument."""
+    try:
+        if isinstance(message, str):
+            return ChatMessage.user(message)
+        turn = message if isinstance(message, ChatMessage) else ChatMessage.from_dict(message)
+    except InvalidMessage as exc:
+        raise exc.within("message") from None
+    if turn.role is not Role.USER:
+        raise InvalidMessage(
+            "user_message_required", "a run starts with a user message.", field="message.role"
+        )
+    return turn

@@ -1,9 +1,11 @@
 """The conversation store: the one place that turns rows into messages and back.
 
-Appending locks the conversation row, reads only the tail that the
-conversation-level rules need (from the last assistant turn on), and inserts
-the new rows in one statement, so an append costs the same at any history
-length and concurrent appenders get gap-free positions.
+It owns the conversation-level rules: call/result pairing, the length of call
+ids, and who may append or delete while a run is active (only that run may
+append; nobody may delete). Appending locks the conversation row, reads only
+the tail that the pairing rules need (from the last assistant turn on), and
+inserts the new rows in one statement, so an append costs the same at any
+history length and concurrent appenders get gap-free positions.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from django.db import transaction
 from django.db.models import Subquery
 from django.utils import timezone
 
+from llm_conversations.exceptions import ConversationBusy
 from llm_conversations.messages import (
     ChatMessage,
     CompletionResponse,
+    InvalidMessage,
     MessageInput,
     Role,
     as_chat_messages,
@@ -27,6 +31,8 @@ from llm_conversations.messages import (
     unanswered_tool_call_ids,
 )
 from llm_conversations.models import (
+    ACTIVE_RUN_STATUSES,
+    MAX_ID_CHARS,
     MESSAGE_FIELDS,
     Conversation,
     Message,
@@ -41,6 +47,7 @@ __all__ = [
     "append_messages",
     "conversation_pk",
     "create_conversation",
+    "delete_conversation",
     "load_messages",
     "pending_tool_call_ids",
 ]
@@ -107,22 +114,57 @@ def pending_tool_call_ids(conversation: ConversationRef) -> tuple[str, ...]:
     return unanswered_tool_call_ids(_tail(conversation_pk(conversation)))
 
 
+def _lock(conversation_id: uuid.UUID, run: Run | None) -> int:
+    """Lock the conversation row and return its message count.
+
+    Raises ``ConversationBusy`` when a run is active, unless ``run`` is that run.
+    The row lock serialises appenders of one conversation (PostgreSQL); on
+    SQLite the IMMEDIATE transaction mode does the same. The active run is
+    read by a statement of its own, after the lock is held, so it sees a run
+    committed while this one waited.
+    """
+    count = (
+        Conversation.objects.select_for_update()
+        .values_list("message_count", flat=True)
+        .get(pk=conversation_id)
+    )
+    active = (
+        Run.objects.filter(conversation_id=conversation_id, status__in=ACTIVE_RUN_STATUSES)
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if active is not None and (run is None or run.pk != active):
+        raise ConversationBusy(
+            "another run of this conversation is still active; wait for it or cancel it."
+        )
+    return count
+
+
+def _check_id_lengths(messages: Sequence[ChatMessage]) -> None:
+    """Refuse call ids longer than the column that stores the ids tool results answer."""
+    for index, message in enumerate(messages):
+        ids = [("tool_call_id", message.tool_call_id)]
+        ids += [(f"tool_calls[{i}].id", call.id) for i, call in enumerate(message.tool_calls or ())]
+        for field, value in ids:
+            if value is not None and len(value) > MAX_ID_CHARS:
+                raise InvalidMessage(
+                    "invalid_tool_call_id",
+                    f"tool call ids may have at most {MAX_ID_CHARS} characters.",
+                    field=f"messages[{index}].{field}",
+                )
+
+
 def _append(
-    conversation: ConversationRef, items: Sequence[tuple[ChatMessage, dict[str, Any]]]
+    conversation: ConversationRef,
+    items: Sequence[tuple[ChatMessage, dict[str, Any]]],
+    run: Run | None,
 ) -> list[Message]:
     conversation_id = conversation_pk(conversation)
+    messages = [message for message, _ in items]
+    _check_id_lengths(messages)
     with transaction.atomic():
-        # The row lock serialises appenders of one conversation (PostgreSQL);
-        # on SQLite the IMMEDIATE transaction mode does the same.
-        count = (
-            Conversation.objects.select_for_update()
-            .values_list("message_count", flat=True)
-            .get(pk=conversation_id)
-        )
-        check_sequence(
-            [message for message, _ in items],
-            pending=unanswered_tool_call_ids(_tail(conversation_id)),
-        )
+        count = _lock(conversation_id, run)
+        check_sequence(messages, pending=unanswered_tool_call_ids(_tail(conversation_id)))
         rows = [
             Message(
                 conversation_id=conversation_id,
@@ -156,11 +198,13 @@ def append_messages(
 ) -> list[Message]:
     """Append messages atomically after checking the conversation-level rules.
 
-    Dicts are read with ``ChatMessage.from_dict``. Raises ``InvalidMessage``
-    (nothing is stored) or ``Conversation.DoesNotExist``.
+    Dicts are read with ``ChatMessage.from_dict``. Only ``run`` may append
+    while it is active. Raises ``InvalidMessage`` (nothing is stored),
+    ``ConversationBusy`` or ``Conversation.DoesNotExist``.
     """
     extra = {"run": run, "metadata": metadata or {}}
-    return _append(conversation, [(message, extra) for message in as_chat_messages(messages)])
+    items = [(message, extra) for message in as_chat_messages(messages)]
+    return _append(conversation, items, run)
 
 
 def append_completion(
@@ -182,4 +226,15 @@ def append_completion(
         "run": run,
         "metadata": metadata or {},
     }
-    return _append(conversation, [(response.to_message(), extra)])[0]
+    return _append(conversation, [(response.to_message(), extra)], run)[0]
+
+
+def delete_conversation(conversation: ConversationRef) -> None:
+    """Delete a conversation with its messages and runs; refused while a run is active.
+
+    Raises ``ConversationBusy`` or ``Conversation.DoesNotExist``.
+    """
+    conversation_id = conversation_pk(conversation)
+    with transaction.atomic():
+        _lock(conversation_id, None)
+        Conversation.objects.filter(pk=conversation_id).delete()

@@ -18,6 +18,7 @@ from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
 from django.db import models
 from django.db.models import Q
 from django.db.models.lookups import Exact
+from django.utils.translation import gettext_lazy as _
 
 from llm_conversations.db import JSONTypeOf
 from llm_conversations.messages import ChatMessage, InvalidMessage, Role, ToolCall
@@ -33,96 +34,31 @@ class Conversation(models.Model):
         blank=True,
         on_delete=models.CASCADE,
         related_name="llm_conversations",
+        verbose_name=_("owner"),
     )
-    title = models.CharField(max_length=200, blank=True)
-    metadata = models.JSONField(default=dict, blank=True)
+    title = models.CharField(_("title"), max_length=200, blank=True)
+    metadata = models.JSONField(_("metadata"), default=dict, blank=True)
     # Maintained by the conversation store: the next message's position.
-    message_count = models.PositiveIntegerField(default=0, editable=False)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    message_count = models.PositiveIntegerField(_("message count"), default=0, editable=False)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
     class Meta:
+        verbose_name = _("conversation")
+        verbose_name_plural = _("conversations")
         ordering = ["-updated_at"]
         indexes = [models.Index(fields=["owner", "-updated_at"], name="llmconv_owner_updated")]
 
     def __str__(self) -> str:
-        return self.title or f"Conversation {self.id}"
+        return self.title or str(_("Conversation %(id)s") % {"id": self.id})
 
 
 # The columns that hold a ChatMessage, named as its dict form names them.
 MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "is_error")
-
-
-class RunStatus(models.TextChoices):
-    """Where a run of the tool loop stands."""
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    REQUIRES_ACTION = "requires_action"
-    COMPLETED = "completed"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.REQUIRES_ACTION)
-
-
-class Run(models.Model):
-    """One execution of the tool loop for one new user turn.
-
-    Every message the run stores points to it. At most one run per
-    conversation is active (queued, running or waiting for action); the
-    database enforces it with a conditional unique constraint.
-    """
-
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
-    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED)
-    # Why it ended: completed, max_iterations, provider_error, tool_loop_error, cancelled.
-    termination_reason = models.CharField(max_length=40, blank=True)
-    provider = models.CharField(max_length=100, blank=True)
-    model = models.CharField(max_length=200, blank=True)
-    # Snapshot of the tools offered: ToolSpec.to_dict() items.
-    tools = models.JSONField(default=list, blank=True)
-    max_iterations = models.PositiveIntegerField(default=8)
-    iterations = models.PositiveIntegerField(default=0)
-    input_tokens = models.PositiveIntegerField(default=0)
-    output_tokens = models.PositiveIntegerField(default=0)
-    total_tokens = models.PositiveIntegerField(default=0)
-    cached_tokens = models.PositiveIntegerField(default=0)
-    error_type = models.CharField(max_length=100, blank=True)
-    error_message = models.TextField(blank=True)
-    # While waiting: the calls that need a decision or an output, with why.
-    pending_tool_calls = models.JSONField(default=list, blank=True)
-    # Operator decisions by call id: "approved" or "denied".
-    decisions = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["conversation"],
-                condition=Q(status__in=ACTIVE_RUN_STATUSES),
-                name="llmconv_one_active_run",
-                violation_error_code="conversation_busy",
-            ),
-        ]
-        indexes = [models.Index(fields=["conversation", "-created_at"], name="llmconv_run_recent")]
-
-    def __str__(self) -> str:
-        return f"Run {self.id} ({self.status})"
-
-    @property
-    def is_active(self) -> bool:
-        return self.status in ACTIVE_RUN_STATUSES
-
+# The longest call id a tool turn can store (the tool_call_id column).
+MAX_ID_CHARS = 255
 
 ROLE_CHOICES = [(role.value, role.value) for role in Role]
-_NOT_ASSISTANT = ~Q(role=Role.ASSISTANT)
 
 
 class Message(models.Model):
@@ -130,29 +66,41 @@ class Message(models.Model):
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="messages"
+        Conversation,
+        on_delete=models.CASCADE,
+        related_name="messages",
+        verbose_name=_("conversation"),
     )
-    position = models.PositiveIntegerField()
-    role = models.CharField(max_length=16, choices=ROLE_CHOICES)
-    content = models.TextField(blank=True)
-    # Assistant turns only: ToolCall.to_dict() items, arguments decoded.
-    tool_calls = models.JSONField(null=True, blank=True)
+    position = models.PositiveIntegerField(_("position"))
+    role = models.CharField(_("role"), max_length=16, choices=ROLE_CHOICES)
+    content = models.TextField(_("content"), blank=True)
+    # Assistant turns only: ToolCall stored forms, arguments decoded.
+    tool_calls = models.JSONField(_("tool calls"), null=True, blank=True)
     # NULL (not "") unless a tool turn, so "absent" and "empty" stay distinct.
-    tool_call_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
-    is_error = models.BooleanField(default=False)
-    run = models.ForeignKey(
-        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
+    tool_call_id = models.CharField(  # noqa: DJ001
+        _("tool call id"), max_length=MAX_ID_CHARS, null=True, blank=True
     )
-    provider = models.CharField(max_length=100, blank=True)
-    model = models.CharField(max_length=200, blank=True)
-    input_tokens = models.PositiveIntegerField(null=True, blank=True)
-    output_tokens = models.PositiveIntegerField(null=True, blank=True)
-    total_tokens = models.PositiveIntegerField(null=True, blank=True)
-    cached_tokens = models.PositiveIntegerField(null=True, blank=True)
-    metadata = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    is_error = models.BooleanField(_("is error"), default=False)
+    run = models.ForeignKey(
+        "llm_conversations.Run",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="messages",
+        verbose_name=_("run"),
+    )
+    provider = models.CharField(_("provider"), max_length=100, blank=True)
+    model = models.CharField(_("model"), max_length=200, blank=True)
+    input_tokens = models.PositiveIntegerField(_("input tokens"), null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(_("output tokens"), null=True, blank=True)
+    total_tokens = models.PositiveIntegerField(_("total tokens"), null=True, blank=True)
+    cached_tokens = models.PositiveIntegerField(_("cached tokens"), null=True, blank=True)
+    metadata = models.JSONField(_("metadata"), default=dict, blank=True)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
 
     class Meta:
+        verbose_name = _("message")
+        verbose_name_plural = _("messages")
         ordering = ["conversation", "position"]
         constraints = [
             # Also the index that reads a conversation in order.
@@ -265,7 +213,7 @@ class Message(models.Model):
             raise ValidationError(
                 {
                     NON_FIELD_ERRORS: ValidationError(
-                        "Provider, model and token usage belong to assistant messages only.",
+                        _("Provider, model and token usage belong to assistant messages only."),
                         code="usage_not_allowed",
                     )
                 }

@@ -1,0 +1,164 @@
+"""Every error the library raises, under one root that needs no Django.
+
+Each carries a stable ``code`` (safe to branch on and to show API clients), a
+``message`` for people and a ``field`` naming the offending input, dotted for
+nested values (``messages[2].tool_calls[0].id``), or ``None``. The REST API
+translates :class:`LLMConversationsError` once, with a status per code.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, ClassVar, Self
+
+__all__ = [
+    "AuthenticationError",
+    "ConversationBusy",
+    "InvalidMessage",
+    "InvalidRequestError",
+    "InvalidResponseError",
+    "LLMConversationsError",
+    "ProviderError",
+    "ProviderTimeout",
+    "ProviderUnavailableError",
+    "RateLimitError",
+    "RunStateError",
+    "ToolArgumentsError",
+    "ToolError",
+    "join_field",
+]
+
+
+def join_field(prefix: str, field: str | None) -> str | None:
+    """``prefix.field``, or whichever of the two is set."""
+    if not prefix:
+        return field
+    return f"{prefix}.{field}" if field else prefix
+
+
+class LLMConversationsError(Exception):
+    """The root of every error of this library: ``code``, ``message``, ``field``."""
+
+    def __init__(self, code: str, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(code={self.code!r}, message={self.message!r}, "
+            f"field={self.field!r})"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Subclasses take other constructor arguments; rebuild from the state so
+        # copies and pickles (task queues) work for every one of them.
+        return (_rebuild, (type(self), self.message, self.__dict__))
+
+    def within(self, prefix: str) -> Self:
+        """The same error with ``field`` named from an enclosing value (``messages[2]``)."""
+        moved = copy.copy(self)
+        moved.field = join_field(prefix, self.field)
+        return moved
+
+
+def _rebuild(
+    cls: type[LLMConversationsError], message: str, state: dict[str, Any]
+) -> LLMConversationsError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    error.__dict__.update(state)
+    return error
+
+
+class InvalidMessage(LLMConversationsError, ValueError):
+    """A message, tool call or sequence of messages breaks a rule.
+
+    ``field`` is ``None`` for rules about a whole sequence.
+    """
+
+
+class ConversationBusy(LLMConversationsError):
+    """Another run of the conversation is active, so the request must wait."""
+
+    def __init__(self, message: str = "another run of this conversation is still active.") -> None:
+        super().__init__("conversation_busy", message)
+
+
+class RunStateError(LLMConversationsError, ValueError):
+    """A request does not fit the run's state or names calls it does not have."""
+
+
+class ToolError(LLMConversationsError, ValueError):
+    """A tool is declared, registered, looked up or executed the wrong way.
+
+    Codes: ``invalid_tool``, ``invalid_tool_name``, ``invalid_tool_schema``,
+    ``duplicate_tool``, ``unknown_tool``, ``not_a_tool``, ``tool_import_error``,
+    ``client_side_tool`` or ``invalid_arguments``.
+    """
+
+
+class ToolArgumentsError(ToolError):
+    """The model's arguments for a call are malformed or fail the tool's schema.
+
+    The message is written for the model, so it can correct the call and retry.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__("invalid_arguments", message)
+
+
+class ProviderError(LLMConversationsError):
+    """Base class of every failure of a provider call (code ``provider_error``).
+
+    ``provider`` is the backend name (``"openai"``), ``status_code`` the HTTP
+    status when there was a response, ``provider_message`` the provider's own
+    explanation (key redacted), ``retry_after`` the seconds the provider asked
+    to wait. ``retryable`` says whether the adapter retries this kind of failure.
+    """
+
+    retryable: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        status_code: int | None = None,
+        provider_message: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__("provider_error", message)
+        self.provider = provider
+        self.status_code = status_code
+        self.provider_message = provider_message
+        self.retry_after = retry_after
+
+
+class AuthenticationError(ProviderError):
+    """The API key is missing, invalid or lacks permission (HTTP 401/403)."""
+
+
+class RateLimitError(ProviderError):
+    """The provider throttled the request (HTTP 429); see ``retry_after``."""
+
+    retryable = True
+
+
+class InvalidRequestError(ProviderError):
+    """The provider refused the request (any other 4xx); not retried."""
+
+
+class ProviderUnavailableError(ProviderError):
+    """A server error (5xx), a connection failure or a broken stream."""
+
+    retryable = True
+
+
+class ProviderTimeout(ProviderUnavailableError):
+    """The provider did not answer within ``timeout`` seconds."""
+
+
+class InvalidResponseError(ProviderError):
+    """The provider answered with a body this adapter cannot read."""

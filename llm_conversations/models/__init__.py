@@ -1,0 +1,35 @@
+"""The app's models: conversations with their messages, and runs of the tool loop."""
+
+from llm_conversations.models.conversations import (
+    MAX_ID_CHARS,
+    MESSAGE_FIELDS,
+    ROLE_CHOICES,
+    Conversation,
+    Message,
+    chat_message_from_row,
+)
+from llm_conversations.models.runs import (
+    ACTIVE_RUN_STATUSES,
+    Decision,
+    PendingCall,
+    Run,
+    RunStatus,
+    TerminationReason,
+    WaitReason,
+)
+
+__all__ = [
+    "ACTIVE_RUN_STATUSES",
+    "MAX_ID_CHARS",
+    "MESSAGE_FIELDS",
+    "ROLE_CHOICES",
+    "Conversation",
+    "Decision",
+    "Message",
+    "PendingCall",
+    "Run",
+    "RunStatus",
+    "TerminationReason",
+    "WaitReason",
+    "chat_message_from_row",
+]

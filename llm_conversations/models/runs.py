@@ -1,0 +1,228 @@
+"""Runs of the tool loop and the typed state they keep.
+
+A run's state is read and written only through the values and methods here:
+statuses, why it ended, why it waits, the operator's decisions, the calls it
+waits on and the tools it offered. Nothing else parses the JSON columns.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+from llm_conversations.exceptions import RunStateError
+from llm_conversations.messages import InvalidMessage, ToolCall, ToolSpec
+
+__all__ = [
+    "ACTIVE_RUN_STATUSES",
+    "Decision",
+    "PendingCall",
+    "Run",
+    "RunStatus",
+    "TerminationReason",
+    "WaitReason",
+]
+
+
+class RunStatus(models.TextChoices):
+    """Where a run of the tool loop stands."""
+
+    QUEUED = "queued", _("Queued")
+    RUNNING = "running", _("Running")
+    REQUIRES_ACTION = "requires_action", _("Requires action")
+    COMPLETED = "completed", _("Completed")
+    FAILED = "failed", _("Failed")
+    CANCELLED = "cancelled", _("Cancelled")
+
+
+ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.REQUIRES_ACTION)
+
+
+class TerminationReason(models.TextChoices):
+    """Why a run ended."""
+
+    COMPLETED = "completed", _("completed")
+    MAX_ITERATIONS = "max_iterations", _("iteration limit reached")
+    PROVIDER_ERROR = "provider_error", _("provider error")
+    ERROR = "error", _("error")
+    CANCELLED = "cancelled", _("cancelled")
+
+
+class WaitReason(models.TextChoices):
+    """Why a run waits on a call."""
+
+    REQUIRES_APPROVAL = "requires_approval", _("needs approval")
+    CLIENT_SIDE = "client_side", _("needs an output from the client")
+
+
+class Decision(models.TextChoices):
+    """An operator's decision on a call that requires approval."""
+
+    APPROVED = "approved", _("approved")
+    DENIED = "denied", _("denied")
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCall:
+    """A call a paused run waits on, and why.
+
+    Its stored form is the call's stored form plus ``reason``.
+    """
+
+    call: ToolCall
+    reason: WaitReason
+
+    def to_stored(self) -> dict[str, Any]:
+        """The JSON kept in ``Run.pending_tool_calls``."""
+        return {**self.call.to_dict(), "reason": self.reason.value}
+
+    @classmethod
+    def from_stored(cls, data: Mapping[str, Any]) -> PendingCall:
+        """Read :meth:`to_stored` output."""
+        fields = {key: value for key, value in data.items() if key != "reason"}
+        return cls(ToolCall.from_dict(fields), WaitReason(data["reason"]))
+
+
+class Run(models.Model):
+    """One execution of the tool loop for one new user turn.
+
+    Every message the run stores points to it. At most one run per
+    conversation is active (queued, running or waiting for action); the
+    database enforces it with a conditional unique constraint.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    conversation = models.ForeignKey(
+        "llm_conversations.Conversation",
+        on_delete=models.CASCADE,
+        related_name="runs",
+        verbose_name=_("conversation"),
+    )
+    status = models.CharField(
+        _("status"), max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED
+    )
+    termination_reason = models.CharField(
+        _("termination reason"), max_length=40, blank=True, choices=TerminationReason.choices
+    )
+    provider = models.CharField(_("provider"), max_length=100, blank=True)
+    model = models.CharField(_("model"), max_length=200, blank=True)
+    # The tools offered: ToolSpec stored forms; read through offered_tools.
+    tools = models.JSONField(_("tools offered"), default=list, blank=True)
+    max_iterations = models.PositiveIntegerField(_("max iterations"), default=8)
+    iterations = models.PositiveIntegerField(_("iterations"), default=0)
+    input_tokens = models.PositiveIntegerField(_("input tokens"), default=0)
+    output_tokens = models.PositiveIntegerField(_("output tokens"), default=0)
+    total_tokens = models.PositiveIntegerField(_("total tokens"), default=0)
+    cached_tokens = models.PositiveIntegerField(_("cached tokens"), default=0)
+    error_type = models.CharField(_("error type"), max_length=100, blank=True)
+    error_message = models.TextField(_("error message"), blank=True)
+    # PendingCall stored forms; read through waiting_calls.
+    pending_tool_calls = models.JSONField(_("pending tool calls"), default=list, blank=True)
+    # Decision values by call id; read through decision().
+    decisions = models.JSONField(_("decisions"), default=dict, blank=True)
+    created_at = models.DateTimeField(_("created at"), auto_now_add=True)
+    updated_at = models.DateTimeField(_("updated at"), auto_now=True)
+    started_at = models.DateTimeField(_("started at"), null=True, blank=True)
+    finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+
+    class Meta:
+        verbose_name = _("run")
+        verbose_name_plural = _("runs")
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation"],
+                condition=Q(status__in=ACTIVE_RUN_STATUSES),
+                name="llmconv_one_active_run",
+                violation_error_code="conversation_busy",
+            ),
+        ]
+        indexes = [models.Index(fields=["conversation", "-created_at"], name="llmconv_run_recent")]
+
+    def __str__(self) -> str:
+        return f"Run {self.id} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        """Queued, running or waiting for action."""
+        return self.status in ACTIVE_RUN_STATUSES
+
+    # Offered tools -------------------------------------------------------------
+
+    @property
+    def offered_tools(self) -> list[ToolSpec]:
+        """The tools this run offers the model, in order."""
+        return [_tool_spec(item) for item in self.tools]
+
+    @offered_tools.setter
+    def offered_tools(self, specs: Iterable[ToolSpec]) -> None:
+        self.tools = [spec.to_dict() for spec in specs]
+
+    @property
+    def offered_tool_names(self) -> list[str]:
+        """Names of the offered tools, in order."""
+        return [spec.name for spec in self.offered_tools]
+
+    # Waiting calls ---------------------------------------------------------------
+
+    @property
+    def waiting_calls(self) -> list[PendingCall]:
+        """The calls this run waits on, in call order."""
+        return [PendingCall.from_stored(item) for item in self.pending_tool_calls]
+
+    @staticmethod
+    def stored_waiting(calls: Iterable[PendingCall]) -> list[dict[str, Any]]:
+        """The JSON for ``pending_tool_calls`` (for conditional updates)."""
+        return [pending.to_stored() for pending in calls]
+
+    def take_waiting(self, reason: WaitReason, chosen: Iterable[str] | None) -> list[str]:
+        """Take ``chosen`` calls (all that wait for ``reason`` when ``None``) off the list.
+
+        Returns their ids in call order and sets the status that follows:
+        still waiting while other calls wait, queued otherwise. Raises
+        :class:`RunStateError` ``unknown_tool_call`` for ids not waiting for ``reason``.
+        """
+        waiting = self.waiting_calls
+        awaiting = [p.call.id for p in waiting if p.reason == reason]
+        taken = list(awaiting if chosen is None else chosen)
+        unknown = [i for i in taken if i not in awaiting]
+        if unknown or not taken:
+            raise RunStateError(
+                "unknown_tool_call",
+                f"no call waiting ({reason.value}) has id {', '.join(unknown) or '(none given)'}; "
+                f"waiting: {', '.join(awaiting) or 'none'}.",
+            )
+        taken = [i for i in awaiting if i in taken]  # call order, each once
+        left = [p for p in waiting if p.call.id not in taken]
+        self.pending_tool_calls = self.stored_waiting(left)
+        self.status = RunStatus.REQUIRES_ACTION if left else RunStatus.QUEUED
+        return taken
+
+    # Decisions -------------------------------------------------------------------
+
+    def decision(self, call_id: str) -> Decision | None:
+        """The operator's decision on ``call_id``, if one was made."""
+        value = self.decisions.get(call_id)
+        return Decision(value) if value is not None else None
+
+    def record_decisions(self, call_ids: Iterable[str], decision: Decision) -> None:
+        """Record ``decision`` for each call."""
+        self.decisions = {**self.decisions, **dict.fromkeys(call_ids, decision.value)}
+
+
+def _tool_spec(item: Mapping[str, Any]) -> ToolSpec:
+    """A stored spec; rows written before the stored form kept the OpenAI ``tools`` entry."""
+    data = item.get("function", item)
+    if not isinstance(data, Mapping):
+        raise InvalidMessage("invalid_tool", "a stored tool must be an object.")
+    return ToolSpec(
+        name=data.get("name"),  # type: ignore[arg-type]
+        description=data.get("description") or "",
+        parameters=dict(data.get("parameters") or {"type": "object", "properties": {}}),
+    )

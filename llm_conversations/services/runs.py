@@ -1,0 +1,232 @@
+"""State changes of a run, each one conditional so races resolve in the database.
+
+Every function here changes a run only when it is still in the state the change
+expects (a conditional ``UPDATE`` or a row lock), so a run cancelled while its
+provider or tools worked keeps no late turn, and a finished run is never
+revived. ``run_finished`` is sent once the end is committed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any
+
+from django.db import connections, transaction
+from django.db.models import F
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+from django.utils.translation import gettext
+
+from llm_conversations.conf import conf
+from llm_conversations.exceptions import RunStateError
+from llm_conversations.messages import ChatMessage, CompletionResponse, ToolCall
+from llm_conversations.models import (
+    ACTIVE_RUN_STATUSES,
+    Decision,
+    Message,
+    PendingCall,
+    Run,
+    RunStatus,
+    TerminationReason,
+    WaitReason,
+)
+from llm_conversations.services.store import (
+    append_completion,
+    append_messages,
+    pending_tool_call_ids,
+)
+from llm_conversations.signals import run_finished
+from llm_conversations.tools import ToolRegistry, tool_result_message
+
+__all__ = [
+    "answer_calls",
+    "cancel_run",
+    "claim",
+    "decide",
+    "finish",
+    "pause",
+    "status_of",
+    "store_reply",
+    "store_results",
+    "submit_outputs",
+    "waiting_calls",
+]
+
+DENIED = "The operator denied this tool call."
+CANCELLED = "The run was cancelled before this tool call ran."
+
+
+def status_of(run: Run) -> str:
+    """The run's status as stored now."""
+    return Run.objects.values_list("status", flat=True).get(pk=run.pk)
+
+
+def claim(run: Run) -> bool:
+    """Mark a queued run (or one a crash left running) as running; False if it is not."""
+    claimed = Run.objects.filter(
+        pk=run.pk, status__in=(RunStatus.QUEUED, RunStatus.RUNNING)
+    ).update(status=RunStatus.RUNNING, started_at=Coalesce(F("started_at"), timezone.now()))
+    if claimed:
+        run.status = RunStatus.RUNNING
+    return bool(claimed)
+
+
+def pause(run: Run, waiting: Sequence[PendingCall]) -> Run:
+    """Wait for decisions or client-side outputs on ``waiting``."""
+    Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+        status=RunStatus.REQUIRES_ACTION, pending_tool_calls=Run.stored_waiting(waiting)
+    )
+    run.refresh_from_db()
+    return run
+
+
+def finish(
+    run: Run, status: RunStatus, reason: TerminationReason, error: BaseException | None = None
+) -> Run:
+    """End an active run; one that ended meanwhile keeps its state."""
+    fields: dict[str, Any] = {
+        "status": status,
+        "termination_reason": reason,
+        "pending_tool_calls": [],
+        "finished_at": timezone.now(),
+    }
+    if error is not None:
+        fields["error_type"] = type(error).__name__
+        # Provider errors are redacted at their source; others are kept short.
+        fields["error_message"] = str(error)[:2000]
+    ended = Run.objects.filter(pk=run.pk, status__in=ACTIVE_RUN_STATUSES).update(**fields)
+    run.refresh_from_db()
+    if ended:
+        transaction.on_commit(partial(run_finished.send, sender=Run, run=run))
+    return run
+
+
+def store_reply(run: Run, response: CompletionResponse) -> Message | None:
+    """Count the model call and store its turn; ``None`` if the run stopped meanwhile."""
+    usage = response.usage
+    with transaction.atomic():
+        # The conditional update locks the run; a run cancelled while the
+        # provider answered matches nothing and keeps no late reply.
+        counted = Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+            iterations=F("iterations") + 1,
+            input_tokens=F("input_tokens") + usage.input_tokens,
+            output_tokens=F("output_tokens") + usage.output_tokens,
+            total_tokens=F("total_tokens") + (usage.total_tokens or 0),
+            cached_tokens=F("cached_tokens") + (usage.cached_tokens or 0),
+        )
+        if not counted:
+            return None
+        row = append_completion(run.conversation_id, response, run=run)
+    run.iterations += 1
+    return row
+
+
+def store_results(run: Run, results: list[ChatMessage]) -> list[Message] | None:
+    """Store tool turns; ``None`` if the run stopped meanwhile (its calls are answered)."""
+    with transaction.atomic():
+        # Lock the run; one cancelled while its tools ran has answered
+        # the calls already, so these late results are dropped.
+        if not Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+            updated_at=timezone.now()
+        ):
+            return None
+        return append_messages(run.conversation_id, results, run=run)
+
+
+# Tools ---------------------------------------------------------------------------
+
+
+def waiting_calls(calls: Sequence[ToolCall], offered: ToolRegistry, run: Run) -> list[PendingCall]:
+    """Calls that need a person or a frontend before the turn's calls may run."""
+    waiting = []
+    for call in calls:
+        if call.name not in offered:
+            continue
+        tool = offered.get(call.name)
+        if tool.is_client_side:
+            waiting.append(PendingCall(call, WaitReason.CLIENT_SIDE))
+        elif tool.requires_approval and run.decision(call.id) is None:
+            waiting.append(PendingCall(call, WaitReason.REQUIRES_APPROVAL))
+    return waiting
+
+
+def answer_calls(calls: Sequence[ToolCall], offered: ToolRegistry, run: Run) -> list[ChatMessage]:
+    """Answer each call, in call order; several calls run on a bounded thread pool."""
+
+    def answer(call: ToolCall) -> ChatMessage:
+        if run.decision(call.id) is Decision.DENIED:
+            return tool_result_message(call.id, DENIED, is_error=True)
+        return offered.execute(call)
+
+    def answer_in_thread(call: ToolCall) -> ChatMessage:
+        try:
+            return answer(call)
+        finally:
+            # A tool that used the ORM opened this thread's own connection.
+            connections.close_all()
+
+    if len(calls) == 1:
+        return [answer(calls[0])]
+    with ThreadPoolExecutor(max_workers=min(conf.TOOL_WORKERS, len(calls))) as pool:
+        return list(pool.map(answer_in_thread, calls))
+
+
+# Actions on a waiting run -----------------------------------------------------------
+
+
+def _locked_waiting_run(run_id: uuid.UUID | str) -> Run:
+    run = Run.objects.select_for_update().get(pk=run_id)
+    if run.status != RunStatus.REQUIRES_ACTION:
+        raise RunStateError(
+            "run_not_waiting",
+            gettext("the run is %(status)s, not waiting for action.") % {"status": run.status},
+        )
+    return run
+
+
+def decide(run_id: uuid.UUID | str, call_ids: Iterable[str] | None, decision: Decision) -> Run:
+    """Record ``decision`` for calls waiting for approval (all when ``None``)."""
+    with transaction.atomic():
+        run = _locked_waiting_run(run_id)
+        run.record_decisions(run.take_waiting(WaitReason.REQUIRES_APPROVAL, call_ids), decision)
+        run.save(update_fields=["decisions", "pending_tool_calls", "status", "updated_at"])
+    return run
+
+
+def _output_message(call_id: str, value: Any) -> ChatMessage:
+    if isinstance(value, Mapping) and set(value) <= {"output", "is_error"} and "output" in value:
+        return tool_result_message(call_id, value["output"], is_error=bool(value.get("is_error")))
+    return tool_result_message(call_id, value)
+
+
+def submit_outputs(run_id: uuid.UUID | str, outputs: Mapping[str, Any]) -> Run:
+    """Store the results of client-side calls waiting on the run."""
+    with transaction.atomic():
+        run = _locked_waiting_run(run_id)
+        submitted = run.take_waiting(WaitReason.CLIENT_SIDE, outputs)
+        results = [_output_message(call_id, outputs[call_id]) for call_id in submitted]
+        append_messages(run.conversation_id, results, run=run)
+        run.save(update_fields=["pending_tool_calls", "status", "updated_at"])
+    return run
+
+
+def cancel_run(run_id: uuid.UUID | str) -> Run:
+    """Cancel an active run, answering its unanswered calls with an error result."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if not run.is_active:
+            raise RunStateError(
+                "run_not_active",
+                gettext("the run is already %(status)s.") % {"status": run.status},
+            )
+        pending = pending_tool_call_ids(run.conversation_id)
+        if pending:
+            append_messages(
+                run.conversation_id,
+                [tool_result_message(i, CANCELLED, is_error=True) for i in pending],
+                run=run,
+            )
+        return finish(run, RunStatus.CANCELLED, TerminationReason.CANCELLED)
