@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.core.checks import Tags, register
 
 
 class LLMConversationsConfig(AppConfig):
@@ -7,6 +8,10 @@ class LLMConversationsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Importing registers the system checks.
-        from llm_conversations import checks, tools_checks  # noqa: F401
-        from llm_conversations.providers import checks as provider_checks  # noqa: F401
+        # Imported here, not at the top, so loading the app config does not
+        # import the provider and tool modules the checks need.
+        from llm_conversations import checks
+
+        register(Tags.compatibility)(checks.check_settings)
+        register(checks.check_providers)
+        register(Tags.compatibility)(checks.check_tools)

@@ -1,4 +1,17 @@
-"""System checks for ``settings.LLM_CONVERSATIONS`` (ids ``llm_conversations.E0NN``)."""
+"""System checks for ``settings.LLM_CONVERSATIONS``, registered in ``AppConfig.ready()``.
+
+One function per concern, each id stable:
+
+- :func:`check_settings`: E001 not a dict, E002 unknown key, E003 not a
+  positive integer, E004 ``MAX_ITERATIONS`` above ``MAX_ITERATIONS_LIMIT``.
+- :func:`check_providers`: E010 ``PROVIDERS`` not a non-empty dict, E015
+  ``DEFAULT_PROVIDER`` not a key of it, and the rules of each entry
+  (E011-E014, E016-E018, W010) from
+  :func:`~llm_conversations.providers.registry.provider_entry_problems`, which
+  ``build_provider()`` applies too.
+- :func:`check_tools`: E020 a ``TOOLS`` entry is not a usable tool, E021 two
+  tools share a name.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +19,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import CheckMessage, Error, Tags, register
+from django.core.checks import CheckMessage, Error, Warning
 
-from llm_conversations.conf import DEFAULTS, POSITIVE_INTEGERS, user_settings
+from llm_conversations.conf import DEFAULTS, POSITIVE_INTEGERS, raw_setting
+from llm_conversations.providers.registry import EntryProblem, provider_entry_problems
+from llm_conversations.tools import ToolError, load_tool
+
+__all__ = ["check_providers", "check_settings", "check_tools"]
 
 
-@register(Tags.compatibility)
-def check_settings(**kwargs: Any) -> list[CheckMessage]:
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E001 not a dict, E002 unknown key, E003 not a positive integer, E004 limits."""
     value = getattr(settings, "LLM_CONVERSATIONS", {})
     if not isinstance(value, Mapping):
@@ -24,7 +40,7 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
             )
         ]
     errors: list[CheckMessage] = []
-    for key in sorted(set(value) - set(DEFAULTS)):
+    for key in sorted(set(value) - set(DEFAULTS), key=str):
         errors.append(
             Error(
                 f"LLM_CONVERSATIONS has an unknown key {key!r}.",
@@ -33,17 +49,16 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
             )
         )
     for key in POSITIVE_INTEGERS:
-        item = value.get(key, DEFAULTS[key])
-        if isinstance(item, bool) or not isinstance(item, int) or item < 1:
+        item = raw_setting(key)
+        if not _is_positive_integer(item):
             errors.append(
                 Error(
                     f"LLM_CONVERSATIONS[{key!r}] must be a positive integer; got {item!r}.",
                     id="llm_conversations.E003",
                 )
             )
-    data = user_settings()
-    limit = data.get("MAX_ITERATIONS_LIMIT", DEFAULTS["MAX_ITERATIONS_LIMIT"])
-    default = data.get("MAX_ITERATIONS", DEFAULTS["MAX_ITERATIONS"])
+    limit = raw_setting("MAX_ITERATIONS_LIMIT")
+    default = raw_setting("MAX_ITERATIONS")
     if isinstance(limit, int) and isinstance(default, int) and default > limit:
         errors.append(
             Error(
@@ -53,3 +68,94 @@ def check_settings(**kwargs: Any) -> list[CheckMessage]:
             )
         )
     return errors
+
+
+def check_providers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E010 PROVIDERS not a non-empty dict, E015 DEFAULT_PROVIDER unknown, plus each entry."""
+    providers = raw_setting("PROVIDERS")
+    if not isinstance(providers, Mapping) or not providers:
+        return [
+            Error(
+                "LLM_CONVERSATIONS['PROVIDERS'] must be a non-empty dict of name -> settings.",
+                hint=f"Got {providers!r}." if not isinstance(providers, Mapping) else None,
+                id="llm_conversations.E010",
+            )
+        ]
+    errors: list[CheckMessage] = []
+    default = raw_setting("DEFAULT_PROVIDER")
+    if default not in providers:
+        errors.append(
+            Error(
+                f"LLM_CONVERSATIONS['DEFAULT_PROVIDER'] is {default!r}, not a key of PROVIDERS.",
+                hint=f"Configured: {', '.join(sorted(map(str, providers)))}.",
+                id="llm_conversations.E015",
+            )
+        )
+    for name, entry in providers.items():
+        errors.extend(_as_check_message(p) for p in provider_entry_problems(entry, str(name)))
+    return errors
+
+
+def check_tools(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E020 an entry that cannot be imported or is not a tool; E021 duplicate tool names."""
+    paths = raw_setting("TOOLS")
+    if isinstance(paths, str) or not isinstance(paths, list | tuple):
+        return [
+            Error(
+                "LLM_CONVERSATIONS['TOOLS'] must be a list of dotted paths.",
+                hint=f"Got {type(paths).__name__}.",
+                id="llm_conversations.E020",
+            )
+        ]
+    errors: list[CheckMessage] = []
+    seen: dict[str, str] = {}
+    for path in paths:
+        if not isinstance(path, str):
+            errors.append(
+                Error(
+                    f"LLM_CONVERSATIONS['TOOLS'] entry {path!r} is not a dotted path.",
+                    id="llm_conversations.E020",
+                )
+            )
+            continue
+        try:
+            loaded = load_tool(path)
+        except ToolError as exc:
+            errors.append(
+                Error(
+                    f"LLM_CONVERSATIONS['TOOLS'] entry {path!r} is not a usable tool.",
+                    hint=exc.message,
+                    id="llm_conversations.E020",
+                )
+            )
+            continue
+        except Exception as exc:  # the module itself fails to import
+            errors.append(
+                Error(
+                    f"LLM_CONVERSATIONS['TOOLS'] entry {path!r} cannot be imported.",
+                    hint=f"{type(exc).__name__}: {exc}",
+                    id="llm_conversations.E020",
+                )
+            )
+            continue
+        if loaded.name in seen:
+            errors.append(
+                Error(
+                    f"LLM_CONVERSATIONS['TOOLS'] has two tools named {loaded.name!r}.",
+                    hint=f"{seen[loaded.name]!r} and {path!r}; pass name= to @tool to rename one.",
+                    id="llm_conversations.E021",
+                )
+            )
+        else:
+            seen[loaded.name] = path
+    return errors
+
+
+def _is_positive_integer(value: object) -> bool:
+    # bool is an int subclass, but True is a mistake here, not 1.
+    return not isinstance(value, bool) and isinstance(value, int) and value > 0
+
+
+def _as_check_message(problem: EntryProblem) -> CheckMessage:
+    level = Error if problem.is_error else Warning
+    return level(problem.message, hint=problem.hint, id=problem.id)

@@ -42,11 +42,19 @@ def user_settings() -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def raw_setting(name: str) -> Any:
+    """One setting as configured, or its default, without conversion.
+
+    The system checks read this so a bad value is reported rather than coerced.
+    """
+    return user_settings().get(name, DEFAULTS[name])
+
+
 class Settings:
     """Each setting with its default; see the README for what each one does."""
 
     def _get(self, name: str) -> Any:
-        return user_settings().get(name, DEFAULTS[name])
+        return raw_setting(name)
 
     @property
     def PROVIDERS(self) -> dict[str, dict[str, Any]]:

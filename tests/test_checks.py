@@ -1,36 +1,224 @@
-"""System checks for LLM_CONVERSATIONS, one test per id."""
+"""System checks for LLM_CONVERSATIONS: registration, then one test per id."""
 
 from __future__ import annotations
 
+import inspect
+import io
+import re
 from typing import Any
 
 import pytest
+from django.core.checks import run_checks
+from django.core.checks.registry import registry
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from llm_conversations.checks import check_settings
+from llm_conversations import checks
+from llm_conversations.checks import check_providers, check_settings, check_tools
+from llm_conversations.providers import registry as provider_registry
+
+FIXTURES = "tests.tools_fixtures"
+ID = re.compile(r"llm_conversations\.[EW]\d{3}")
 
 
-def ids(value: Any) -> list[str]:
+def entry(**values: Any) -> dict[str, Any]:
+    """Settings with one provider entry ``p``, the default."""
+    return {"PROVIDERS": {"p": values}, "DEFAULT_PROVIDER": "p"}
+
+
+# One broken configuration per id: (LLM_CONVERSATIONS, DEBUG).
+BROKEN: dict[str, tuple[Any, bool]] = {
+    "llm_conversations.E001": (["x"], True),
+    "llm_conversations.E002": ({"MAX_ITERATION": 3}, True),
+    "llm_conversations.E003": ({"TOOL_WORKERS": 0}, True),
+    "llm_conversations.E004": ({"MAX_ITERATIONS": 10, "MAX_ITERATIONS_LIMIT": 5}, True),
+    "llm_conversations.E010": ({"PROVIDERS": {}}, True),
+    "llm_conversations.E011": ({"PROVIDERS": {"p": "openai"}, "DEFAULT_PROVIDER": "p"}, True),
+    "llm_conversations.E012": (entry(BACKEND="mistral", MODEL="m"), True),
+    "llm_conversations.E013": (entry(BACKEND="ollama"), True),
+    "llm_conversations.E014": (entry(BACKEND="gemini", MODEL="gemini-2.5-flash"), True),
+    "llm_conversations.E015": ({"DEFAULT_PROVIDER": "missing"}, True),
+    "llm_conversations.E016": (entry(BACKEND="ollama", MODEL="m", MODLE="x"), True),
+    "llm_conversations.E017": (entry(BACKEND="ollama", MODEL="m", TIMEOUT=0), True),
+    "llm_conversations.E018": (entry(BACKEND="ollama", MODEL="m", OPTIONS=[1]), True),
+    "llm_conversations.W010": (entry(BACKEND="echo", MODEL="echo"), False),
+    "llm_conversations.E020": ({"TOOLS": ["no_such_module.tool"]}, True),
+    "llm_conversations.E021": ({"TOOLS": [f"{FIXTURES}.add", f"{FIXTURES}.another_add"]}, True),
+}
+
+
+# Registration ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("check", [check_settings, check_providers, check_tools])
+def test_each_check_is_registered(check: Any) -> None:
+    assert check in registry.get_checks()
+
+
+def test_every_id_in_the_code_has_a_broken_setting_here() -> None:
+    source = inspect.getsource(checks) + inspect.getsource(provider_registry)
+    assert set(ID.findall(source)) == set(BROKEN)
+
+
+@pytest.mark.parametrize("check_id", sorted(BROKEN))
+def test_run_checks_reports_each_id(check_id: str) -> None:
+    value, debug = BROKEN[check_id]
+    with override_settings(LLM_CONVERSATIONS=value, DEBUG=debug):
+        reported = {message.id for message in run_checks()}
+    assert check_id in reported
+
+
+@pytest.mark.parametrize("check_id", sorted(BROKEN))
+def test_manage_py_check_reports_each_id(check_id: str) -> None:
+    value, debug = BROKEN[check_id]
+    stderr = io.StringIO()
+    with override_settings(LLM_CONVERSATIONS=value, DEBUG=debug):
+        if check_id.startswith("llm_conversations.E"):
+            with pytest.raises(SystemCheckError, match=re.escape(check_id)):
+                call_command("check", stderr=stderr)
+        else:
+            call_command("check", stderr=stderr)
+            assert check_id in stderr.getvalue()
+
+
+def test_manage_py_check_is_quiet_for_valid_settings() -> None:
+    stderr = io.StringIO()
+    with override_settings(LLM_CONVERSATIONS={}, DEBUG=True):
+        call_command("check", stderr=stderr)
+    assert not ID.findall(stderr.getvalue())
+
+
+# Settings (E001-E004) -------------------------------------------------------
+
+
+def setting_ids(value: Any) -> list[str]:
     with override_settings(LLM_CONVERSATIONS=value):
         return [message.id for message in check_settings()]
 
 
 def test_defaults_pass() -> None:
-    assert ids({}) == []
+    assert setting_ids({}) == []
 
 
 def test_e001_not_a_dict() -> None:
-    assert ids(["x"]) == ["llm_conversations.E001"]
+    assert setting_ids(["x"]) == ["llm_conversations.E001"]
 
 
 def test_e002_unknown_key() -> None:
-    assert ids({"MAX_ITERATION": 3}) == ["llm_conversations.E002"]
+    assert setting_ids({"MAX_ITERATION": 3}) == ["llm_conversations.E002"]
 
 
 @pytest.mark.parametrize("value", [0, -1, "8", True, 2.5])
 def test_e003_not_a_positive_integer(value: Any) -> None:
-    assert ids({"TOOL_WORKERS": value}) == ["llm_conversations.E003"]
+    assert setting_ids({"TOOL_WORKERS": value}) == ["llm_conversations.E003"]
 
 
 def test_e004_default_iterations_above_the_limit() -> None:
-    assert ids({"MAX_ITERATIONS": 10, "MAX_ITERATIONS_LIMIT": 5}) == ["llm_conversations.E004"]
+    assert setting_ids({"MAX_ITERATIONS": 10, "MAX_ITERATIONS_LIMIT": 5}) == [
+        "llm_conversations.E004"
+    ]
+
+
+# Providers (E010-E018, W010) ------------------------------------------------
+
+
+def provider_ids(value: dict[str, Any], debug: bool = True) -> list[str]:
+    with override_settings(LLM_CONVERSATIONS=value, DEBUG=debug):
+        return [message.id for message in check_providers()]
+
+
+def test_valid_providers_pass() -> None:
+    assert provider_ids(entry(BACKEND="anthropic", MODEL="claude", API_KEY="k", OPTIONS={})) == []
+
+
+def test_e010_providers_not_a_dict() -> None:
+    assert provider_ids({"PROVIDERS": ["openai"]}) == ["llm_conversations.E010"]
+    assert provider_ids({"PROVIDERS": {}}) == ["llm_conversations.E010"]
+
+
+def test_e011_entry_not_a_dict() -> None:
+    assert provider_ids({"PROVIDERS": {"p": "openai"}, "DEFAULT_PROVIDER": "p"}) == [
+        "llm_conversations.E011"
+    ]
+
+
+def test_e012_unknown_backend() -> None:
+    assert provider_ids(entry(BACKEND="mistral", MODEL="m")) == ["llm_conversations.E012"]
+    assert provider_ids(entry(BACKEND="no.such.Module", MODEL="m")) == ["llm_conversations.E012"]
+    # An unhashable BACKEND is reported, not a crash of the hosted-key rule.
+    assert provider_ids(entry(BACKEND=["openai"], MODEL="m")) == ["llm_conversations.E012"]
+
+
+def test_e013_missing_model() -> None:
+    assert provider_ids(entry(BACKEND="ollama")) == ["llm_conversations.E013"]
+
+
+def test_e014_missing_key_for_hosted_backend() -> None:
+    assert provider_ids(entry(BACKEND="gemini", MODEL="gemini-2.5-flash")) == [
+        "llm_conversations.E014"
+    ]
+    # An OpenAI-compatible server at its own URL may need no key.
+    assert provider_ids(entry(BACKEND="openai", MODEL="m", BASE_URL="http://localhost:1/v1")) == []
+
+
+def test_e015_default_provider_not_configured() -> None:
+    value = {"PROVIDERS": {"p": {"BACKEND": "ollama", "MODEL": "m"}}, "DEFAULT_PROVIDER": "q"}
+    assert provider_ids(value) == ["llm_conversations.E015"]
+
+
+def test_e016_unknown_entry_key() -> None:
+    assert provider_ids(entry(BACKEND="ollama", MODEL="m", MODLE="x")) == ["llm_conversations.E016"]
+
+
+@pytest.mark.parametrize(
+    "values", [{"TIMEOUT": 0}, {"TIMEOUT": True}, {"MAX_RETRIES": -1}, {"MAX_RETRIES": 1.5}]
+)
+def test_e017_bad_timeout_or_retries(values: dict[str, Any]) -> None:
+    assert provider_ids(entry(BACKEND="ollama", MODEL="m", **values)) == ["llm_conversations.E017"]
+
+
+def test_e018_options_not_a_dict() -> None:
+    assert provider_ids(entry(BACKEND="ollama", MODEL="m", OPTIONS=[1])) == [
+        "llm_conversations.E018"
+    ]
+
+
+def test_w010_echo_without_debug() -> None:
+    assert provider_ids(entry(BACKEND="echo", MODEL="echo"), debug=False) == [
+        "llm_conversations.W010"
+    ]
+    assert provider_ids(entry(BACKEND="echo", MODEL="echo"), debug=True) == []
+
+
+# Tools (E020-E021) ----------------------------------------------------------
+
+
+def tools_settings(*paths: Any) -> override_settings:
+    return override_settings(LLM_CONVERSATIONS={"TOOLS": list(paths)})
+
+
+def test_valid_tools_pass() -> None:
+    with tools_settings(f"{FIXTURES}.add", f"{FIXTURES}.shout", f"{FIXTURES}.pick_colour"):
+        assert check_tools() == []
+
+
+def test_e020_unimportable_or_not_a_tool() -> None:
+    with tools_settings("no_such_module.tool", f"{FIXTURES}.NOT_A_TOOL", f"{FIXTURES}.add", 7):
+        messages = check_tools()
+    assert [m.id for m in messages] == ["llm_conversations.E020"] * 3
+    assert "'no_such_module.tool'" in messages[0].msg
+    assert "is a int, not a Tool or a function" in (messages[1].hint or "")
+    assert messages[2].msg == "LLM_CONVERSATIONS['TOOLS'] entry 7 is not a dotted path."
+
+
+def test_e020_tools_not_a_list() -> None:
+    with override_settings(LLM_CONVERSATIONS={"TOOLS": f"{FIXTURES}.add"}):
+        assert [m.id for m in check_tools()] == ["llm_conversations.E020"]
+
+
+def test_e021_duplicate_names() -> None:
+    with tools_settings(f"{FIXTURES}.add", f"{FIXTURES}.another_add"):
+        messages = check_tools()
+    assert [m.id for m in messages] == ["llm_conversations.E021"]
+    assert messages[0].msg == "LLM_CONVERSATIONS['TOOLS'] has two tools named 'add'."

@@ -26,7 +26,6 @@ from llm_conversations.tools import (
     tool_result_message,
     truncate_text,
 )
-from llm_conversations.tools_checks import check_tools
 from tests import tools_fixtures
 
 FIXTURES = "tests.tools_fixtures"
@@ -684,27 +683,3 @@ def test_load_tool_errors() -> None:
         load_tool(f"{FIXTURES}.NOT_A_TOOL")
     assert not_tool.value.code == "not_a_tool"
     assert load_tool(f"{FIXTURES}.add") is tools_fixtures.add
-
-
-# System checks --------------------------------------------------------------
-
-
-def test_checks_pass_for_valid_tools() -> None:
-    with tools_settings(f"{FIXTURES}.add", f"{FIXTURES}.shout", f"{FIXTURES}.pick_colour"):
-        assert check_tools() == []
-
-
-def test_check_e020_unimportable_or_not_a_tool() -> None:
-    with tools_settings("no_such_module.tool", f"{FIXTURES}.NOT_A_TOOL", f"{FIXTURES}.add", 7):  # type: ignore[arg-type]
-        messages = check_tools()
-    assert [m.id for m in messages] == ["llm_conversations.E020"] * 3
-    assert "'no_such_module.tool'" in messages[0].msg
-    assert "is a int, not a Tool or a function" in (messages[1].hint or "")
-    assert messages[2].msg == "LLM_CONVERSATIONS['TOOLS'] entry 7 is not a dotted path."
-
-
-def test_check_e021_duplicate_names() -> None:
-    with tools_settings(f"{FIXTURES}.add", f"{FIXTURES}.another_add"):
-        messages = check_tools()
-    assert [m.id for m in messages] == ["llm_conversations.E021"]
-    assert messages[0].msg == "LLM_CONVERSATIONS['TOOLS'] has two tools named 'add'."

@@ -41,7 +41,14 @@ from .errors import (
 )
 from .events import StreamEvent
 
-__all__ = ["REDACTED", "Provider", "backoff_delay", "parse_retry_after"]
+__all__ = [
+    "DEFAULT_MAX_RETRIES",
+    "DEFAULT_TIMEOUT",
+    "REDACTED",
+    "Provider",
+    "backoff_delay",
+    "parse_retry_after",
+]
 
 logger = logging.getLogger("llm_conversations.providers")
 
@@ -50,6 +57,10 @@ BACKOFF_BASE = 0.5
 BACKOFF_MAX = 8.0
 # A longer Retry-After than this is not slept through inside a request.
 MAX_RETRY_AFTER = 60.0
+# The defaults of a PROVIDERS entry's TIMEOUT (seconds per attempt) and
+# MAX_RETRIES; the registry imports them rather than repeating the numbers.
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_RETRIES = 2
 
 
 def backoff_delay(attempt: int) -> float:
@@ -99,8 +110,8 @@ class Provider:
         model: str,
         api_key: str | None = None,
         base_url: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 2,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
         http_client: httpx.Client | None = None,
         sleep: Callable[[float], None] | None = None,
         **options: Any,

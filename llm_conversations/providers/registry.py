@@ -1,11 +1,18 @@
-"""Building providers from settings, and the per-process instance cache."""
+"""Building providers from settings, and the per-process instance cache.
+
+:func:`provider_entry_problems` holds the rules of one ``PROVIDERS`` entry;
+:func:`build_provider` refuses an entry with an error and the system check
+(``llm_conversations.checks``) reports all of them, so both say the same.
+"""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
@@ -13,7 +20,7 @@ from django.utils.module_loading import import_string
 from llm_conversations.conf import conf
 
 from .anthropic import AnthropicProvider
-from .base import Provider
+from .base import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, Provider
 from .echo import EchoProvider
 from .errors import ProviderNotConfigured
 from .gemini import GeminiProvider
@@ -24,10 +31,12 @@ __all__ = [
     "BACKENDS",
     "ENTRY_KEYS",
     "HOSTED_BACKENDS",
+    "EntryProblem",
     "backend_class",
     "build_provider",
     "clear_provider_cache",
     "get_provider",
+    "provider_entry_problems",
 ]
 
 BACKENDS: dict[str, type[Provider]] = {
@@ -64,24 +73,123 @@ def backend_class(backend: object) -> type[Provider]:
     return cls
 
 
-def build_provider(config: Mapping[str, Any]) -> Provider:
-    """A new provider from one ``PROVIDERS`` entry."""
-    if not isinstance(config, Mapping):
-        raise ImproperlyConfigured("Each LLM_CONVERSATIONS['PROVIDERS'] entry must be a dict.")
-    cls = backend_class(config.get("BACKEND"))
-    model = config.get("MODEL")
+@dataclass(frozen=True)
+class EntryProblem:
+    """One problem of a ``PROVIDERS`` entry, with the system check id that reports it."""
+
+    id: str
+    """``llm_conversations.E0NN`` for an error, ``llm_conversations.W0NN`` for a warning."""
+    message: str
+    hint: str | None = None
+
+    @property
+    def is_error(self) -> bool:
+        """Whether the entry cannot be built; a warning only shows in ``manage.py check``."""
+        return self.id.rpartition(".")[2].startswith("E")
+
+
+def _is_positive_number(value: object) -> bool:
+    # bool is an int subclass, but TIMEOUT=True is a mistake, not one second.
+    return not isinstance(value, bool) and isinstance(value, int | float) and value > 0
+
+
+def _is_non_negative_integer(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and value >= 0
+
+
+def provider_entry_problems(entry: object, name: str | None = None) -> list[EntryProblem]:
+    """Every problem of one ``PROVIDERS`` entry, in a stable order.
+
+    ``name`` is the entry's key in ``PROVIDERS``, used in the messages. Ids:
+    E011 not a dict, E012 unusable BACKEND, E013 no MODEL, E014 no API_KEY for
+    a hosted backend, E016 unknown key, E017 bad TIMEOUT or MAX_RETRIES, E018
+    OPTIONS not a dict, W010 the echo backend while DEBUG is off.
+    """
+    where = "A provider entry" if name is None else f"LLM_CONVERSATIONS['PROVIDERS'][{name!r}]"
+    if not isinstance(entry, Mapping):
+        return [EntryProblem("llm_conversations.E011", f"{where} must be a dict.")]
+    problems: list[EntryProblem] = []
+    backend = entry.get("BACKEND")
+    try:
+        backend_class(backend)
+    except ImproperlyConfigured as exc:
+        problems.append(EntryProblem("llm_conversations.E012", f"{where}: {exc}"))
+    model = entry.get("MODEL")
     if not isinstance(model, str) or not model:
-        raise ImproperlyConfigured("A provider entry needs a non-empty MODEL.")
-    options = config.get("OPTIONS") or {}
-    if not isinstance(options, Mapping):
-        raise ImproperlyConfigured("A provider entry's OPTIONS must be a dict.")
+        problems.append(
+            EntryProblem(
+                "llm_conversations.E013",
+                f"{where} needs a non-empty MODEL.",
+                hint="e.g. 'gpt-4o-mini'.",
+            )
+        )
+    # An OpenAI-compatible server at a custom BASE_URL may need no key.
+    hosted = isinstance(backend, str) and backend in HOSTED_BACKENDS
+    needs_key = hosted and not (backend == "openai" and entry.get("BASE_URL"))
+    if needs_key and not entry.get("API_KEY"):
+        problems.append(
+            EntryProblem(
+                "llm_conversations.E014",
+                f"{where} uses the hosted {backend!r} backend but has no API_KEY.",
+                hint="Read it from the environment, e.g. os.environ['OPENAI_API_KEY'].",
+            )
+        )
+    for key in sorted(set(entry) - ENTRY_KEYS, key=str):
+        problems.append(
+            EntryProblem(
+                "llm_conversations.E016",
+                f"{where} has an unknown key {key!r}.",
+                hint=f"Known keys: {', '.join(sorted(ENTRY_KEYS))}.",
+            )
+        )
+    # An absent TIMEOUT or MAX_RETRIES takes the Provider default, which is valid.
+    if "TIMEOUT" in entry and not _is_positive_number(entry["TIMEOUT"]):
+        problems.append(
+            EntryProblem(
+                "llm_conversations.E017",
+                f"{where}['TIMEOUT'] must be a positive number; got {entry['TIMEOUT']!r}.",
+            )
+        )
+    if "MAX_RETRIES" in entry and not _is_non_negative_integer(entry["MAX_RETRIES"]):
+        problems.append(
+            EntryProblem(
+                "llm_conversations.E017",
+                f"{where}['MAX_RETRIES'] must be a non-negative integer; "
+                f"got {entry['MAX_RETRIES']!r}.",
+            )
+        )
+    if not isinstance(entry.get("OPTIONS", {}), Mapping):
+        problems.append(
+            EntryProblem("llm_conversations.E018", f"{where}['OPTIONS'] must be a dict.")
+        )
+    if backend == "echo" and not settings.DEBUG:
+        problems.append(
+            EntryProblem(
+                "llm_conversations.W010",
+                f"{where} uses the echo backend while DEBUG is off.",
+                hint="The echo backend repeats input; configure a real provider in production.",
+            )
+        )
+    return problems
+
+
+def build_provider(config: Mapping[str, Any], name: str | None = None) -> Provider:
+    """A new provider from one ``PROVIDERS`` entry (``name`` is its key, for messages).
+
+    Raises ``ImproperlyConfigured`` with the message of the first error that
+    :func:`provider_entry_problems` finds, the one ``manage.py check`` shows.
+    """
+    for problem in provider_entry_problems(config, name):
+        if problem.is_error:
+            raise ImproperlyConfigured(problem.message)
+    cls = backend_class(config["BACKEND"])
     return cls(
-        model=model,
+        model=config["MODEL"],
         api_key=config.get("API_KEY") or None,
         base_url=config.get("BASE_URL") or None,
-        timeout=config.get("TIMEOUT", 60.0),
-        max_retries=config.get("MAX_RETRIES", 2),
-        **dict(options),
+        timeout=config.get("TIMEOUT", DEFAULT_TIMEOUT),
+        max_retries=config.get("MAX_RETRIES", DEFAULT_MAX_RETRIES),
+        **dict(config.get("OPTIONS", {})),
     )
 
 
@@ -106,7 +214,7 @@ def get_provider(name: str | None = None) -> Provider:
                 f"No provider named {key!r} in LLM_CONVERSATIONS['PROVIDERS'] "
                 f"(configured: {configured})."
             )
-        provider = _cache[key] = build_provider(providers[key])
+        provider = _cache[key] = build_provider(providers[key], key)
         return provider
 
 

@@ -2,14 +2,17 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
+from llm_conversations.checks import check_providers
 from llm_conversations.providers import (
     AnthropicProvider,
     EchoProvider,
     OpenAIProvider,
     ProviderNotConfigured,
+    build_provider,
     clear_provider_cache,
     get_provider,
 )
+from llm_conversations.providers.base import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 
 SETTINGS = {
     "DEFAULT_PROVIDER": "main",
@@ -84,3 +87,31 @@ def test_clearing_the_cache_closes_pooled_clients():
         assert not client.is_closed
     # Leaving override_settings cleared the cache.
     assert client.is_closed
+
+
+@pytest.mark.parametrize(
+    ("config", "check_id"),
+    [
+        ("openai", "llm_conversations.E011"),
+        ({"BACKEND": "nope", "MODEL": "x"}, "llm_conversations.E012"),
+        ({"BACKEND": "ollama"}, "llm_conversations.E013"),
+        ({"BACKEND": "anthropic", "MODEL": "claude"}, "llm_conversations.E014"),
+        ({"BACKEND": "ollama", "MODEL": "m", "MODLE": "x"}, "llm_conversations.E016"),
+        ({"BACKEND": "ollama", "MODEL": "m", "TIMEOUT": 0}, "llm_conversations.E017"),
+        ({"BACKEND": "ollama", "MODEL": "m", "OPTIONS": None}, "llm_conversations.E018"),
+    ],
+)
+def test_build_provider_refuses_what_the_check_reports(config, check_id):
+    settings = {"PROVIDERS": {"p": config}, "DEFAULT_PROVIDER": "p"}
+    with override_settings(LLM_CONVERSATIONS=settings, DEBUG=True):
+        [message] = check_providers()
+        assert message.id == check_id
+        with pytest.raises(ImproperlyConfigured) as info:
+            get_provider("p")
+    assert str(info.value) == message.msg
+
+
+def test_build_provider_ignores_warnings_and_applies_provider_defaults():
+    with override_settings(DEBUG=False):
+        provider = build_provider({"BACKEND": "echo", "MODEL": "echo"})
+    assert (provider.timeout, provider.max_retries) == (DEFAULT_TIMEOUT, DEFAULT_MAX_RETRIES)
