@@ -9,14 +9,13 @@ from django.contrib import admin
 from llm_conversations.admin.conversations import ConversationAdmin, status_badge
 from llm_conversations.admin.history import HistoryAdmin, MessageAdmin, RunAdmin
 from llm_conversations.admin.transcript import (
-    PendingCall,
     RunSummary,
     TranscriptCall,
     TranscriptEntry,
     summarise_runs,
     transcript,
 )
-from llm_conversations.models import Conversation, Message, Run
+from llm_conversations.models import Conversation, Message, PendingCall, Run
 
 admin.site.register(Conversation, ConversationAdmin)
 admin.site.register(Message, MessageAdmin)

@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import smart_split, unescape_string_literal
+from django.utils.translation import gettext_lazy as _
 
 from llm_conversations.admin.filters import (
     HasToolCallsFilter,
@@ -68,7 +69,7 @@ class ConversationAdmin(admin.ModelAdmin):
     )
     # Title and owner here; message content and tool calls in get_search_results.
     search_fields = ("title", f"owner__{get_user_model().USERNAME_FIELD}")
-    search_help_text = "Title, owner, message text or tool name."
+    search_help_text = _("Title, owner, message text or tool name.")
     # The owner is an autocomplete when the user admin supports it, else a raw id.
     raw_id_fields = ("owner",)
     date_hierarchy = "created_at"
@@ -107,11 +108,11 @@ class ConversationAdmin(admin.ModelAdmin):
             )
         )
 
-    @admin.display(description="Runs", ordering="run_count")
+    @admin.display(description=_("Runs"), ordering="run_count")
     def run_count(self, obj: Conversation) -> int:
         return int(getattr(obj, "run_count", 0))
 
-    @admin.display(description="Last run", ordering="last_run_status")
+    @admin.display(description=_("Last run"), ordering="last_run_status")
     def last_run(self, obj: Conversation) -> SafeString | str:
         status = getattr(obj, "last_run_status", None)
         return status_badge(status) if status else "-"

@@ -6,13 +6,24 @@ combines with the others and with search without joins.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import HttpRequest
+from django.utils.translation import gettext_lazy as _
 
-from llm_conversations.models import ACTIVE_RUN_STATUSES, ROLE_CHOICES, Message, Run, RunStatus
+from llm_conversations.models import (
+    ACTIVE_RUN_STATUSES,
+    ROLE_CHOICES,
+    Message,
+    Run,
+    RunStatus,
+    TerminationReason,
+)
+
+if TYPE_CHECKING:
+    from django.utils.functional import _StrOrPromise as StrOrPromise
 
 
 def _has_message(**lookups: Any) -> Exists:
@@ -26,10 +37,10 @@ def _has_run(condition: Q) -> Exists:
 class RoleFilter(admin.SimpleListFilter):
     """Conversations with at least one message of the chosen role."""
 
-    title = "has a message of role"
+    title = _("has a message of role")
     parameter_name = "role"
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, StrOrPromise]]:
         return list(ROLE_CHOICES)
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any] | None:
@@ -41,8 +52,8 @@ class RoleFilter(admin.SimpleListFilter):
 class YesNoFilter(admin.SimpleListFilter):
     """A yes/no filter on one ``EXISTS`` condition (set ``condition`` in a subclass)."""
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        return [("yes", "Yes"), ("no", "No")]
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, StrOrPromise]]:
+        return [("yes", _("Yes")), ("no", _("No"))]
 
     def condition(self) -> Exists:
         raise NotImplementedError
@@ -58,7 +69,7 @@ class YesNoFilter(admin.SimpleListFilter):
 class HasToolCallsFilter(YesNoFilter):
     """Conversations in which the model called a tool."""
 
-    title = "has tool calls"
+    title = _("has tool calls")
     parameter_name = "tool_calls"
 
     def condition(self) -> Exists:
@@ -68,7 +79,7 @@ class HasToolCallsFilter(YesNoFilter):
 class ToolErrorFilter(YesNoFilter):
     """Conversations with a tool result marked as an error."""
 
-    title = "has tool errors"
+    title = _("has tool errors")
     parameter_name = "tool_errors"
 
     def condition(self) -> Exists:
@@ -78,21 +89,21 @@ class ToolErrorFilter(YesNoFilter):
 class RunStateFilter(admin.SimpleListFilter):
     """Conversations with a run in the chosen state (failed, paused, ...)."""
 
-    title = "runs"
+    title = _("runs")
     parameter_name = "run"
-    CHOICES: dict[str, tuple[str, Q]] = {
-        "failed": ("with a failed run", Q(status=RunStatus.FAILED)),
-        "paused": ("paused, waiting for action", Q(status=RunStatus.REQUIRES_ACTION)),
-        "active": ("with an active run", Q(status__in=ACTIVE_RUN_STATUSES)),
-        "cancelled": ("with a cancelled run", Q(status=RunStatus.CANCELLED)),
+    CHOICES: dict[str, tuple[StrOrPromise, Q]] = {
+        "failed": (_("with a failed run"), Q(status=RunStatus.FAILED)),
+        "paused": (_("paused, waiting for action"), Q(status=RunStatus.REQUIRES_ACTION)),
+        "active": (_("with an active run"), Q(status__in=ACTIVE_RUN_STATUSES)),
+        "cancelled": (_("with a cancelled run"), Q(status=RunStatus.CANCELLED)),
         "max_iterations": (
-            "stopped at the iteration limit",
-            Q(termination_reason="max_iterations"),
+            _("stopped at the iteration limit"),
+            Q(termination_reason=TerminationReason.MAX_ITERATIONS),
         ),
-        "none": ("without runs", Q()),
+        "none": (_("without runs"), Q()),
     }
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, StrOrPromise]]:
         return [(key, label) for key, (label, _) in self.CHOICES.items()]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any] | None:

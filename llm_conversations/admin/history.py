@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
+from django.utils.translation import gettext_lazy as _
 
 from llm_conversations.admin.conversations import status_badge
 from llm_conversations.admin.transcript import pretty_json
@@ -93,18 +94,18 @@ class MessageAdmin(HistoryAdmin):
     )
     readonly_fields = ("tool_calls_pretty", "metadata_pretty")
 
-    @admin.display(description="Content")
+    @admin.display(description=_("Content"))
     def summary(self, obj: Message) -> str:
         if obj.tool_calls:
             names = (call.get("function", {}).get("name", "?") for call in obj.tool_calls)
             return "calls: " + ", ".join(names)
         return Truncator(obj.content).chars(80)
 
-    @admin.display(description="Tool calls")
+    @admin.display(description=_("Tool calls"))
     def tool_calls_pretty(self, obj: Message) -> SafeString | str:
         return _pre(obj.tool_calls)
 
-    @admin.display(description="Metadata")
+    @admin.display(description=_("Metadata"))
     def metadata_pretty(self, obj: Message) -> SafeString | str:
         return _pre(obj.metadata)
 
@@ -159,11 +160,11 @@ class RunAdmin(HistoryAdmin):
         "tools_pretty",
     )
 
-    @admin.display(description="Status", ordering="status")
+    @admin.display(description=_("Status"), ordering="status")
     def status_label(self, obj: Run) -> SafeString:
         return status_badge(obj.status)
 
-    @admin.display(description="Conversation")
+    @admin.display(description=_("Conversation"))
     def conversation_link(self, obj: Run) -> SafeString:
         opts = obj.conversation._meta
         url = reverse(
@@ -171,14 +172,14 @@ class RunAdmin(HistoryAdmin):
         )
         return format_html('<a href="{}">{}</a>', url, obj.conversation)
 
-    @admin.display(description="Pending tool calls")
+    @admin.display(description=_("Pending tool calls"))
     def pending_pretty(self, obj: Run) -> SafeString | str:
         return _pre(obj.pending_tool_calls)
 
-    @admin.display(description="Decisions")
+    @admin.display(description=_("Decisions"))
     def decisions_pretty(self, obj: Run) -> SafeString | str:
         return _pre(obj.decisions)
 
-    @admin.display(description="Tools offered")
+    @admin.display(description=_("Tools offered"))
     def tools_pretty(self, obj: Run) -> SafeString | str:
         return _pre(obj.tools)

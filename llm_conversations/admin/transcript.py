@@ -13,7 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_conversations.models import Message, Run, RunStatus
+from llm_conversations.messages import ToolCall
+from llm_conversations.models import Decision, Message, PendingCall, Run, RunStatus, WaitReason
 
 
 def pretty_json(value: Any) -> str:
@@ -30,10 +31,10 @@ class TranscriptCall:
     arguments: str
     malformed: bool
     result: Message | None = None
-    # Why the run waits on this call ("requires_approval", "client_side"), if it does.
-    waiting: str = ""
+    # Why the run waits on this call, if it does.
+    waiting: WaitReason | None = None
     # The operator's decision on the call, if one was made.
-    decision: str = ""
+    decision: Decision | None = None
 
 
 @dataclass
@@ -49,16 +50,6 @@ class TranscriptEntry:
 
 
 @dataclass
-class PendingCall:
-    """A call a paused run waits on."""
-
-    id: str
-    name: str
-    arguments: str
-    reason: str
-
-
-@dataclass
 class RunSummary:
     """One run of the tool loop as the timeline shows it."""
 
@@ -67,6 +58,11 @@ class RunSummary:
     pending: list[PendingCall] = field(default_factory=list)
     # The run's admin page, when the admin site has one.
     url: str = ""
+
+    @property
+    def shown_pending(self) -> list[tuple[PendingCall, str]]:
+        """Each waiting call with its arguments as people read them."""
+        return [(pending, shown_arguments(pending.call)) for pending in self.pending]
 
     @property
     def is_error(self) -> bool:
@@ -79,27 +75,15 @@ class RunSummary:
         return self.run.status == RunStatus.REQUIRES_ACTION
 
 
-def _arguments(call: dict[str, Any]) -> str:
-    arguments = call.get("function", {}).get("arguments", {})
-    return arguments if isinstance(arguments, str) else pretty_json(arguments)
+def shown_arguments(call: ToolCall) -> str:
+    """A call's arguments for people: indented JSON, or the raw text when malformed."""
+    return call.raw_arguments if call.raw_arguments is not None else pretty_json(call.arguments)
 
 
 def summarise_runs(runs: Iterable[Run]) -> list[RunSummary]:
-    """Runs oldest first, numbered from 1, with their pending calls decoded."""
-    summaries = []
-    for number, run in enumerate(sorted(runs, key=lambda r: r.created_at), start=1):
-        pending = [
-            PendingCall(
-                id=str(item.get("id", "")),
-                name=str(item.get("function", {}).get("name", "")),
-                arguments=_arguments(item),
-                reason=str(item.get("reason", "")),
-            )
-            for item in run.pending_tool_calls or []
-            if isinstance(item, dict)
-        ]
-        summaries.append(RunSummary(run, number, pending))
-    return summaries
+    """Runs oldest first, numbered from 1, with the calls they wait on."""
+    ordered = sorted(runs, key=lambda r: r.created_at)
+    return [RunSummary(run, number, run.waiting_calls) for number, run in enumerate(ordered, 1)]
 
 
 def transcript(
@@ -125,18 +109,15 @@ def transcript(
         if message.tool_calls:
             open_calls = {}
             summary = by_run.get(message.run_id) if message.run_id is not None else None
-            waiting = {p.id: p.reason for p in summary.pending} if summary else {}
-            decisions = summary.run.decisions if summary else {}
+            waiting = {p.call.id: p.reason for p in summary.pending} if summary else {}
             for call in message.to_chat_message().tool_calls or ():
                 shown = TranscriptCall(
                     id=call.id,
                     name=call.name,
-                    arguments=call.raw_arguments
-                    if call.raw_arguments is not None
-                    else pretty_json(call.arguments),
+                    arguments=shown_arguments(call),
                     malformed=call.malformed,
-                    waiting=waiting.get(call.id, ""),
-                    decision=str(decisions.get(call.id, "")),
+                    waiting=waiting.get(call.id),
+                    decision=summary.run.decision(call.id) if summary else None,
                 )
                 open_calls[call.id] = shown
                 entry.calls.append(shown)

@@ -49,7 +49,7 @@ class MessageStored:
 
 @dataclass(frozen=True, slots=True)
 class RunRequiresAction:
-    """The run paused: ``run.pending_tool_calls`` need approval or outputs."""
+    """The run paused: ``run.waiting_calls`` need approval or outputs."""
 
     run: Run
 

@@ -18,7 +18,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from llm_conversations.conf import conf
 from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall
-from llm_conversations.models import Conversation, Message, Run, RunStatus
+from llm_conversations.models import (
+    Conversation,
+    Message,
+    Run,
+    RunStatus,
+    TerminationReason,
+    WaitReason,
+)
 from llm_conversations.providers import get_provider
 from llm_conversations.services import (
     ConversationBusy,
@@ -124,8 +131,8 @@ class Command(BaseCommand):
         )
         if run is None:
             return
-        for item in run.pending_tool_calls:
-            self.call_names[item["id"]] = item["function"]["name"]
+        for pending in run.waiting_calls:
+            self.call_names[pending.call.id] = pending.call.name
         if run.status == RunStatus.REQUIRES_ACTION:
             self.stdout.write("The last run is waiting for a decision.")
             self.follow(service, run.pk, paused=run)
@@ -201,7 +208,7 @@ class Command(BaseCommand):
                 return event.run
             elif isinstance(event, RunCompleted):
                 run = event.run
-                if run.termination_reason != "completed":
+                if run.termination_reason != TerminationReason.COMPLETED:
                     self.stdout.write(f"(run ended: {run.termination_reason})")
             elif isinstance(event, RunFailed):
                 run = event.run
@@ -236,10 +243,10 @@ class Command(BaseCommand):
         approved: list[str] = []
         denied: list[str] = []
         outputs: dict[str, str] = {}
-        for item in run.pending_tool_calls:
-            call = ToolCall.from_dict({k: v for k, v in item.items() if k != "reason"})
+        for pending in run.waiting_calls:
+            call = pending.call
             self.call_names[call.id] = call.name
-            if item["reason"] == "client_side":
+            if pending.reason is WaitReason.CLIENT_SIDE:
                 answer = self.read(f"  output for {self.label(call)}> ")
                 if answer is None:
                     break
