@@ -82,7 +82,7 @@ class Run(models.Model):
     termination_reason = models.CharField(max_length=40, blank=True)
     provider = models.CharField(max_length=100, blank=True)
     model = models.CharField(max_length=200, blank=True)
-    # Snapshot of the tools offered: ToolSpec.to_dict() items.
+    # Snapshot of the tools offered: ToolSpec.to_wire() items.
     tools = models.JSONField(default=list, blank=True)
     max_iterations = models.PositiveIntegerField(default=8)
     iterations = models.PositiveIntegerField(default=0)
@@ -135,7 +135,7 @@ class Message(models.Model):
     position = models.PositiveIntegerField()
     role = models.CharField(max_length=16, choices=ROLE_CHOICES)
     content = models.TextField(blank=True)
-    # Assistant turns only: ToolCall.to_dict() items, arguments decoded.
+    # Assistant turns only: ToolCall.to_stored() items, arguments decoded.
     tool_calls = models.JSONField(null=True, blank=True)
     # NULL (not "") unless a tool turn, so "absent" and "empty" stay distinct.
     tool_call_id = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
@@ -229,15 +229,7 @@ class Message(models.Model):
     @classmethod
     def fields_from_chat_message(cls, message: ChatMessage) -> dict[str, Any]:
         """Model field values that store ``message``."""
-        return {
-            "role": message.role.value,
-            "content": message.content,
-            "tool_calls": (
-                [call.to_dict() for call in message.tool_calls] if message.tool_calls else None
-            ),
-            "tool_call_id": message.tool_call_id,
-            "is_error": message.is_error,
-        }
+        return message.to_stored()
 
     def clean(self) -> None:
         """Apply the message rules and report a violation on its field."""
@@ -281,7 +273,7 @@ def chat_message_from_row(
 ) -> ChatMessage:
     """Build the value object from stored columns (in ``MESSAGE_FIELDS`` order).
 
-    Stored calls are in ``ToolCall.to_dict()`` form, so they take a direct path;
+    Stored calls are in ``ToolCall.to_stored()`` form, so they take a direct path;
     a row of any other shape goes through ``from_dict`` for its precise error.
     Long histories are loaded through here, hence the fast path.
     """

@@ -12,7 +12,8 @@ from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from llm_conversations.messages import ChatMessage, CompletionResponse, Role, ToolCall, Usage
+from llm_conversations.completions import CompletionResponse, Usage
+from llm_conversations.messages import ChatMessage, Role, ToolCall
 from llm_conversations.models import Message, Run, RunStatus
 from llm_conversations.providers import EchoProvider, OpenAIProvider
 from llm_conversations.services import (

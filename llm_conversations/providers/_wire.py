@@ -8,10 +8,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from llm_conversations.messages import ChatMessage, InvalidMessage, ToolSpec
+from llm_conversations.messages import ChatMessage, InvalidMessage
+from llm_conversations.tool_specs import ToolSpec
 
 ToolInput = ToolSpec | Mapping[str, Any]
-"""What ``tools=`` accepts: a ``ToolSpec`` or its OpenAI ``tools`` entry."""
+"""What ``tools=`` accepts: a ``ToolSpec`` or either of its dict forms."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +53,10 @@ def iter_ndjson(lines: Iterable[str]) -> Iterator[Any]:
 
 
 def as_tool_specs(tools: Iterable[ToolInput] | None) -> list[ToolSpec]:
-    """Normalise ``tools=``: specs pass through, OpenAI ``tools`` dicts are read."""
+    """Normalise ``tools=``: specs pass through, dicts go through ``ToolSpec.from_dict``.
+
+    Errors name the tool index in ``field`` (``tools[1].function.name``).
+    """
     specs: list[ToolSpec] = []
     for index, tool in enumerate(tools or ()):
         if isinstance(tool, ToolSpec):
@@ -62,19 +66,10 @@ def as_tool_specs(tools: Iterable[ToolInput] | None) -> list[ToolSpec]:
             raise InvalidMessage(
                 "invalid_tool", "a tool must be a ToolSpec or a dict.", field=f"tools[{index}]"
             )
-        function = tool.get("function", tool)
-        if not isinstance(function, Mapping):
-            raise InvalidMessage(
-                "invalid_tool", 'a tool needs a "function" object.', field=f"tools[{index}]"
-            )
-        parameters = function.get("parameters") or {"type": "object", "properties": {}}
-        specs.append(
-            ToolSpec(
-                name=function.get("name"),  # type: ignore[arg-type]
-                description=function.get("description") or "",
-                parameters=dict(parameters),
-            )
-        )
+        try:
+            specs.append(ToolSpec.from_dict(tool))
+        except InvalidMessage as exc:
+            raise exc.within(f"tools[{index}]") from None
     return specs
 
 

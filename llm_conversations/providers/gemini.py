@@ -12,15 +12,9 @@ from typing import Any
 
 import httpx
 
-from llm_conversations.messages import (
-    ChatMessage,
-    CompletionResponse,
-    FinishReason,
-    Role,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
+from llm_conversations.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.messages import ChatMessage, Role, ToolCall
+from llm_conversations.tool_specs import ToolSpec
 
 from ._wire import CallIds, int_or_zero, iter_sse, tool_names_by_id
 from .base import Provider

@@ -10,15 +10,9 @@ from typing import Any
 
 import httpx
 
-from llm_conversations.messages import (
-    ChatMessage,
-    CompletionResponse,
-    FinishReason,
-    Role,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
+from llm_conversations.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.messages import ChatMessage, Role, ToolCall
+from llm_conversations.tool_specs import ToolSpec
 
 from ._wire import CallIds, int_or_zero, iter_ndjson, tool_names_by_id
 from .base import Provider
@@ -71,7 +65,7 @@ def to_ollama_request(
         wire.append(item)
     body: dict[str, Any] = {"model": model, "messages": wire, "stream": stream}
     if tools:
-        body["tools"] = [spec.to_dict() for spec in tools]
+        body["tools"] = [spec.to_wire() for spec in tools]
     options = dict(options)
     sampling = dict(options.pop("options", {}) or {})
     if "max_tokens" in options:

@@ -1,7 +1,7 @@
 """OpenAI-compatible Chat Completions (OpenAI, Azure's v1 endpoint, vLLM, Groq, ...).
 
-Messages go out as ``ChatMessage.to_dict()`` unchanged and tools as
-``ToolSpec.to_dict()``: nothing is added that a compatible server might refuse.
+Messages go out as ``ChatMessage.to_wire()`` unchanged and tools as
+``ToolSpec.to_wire()``: nothing is added that a compatible server might refuse.
 """
 
 from __future__ import annotations
@@ -12,14 +12,9 @@ from typing import Any
 
 import httpx
 
-from llm_conversations.messages import (
-    ChatMessage,
-    CompletionResponse,
-    FinishReason,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
+from llm_conversations.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.messages import ChatMessage, ToolCall
+from llm_conversations.tool_specs import ToolSpec
 
 from ._wire import CallIds, int_or_zero, iter_sse
 from .base import Provider
@@ -75,9 +70,9 @@ class OpenAIProvider(Provider):
         stream: bool,
     ) -> tuple[str, dict[str, Any]]:
         body: dict[str, Any] = {**options, "model": self.model}
-        body["messages"] = [message.to_dict() for message in messages]
+        body["messages"] = [message.to_wire() for message in messages]
         if tools:
-            body["tools"] = [spec.to_dict() for spec in tools]
+            body["tools"] = [spec.to_wire() for spec in tools]
         if stream:
             body["stream"] = True
             extra = options.get("stream_options")

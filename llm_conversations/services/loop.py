@@ -19,15 +19,14 @@ from django.db.models import F
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from llm_conversations.completions import CompletionResponse
 from llm_conversations.conf import conf
 from llm_conversations.messages import (
     ChatMessage,
-    CompletionResponse,
     InvalidMessage,
     MessageInput,
     Role,
     ToolCall,
-    ToolSpec,
     as_chat_messages,
     unanswered_tool_call_ids,
 )
@@ -56,6 +55,7 @@ from llm_conversations.services.store import (
     load_messages,
 )
 from llm_conversations.signals import run_finished
+from llm_conversations.tool_specs import ToolSpec
 from llm_conversations.tools import ToolRegistry, default_registry, tool_result_message
 
 __all__ = ["ConversationBusy", "RunStateError", "ToolLoopService"]
@@ -158,7 +158,7 @@ class ToolLoopService:
                     conversation_id=conversation_id,
                     provider=name,
                     model=backend.model,
-                    tools=[spec.to_dict() for spec in offered.specs()],
+                    tools=[spec.to_wire() for spec in offered.specs()],
                     max_iterations=limit,
                 )
                 append_messages(conversation_id, [user_turn], run=run)
@@ -332,7 +332,7 @@ class ToolLoopService:
                 reason = "requires_approval"
             else:
                 continue
-            waiting.append({**call.to_dict(), "reason": reason})
+            waiting.append({**call.to_stored(), "reason": reason})
         return waiting
 
     @staticmethod

@@ -17,9 +17,9 @@ from django.db import transaction
 from django.db.models import Subquery
 from django.utils import timezone
 
+from llm_conversations.completions import CompletionResponse
 from llm_conversations.messages import (
     ChatMessage,
-    CompletionResponse,
     MessageInput,
     Role,
     as_chat_messages,
