@@ -16,7 +16,8 @@ from llm_conversations.tool_specs import ToolSpec
 
 from ._wire import CallIds, int_or_zero, iter_ndjson, tool_names_by_id
 from .base import Provider
-from .events import ResponseCompleted, StreamEvent, TextDelta, ToolCallCompleted
+from .events import StreamEvent
+from .stream import StreamAccumulator
 
 __all__ = ["OllamaProvider", "ollama_usage", "to_ollama_request"]
 
@@ -98,6 +99,10 @@ def _finish(raw: object, has_calls: bool) -> FinishReason:
     return FinishReason.OTHER
 
 
+def _ending(reply: StreamAccumulator, final: Mapping[str, Any]) -> tuple[FinishReason, Usage]:
+    return _finish(reply.raw_reason, reply.has_calls), ollama_usage(final)
+
+
 def _calls(message: Mapping[str, Any], ids: CallIds) -> list[ToolCall]:
     calls = []
     for item in message.get("tool_calls") or ():
@@ -133,49 +138,31 @@ class OllamaProvider(Provider):
         self, data: Mapping[str, Any], messages: Sequence[ChatMessage]
     ) -> CompletionResponse:
         message = data["message"]
-        calls = _calls(message, CallIds(messages))
-        raw_reason = data.get("done_reason")
-        return self.completion(
-            content=message.get("content") or "",
-            tool_calls=tuple(calls),
-            finish_reason=_finish(raw_reason, bool(calls)),
-            usage=ollama_usage(data),
-            model=data.get("model"),
-            raw=data,
-            raw_finish_reason=raw_reason,
-        )
+        reply = StreamAccumulator(model=data.get("model"), raw_reason=data.get("done_reason"))
+        reply.text(message.get("content"))
+        reply.calls = _calls(message, CallIds(messages))
+        return reply.response(self, *_ending(reply, data), raw=data)
 
     def parse_stream(
         self, response: httpx.Response, messages: Sequence[ChatMessage]
     ) -> Iterator[StreamEvent]:
         ids = CallIds(messages)
-        text: list[str] = []
-        calls: list[ToolCall] = []
-        final: Mapping[str, Any] = {}
-        chunks: list[Any] = []
+        # The last chunk (done) carries the model, the reason and the counts.
+        reply = StreamAccumulator(usage={})
         for chunk in iter_ndjson(response.iter_lines()):
             if chunk.get("error"):
                 raise self.stream_error(chunk)
-            chunks.append(chunk)
+            reply.chunk(chunk)
             message = chunk.get("message") or {}
-            if message.get("content"):
-                text.append(message["content"])
-                yield TextDelta(message["content"])
+            if text := reply.text(message.get("content")):
+                yield text
             for call in _calls(message, ids):
-                calls.append(call)
-                yield ToolCallCompleted(call)
+                yield reply.call(call)
             if chunk.get("done"):
-                final = chunk
+                reply.model, reply.raw_reason, reply.usage = (
+                    chunk.get("model"),
+                    chunk.get("done_reason"),
+                    chunk,
+                )
                 break
-        raw_reason = final.get("done_reason")
-        yield ResponseCompleted(
-            self.completion(
-                content="".join(text),
-                tool_calls=tuple(calls),
-                finish_reason=_finish(raw_reason, bool(calls)),
-                usage=ollama_usage(final),
-                model=final.get("model"),
-                raw={"chunks": chunks},
-                raw_finish_reason=raw_reason,
-            )
-        )
+        yield reply.finish(self, *_ending(reply, reply.usage))
