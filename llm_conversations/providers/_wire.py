@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from llm_conversations.messages import ChatMessage, InvalidMessage
+from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall
 from llm_conversations.tool_specs import ToolSpec
 
 ToolInput = ToolSpec | Mapping[str, Any]
@@ -99,9 +99,35 @@ class CallIds:
                 return new
 
 
+def function_calls(items: Iterable[Mapping[str, Any]] | None, ids: CallIds) -> list[ToolCall]:
+    """Read a ``tool_calls`` list of ``{"id", "function": {"name", "arguments"}}`` items.
+
+    The shape OpenAI and Ollama share; ``id`` may be absent and ``arguments``
+    may be JSON text or an object.
+    """
+    calls = []
+    for item in items or ():
+        function = item["function"]
+        calls.append(
+            ToolCall.parse(
+                id=ids.take(item.get("id")),
+                name=function["name"],
+                arguments=function.get("arguments"),
+            )
+        )
+    return calls
+
+
 def tool_names_by_id(messages: Sequence[ChatMessage]) -> dict[str, str]:
     """Map every call id of the conversation to its function name."""
     return {call.id: call.name for message in messages for call in message.tool_calls or ()}
+
+
+def pass_through(body: dict[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """``body`` with the options left untranslated added as they are; built keys win."""
+    for key, value in options.items():
+        body.setdefault(key, value)
+    return body
 
 
 def int_or_zero(value: object) -> int:

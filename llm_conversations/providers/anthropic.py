@@ -15,7 +15,7 @@ from llm_conversations.completions import CompletionResponse, FinishReason, Usag
 from llm_conversations.messages import ChatMessage, Role, ToolCall
 from llm_conversations.tool_specs import ToolSpec
 
-from ._wire import CallIds, int_or_zero, iter_sse
+from ._wire import CallIds, int_or_zero, iter_sse, pass_through
 from .base import Provider
 from .errors import (
     AuthenticationError,
@@ -126,9 +126,7 @@ def to_anthropic_request(
         body["tool_choice"] = (
             _TOOL_CHOICE.get(choice, choice) if isinstance(choice, str) else choice
         )
-    for key, value in options.items():
-        body.setdefault(key, value)
-    return body
+    return pass_through(body, options)
 
 
 def anthropic_usage(data: object) -> Usage:

@@ -16,7 +16,7 @@ from llm_conversations.completions import CompletionResponse, FinishReason, Usag
 from llm_conversations.messages import ChatMessage, Role, ToolCall
 from llm_conversations.tool_specs import ToolSpec
 
-from ._wire import CallIds, int_or_zero, iter_sse, tool_names_by_id
+from ._wire import CallIds, int_or_zero, iter_sse, pass_through, tool_names_by_id
 from .base import Provider
 from .errors import AuthenticationError, ProviderError
 from .events import StreamEvent
@@ -133,9 +133,7 @@ def to_gemini_request(
     choice = options.pop("tool_choice", None)
     if isinstance(choice, str) and choice in _TOOL_MODES:
         body["toolConfig"] = {"functionCallingConfig": {"mode": _TOOL_MODES[choice]}}
-    for key, value in options.items():
-        body.setdefault(key, value)
-    return body
+    return pass_through(body, options)
 
 
 def gemini_usage(data: object) -> Usage:

@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 
 from llm_conversations.completions import CompletionResponse, FinishReason, Usage
-from llm_conversations.messages import ChatMessage, Role, ToolCall
+from llm_conversations.messages import ChatMessage, Role
 from llm_conversations.tool_specs import ToolSpec
 
-from ._wire import CallIds, int_or_zero, iter_ndjson, tool_names_by_id
+from ._wire import CallIds, function_calls, int_or_zero, iter_ndjson, pass_through, tool_names_by_id
 from .base import Provider
 from .events import StreamEvent
 from .stream import StreamAccumulator
@@ -75,9 +75,7 @@ def to_ollama_request(
         sampling[key] = options.pop(key)
     if sampling:
         body["options"] = sampling
-    for key, value in options.items():
-        body.setdefault(key, value)
-    return body
+    return pass_through(body, options)
 
 
 def ollama_usage(data: Mapping[str, Any]) -> Usage:
@@ -103,20 +101,6 @@ def _ending(reply: StreamAccumulator, final: Mapping[str, Any]) -> tuple[FinishR
     return _finish(reply.raw_reason, reply.has_calls), ollama_usage(final)
 
 
-def _calls(message: Mapping[str, Any], ids: CallIds) -> list[ToolCall]:
-    calls = []
-    for item in message.get("tool_calls") or ():
-        function = item["function"]
-        calls.append(
-            ToolCall.parse(
-                id=ids.take(item.get("id")),
-                name=function["name"],
-                arguments=function.get("arguments"),
-            )
-        )
-    return calls
-
-
 class OllamaProvider(Provider):
     """A local (or remote) Ollama server; no key unless a proxy wants a Bearer token."""
 
@@ -140,7 +124,7 @@ class OllamaProvider(Provider):
         message = data["message"]
         reply = StreamAccumulator(model=data.get("model"), raw_reason=data.get("done_reason"))
         reply.text(message.get("content"))
-        reply.calls = _calls(message, CallIds(messages))
+        reply.calls = function_calls(message.get("tool_calls"), CallIds(messages))
         return reply.response(self, *_ending(reply, data), raw=data)
 
     def parse_stream(
@@ -156,7 +140,7 @@ class OllamaProvider(Provider):
             message = chunk.get("message") or {}
             if text := reply.text(message.get("content")):
                 yield text
-            for call in _calls(message, ids):
+            for call in function_calls(message.get("tool_calls"), ids):
                 yield reply.call(call)
             if chunk.get("done"):
                 reply.model, reply.raw_reason, reply.usage = (

@@ -16,7 +16,7 @@ from llm_conversations.completions import CompletionResponse, FinishReason, Usag
 from llm_conversations.messages import ChatMessage, ToolCall
 from llm_conversations.tool_specs import ToolSpec
 
-from ._wire import CallIds, int_or_zero, iter_sse
+from ._wire import CallIds, function_calls, int_or_zero, iter_sse
 from .base import Provider
 from .events import StreamEvent, ToolCallCompleted
 from .stream import StreamAccumulator
@@ -85,18 +85,9 @@ class OpenAIProvider(Provider):
     ) -> CompletionResponse:
         choice = data["choices"][0]
         message = choice.get("message") or {}
-        ids = CallIds(messages)
         reply = StreamAccumulator(model=data.get("model"), raw_reason=choice.get("finish_reason"))
         reply.text(message.get("content"))
-        for item in message.get("tool_calls") or ():
-            function = item["function"]
-            reply.call(
-                ToolCall.parse(
-                    id=ids.take(item.get("id")),
-                    name=function["name"],
-                    arguments=function.get("arguments"),
-                )
-            )
+        reply.calls = function_calls(message.get("tool_calls"), CallIds(messages))
         return reply.response(self, *self._ending(reply, data.get("usage")), raw=data)
 
     def parse_stream(
