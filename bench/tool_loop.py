@@ -28,13 +28,12 @@ from django.db import connection  # noqa: E402
 from django.test import override_settings  # noqa: E402
 from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
 
+from llm_conversations.completions import CompletionResponse, Usage  # noqa: E402
 from llm_conversations.messages import (  # noqa: E402
     ChatMessage,
-    CompletionResponse,
     MessageInput,
     Role,
     ToolCall,
-    Usage,
     as_chat_messages,
 )
 from llm_conversations.providers import Provider  # noqa: E402

@@ -7,8 +7,9 @@ build these objects and so inherit the rules.
 
 from __future__ import annotations
 
+import importlib
 import json
-import re
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -18,16 +19,13 @@ from llm_conversations.exceptions import InvalidMessage, join_field
 
 __all__ = [
     "ChatMessage",
-    "CompletionResponse",
-    "FinishReason",
     "InvalidMessage",
     "MessageInput",
     "Role",
     "ToolCall",
-    "ToolSpec",
-    "Usage",
     "as_chat_messages",
     "check_sequence",
+    "check_tool_calls",
     "join_field",
     "unanswered_tool_call_ids",
 ]
@@ -55,6 +53,11 @@ def _role(value: object) -> Role:
         raise InvalidMessage(
             "invalid_role", f"role must be one of {allowed}; got {value!r}.", field="role"
         ) from None
+
+
+def _deprecated_method(old: str, new: str) -> None:
+    # stacklevel 3: the warning names the caller of the deprecated method.
+    warnings.warn(f"{old} is deprecated; use {new}.", DeprecationWarning, stacklevel=3)
 
 
 def _encode_arguments(arguments: Mapping[str, Any]) -> str:
@@ -153,8 +156,9 @@ class ToolCall:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ToolCall:
-        """Read the OpenAI form ``{"id", "type", "function": {"name", "arguments"}}``.
+        """Read either form, :meth:`to_wire` or :meth:`to_stored`.
 
+        Both are ``{"id", "type", "function": {"name", "arguments"}}``;
         ``arguments`` may be JSON text or a decoded object.
         """
         if not isinstance(data, Mapping):
@@ -181,8 +185,16 @@ class ToolCall:
             type=data.get("type", "function"),
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """The OpenAI form with decoded arguments (raw text when malformed)."""
+    def to_wire(self) -> dict[str, Any]:
+        """The OpenAI request form: arguments as JSON text."""
+        return {
+            "id": self.id,
+            "type": self.type,
+            "function": {"name": self.name, "arguments": self.arguments_json},
+        }
+
+    def to_stored(self) -> dict[str, Any]:
+        """The form kept in the database: decoded arguments (raw text when malformed)."""
         arguments: dict[str, Any] | str = (
             self.raw_arguments if self.raw_arguments is not None else dict(self.arguments)
         )
@@ -192,16 +204,14 @@ class ToolCall:
             "function": {"name": self.name, "arguments": arguments},
         }
 
-    def to_wire(self) -> dict[str, Any]:
-        """The OpenAI request form: arguments as JSON text."""
-        return {
-            "id": self.id,
-            "type": self.type,
-            "function": {"name": self.name, "arguments": self.arguments_json},
-        }
+    def to_dict(self) -> dict[str, Any]:
+        """Deprecated alias of :meth:`to_stored`."""
+        _deprecated_method("ToolCall.to_dict()", "to_stored()")
+        return self.to_stored()
 
 
-def _check_tool_calls(tool_calls: Sequence[ToolCall]) -> None:
+def check_tool_calls(tool_calls: Sequence[ToolCall]) -> None:
+    """Check the calls of one turn: each a :class:`ToolCall`, no id twice."""
     seen: set[str] = set()
     for index, call in enumerate(tool_calls):
         if not isinstance(call, ToolCall):
@@ -269,7 +279,7 @@ class ChatMessage:
                     "tool_calls must not be empty; omit it for a plain assistant message.",
                     field="tool_calls",
                 )
-            _check_tool_calls(tool_calls)
+            check_tool_calls(tool_calls)
             object.__setattr__(self, "tool_calls", tool_calls)
         content = self.content
         if content is None and tool_calls is not None:
@@ -338,9 +348,9 @@ class ChatMessage:
         """A tool turn answering the call ``tool_call_id``."""
         return cls(Role.TOOL, content, tool_call_id=tool_call_id, is_error=is_error)
 
-    # Wire form ------------------------------------------------------------
+    # Dict forms -----------------------------------------------------------
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_wire(self) -> dict[str, Any]:
         """The OpenAI Chat Completions request form.
 
         A plain message is exactly ``{"role", "content"}``. An assistant turn
@@ -356,13 +366,35 @@ class ChatMessage:
             data["tool_call_id"] = self.tool_call_id
         return data
 
+    def to_stored(self) -> dict[str, Any]:
+        """The form kept in the database, one key per ``Message`` column.
+
+        Always the five keys ``role``, ``content``, ``tool_calls`` (decoded
+        calls, or ``None``), ``tool_call_id`` and ``is_error``.
+        """
+        return {
+            "role": self.role.value,
+            "content": self.content,
+            "tool_calls": (
+                [call.to_stored() for call in self.tool_calls] if self.tool_calls else None
+            ),
+            "tool_call_id": self.tool_call_id,
+            "is_error": self.is_error,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Deprecated alias of :meth:`to_wire`."""
+        _deprecated_method("ChatMessage.to_dict()", "to_wire()")
+        return self.to_wire()
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        """Read the OpenAI form (or :meth:`to_dict` output) into a validated message.
+        """Read either form, :meth:`to_wire` or :meth:`to_stored`, into a validated message.
 
         Tool call arguments may be JSON text or objects; ``content`` may be
-        ``null`` or absent beside ``tool_calls``. An ``is_error`` key is read
-        for tool messages. Unknown keys are refused.
+        ``null`` or absent beside ``tool_calls``; ``None`` stands for an absent
+        ``tool_calls`` or ``tool_call_id``. An ``is_error`` key is read for tool
+        messages. Unknown keys are refused.
         """
         if not isinstance(data, Mapping):
             raise InvalidMessage("invalid_message", "a message must be an object.")
@@ -474,116 +506,25 @@ def check_sequence(
     return tuple(open_ids)
 
 
-# Provider results -----------------------------------------------------------
+# Names that moved out of this module, importable from here for one release.
+_MOVED = {
+    "CompletionResponse": "llm_conversations.completions",
+    "FinishReason": "llm_conversations.completions",
+    "Usage": "llm_conversations.completions",
+    "ToolSpec": "llm_conversations.tool_specs",
+}
 
 
-class FinishReason(StrEnum):
-    """Why the model stopped, normalised across providers."""
-
-    STOP = "stop"
-    LENGTH = "length"
-    TOOL_CALLS = "tool_calls"
-    CONTENT_FILTER = "content_filter"
-    OTHER = "other"
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """Token usage of one completion (or a sum of several).
-
-    ``total_tokens`` defaults to input plus output; ``cached_tokens`` is
-    ``None`` where the provider does not report it.
-    """
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int | None = None
-    cached_tokens: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.total_tokens is None:
-            object.__setattr__(self, "total_tokens", self.input_tokens + self.output_tokens)
-
-    def __add__(self, other: Usage) -> Usage:
-        cached = (
-            None
-            if self.cached_tokens is None and other.cached_tokens is None
-            else (self.cached_tokens or 0) + (other.cached_tokens or 0)
-        )
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            total_tokens=(self.total_tokens or 0) + (other.total_tokens or 0),
-            cached_tokens=cached,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class CompletionResponse:
-    """One parsed provider reply.
-
-    ``raw`` is the provider's decoded response body, kept for inspection;
-    ``raw_finish_reason`` is the provider's own word for ``finish_reason``.
-    """
-
-    content: str
-    tool_calls: tuple[ToolCall, ...] = ()
-    finish_reason: FinishReason = FinishReason.STOP
-    usage: Usage = field(default_factory=Usage)
-    model: str = ""
-    provider: str = ""
-    raw: Mapping[str, Any] | None = None
-    raw_finish_reason: str | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
-        _check_tool_calls(self.tool_calls)
-
-    def to_message(self) -> ChatMessage:
-        """The assistant turn this reply adds to the conversation."""
-        if self.tool_calls:
-            return ChatMessage.assistant_tool_calls(self.tool_calls, self.content)
-        return ChatMessage.assistant(self.content)
-
-
-_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-
-
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    """A tool offered to the model: a name, a description and a JSON Schema.
-
-    The name follows the strictest provider rule (``[A-Za-z0-9_-]{1,64}``) so
-    one spec works everywhere; ``parameters`` is a JSON Schema object.
-    """
-
-    name: str
-    description: str = ""
-    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _TOOL_NAME.match(self.name):
-            raise InvalidMessage(
-                "invalid_tool_name",
-                f"tool name must match [A-Za-z0-9_-]{{1,64}}; got {self.name!r}.",
-                field="name",
-            )
-        if not isinstance(self.parameters, dict) or self.parameters.get("type") != "object":
-            raise InvalidMessage(
-                "invalid_tool_schema",
-                'tool parameters must be a JSON Schema with "type": "object".',
-                field="parameters",
-            )
-
-    def to_dict(self) -> dict[str, Any]:
-        """The OpenAI ``tools`` entry: ``{"type": "function", "function": {...}}``."""
-        parameters = dict(self.parameters)
-        parameters.setdefault("properties", {})
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": parameters,
-            },
-        }
+def __getattr__(name: str) -> Any:
+    """Resolve a moved name with a :class:`DeprecationWarning` naming its new module."""
+    module_name = _MOVED.get(name)
+    if module_name is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"llm_conversations.messages.{name} is deprecated; import it from {module_name}.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    # Imported here: both modules import this one.
+    module = importlib.import_module(module_name)
+    return getattr(module, name)

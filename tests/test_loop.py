@@ -12,7 +12,8 @@ from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from llm_conversations.messages import ChatMessage, CompletionResponse, Role, ToolCall, Usage
+from llm_conversations.completions import CompletionResponse, Usage
+from llm_conversations.messages import ChatMessage, Role, ToolCall
 from llm_conversations.models import Message, Run, RunStatus
 from llm_conversations.providers import EchoProvider, OpenAIProvider
 from llm_conversations.services import (
@@ -75,7 +76,7 @@ def test_echo_round_trip_with_parallel_calls_stores_every_turn() -> None:
     assert run.total_tokens == sum(
         Message.objects.filter(role="assistant").values_list("total_tokens", flat=True)
     )
-    assert [t["function"]["name"] for t in run.tools] == loop_tools.registry().names()
+    assert run.offered_tool_names == loop_tools.registry().names()
 
 
 def test_parallel_calls_are_in_flight_at_once() -> None:

@@ -4,29 +4,34 @@ from __future__ import annotations
 
 import ast
 import json
+import warnings
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import llm_conversations.completions as completions_module
 import llm_conversations.messages as messages_module
+import llm_conversations.tool_specs as tool_specs_module
+from llm_conversations.completions import CompletionResponse, Usage
 from llm_conversations.messages import (
     ChatMessage,
-    CompletionResponse,
     InvalidMessage,
     Role,
     ToolCall,
-    ToolSpec,
-    Usage,
     as_chat_messages,
     check_sequence,
     unanswered_tool_call_ids,
 )
+from llm_conversations.tool_specs import ToolSpec
 
 
-def test_module_imports_nothing_from_django_or_httpx() -> None:
-    tree = ast.parse(Path(messages_module.__file__).read_text())
+@pytest.mark.parametrize("module", [messages_module, completions_module, tool_specs_module])
+def test_module_imports_nothing_from_django_or_httpx(module: ModuleType) -> None:
+    tree = ast.parse(Path(str(module.__file__)).read_text())
     imported = {
         alias.name.split(".")[0]
         for node in ast.walk(tree)
@@ -44,9 +49,9 @@ def test_module_imports_nothing_from_django_or_httpx() -> None:
 
 
 def test_plain_messages_serialise_to_exactly_role_and_content() -> None:
-    assert ChatMessage.system("s").to_dict() == {"role": "system", "content": "s"}
-    assert ChatMessage.user("u").to_dict() == {"role": "user", "content": "u"}
-    assert ChatMessage.assistant("a").to_dict() == {"role": "assistant", "content": "a"}
+    assert ChatMessage.system("s").to_wire() == {"role": "system", "content": "s"}
+    assert ChatMessage.user("u").to_wire() == {"role": "user", "content": "u"}
+    assert ChatMessage.assistant("a").to_wire() == {"role": "assistant", "content": "a"}
 
 
 def test_assistant_tool_call_turn_with_empty_arguments_wire_form() -> None:
@@ -54,7 +59,7 @@ def test_assistant_tool_call_turn_with_empty_arguments_wire_form() -> None:
         [ToolCall("call_1", "get_weather", {"city": "Paris"}), ToolCall("call_2", "get_time", {})]
     )
     assert message.content == ""
-    assert message.to_dict() == {
+    assert message.to_wire() == {
         "role": "assistant",
         "content": None,
         "tool_calls": [
@@ -74,18 +79,18 @@ def test_assistant_tool_call_turn_with_empty_arguments_wire_form() -> None:
 
 def test_assistant_text_beside_tool_calls_is_kept() -> None:
     message = ChatMessage.assistant_tool_calls([ToolCall("c", "f")], "Checking.")
-    assert message.to_dict()["content"] == "Checking."
+    assert message.to_wire()["content"] == "Checking."
 
 
 def test_tool_result_wire_form_never_carries_is_error() -> None:
     message = ChatMessage.tool_result("call_2", "boom", is_error=True)
     assert message.is_error is True
-    assert message.to_dict() == {"role": "tool", "content": "boom", "tool_call_id": "call_2"}
+    assert message.to_wire() == {"role": "tool", "content": "boom", "tool_call_id": "call_2"}
 
 
-def test_tool_call_to_dict_keeps_decoded_arguments() -> None:
+def test_tool_call_stored_form_keeps_decoded_arguments() -> None:
     call = ToolCall("c", "f", {"n": 1})
-    assert call.to_dict() == {
+    assert call.to_stored() == {
         "id": "c",
         "type": "function",
         "function": {"name": "f", "arguments": {"n": 1}},
@@ -140,7 +145,7 @@ def test_arguments_that_are_not_an_object_are_kept_raw_and_flagged(
     assert call.arguments == {}
     assert call.arguments_json == expected_raw
     message = ChatMessage.assistant_tool_calls([call])
-    assert ChatMessage.from_dict(message.to_dict()) == message
+    assert ChatMessage.from_dict(message.to_wire()) == message
 
 
 def test_from_dict_reads_is_error_for_tool_messages() -> None:
@@ -298,23 +303,184 @@ messages = st.one_of(
 
 
 @given(messages)
-def test_from_dict_of_to_dict_is_exact(message: ChatMessage) -> None:
-    assert ChatMessage.from_dict(message.to_dict()) == message
+def test_from_dict_of_to_wire_is_exact(message: ChatMessage) -> None:
+    assert ChatMessage.from_dict(message.to_wire()) == message
     # And through real JSON text, as a request body carries it.
-    assert ChatMessage.from_dict(json.loads(json.dumps(message.to_dict()))) == message
+    assert ChatMessage.from_dict(json.loads(json.dumps(message.to_wire()))) == message
 
 
 @given(st.lists(tool_calls | malformed_calls, min_size=1, max_size=4))
 def test_tool_call_round_trips_in_both_forms(calls: list[ToolCall]) -> None:
     for call in calls:
-        assert ToolCall.from_dict(call.to_dict()) == call
+        assert ToolCall.from_dict(call.to_stored()) == call
         assert ToolCall.from_dict(call.to_wire()) == call
 
 
 @given(ids, st.text(max_size=40))
 def test_tool_error_round_trips_with_is_error_added(call_id: str, content: str) -> None:
     message = ChatMessage.tool_result(call_id, content, is_error=True)
-    assert ChatMessage.from_dict({**message.to_dict(), "is_error": True}) == message
+    assert ChatMessage.from_dict({**message.to_wire(), "is_error": True}) == message
+
+
+stored_messages = messages | st.builds(
+    lambda call_id, content: ChatMessage.tool_result(call_id, content, is_error=True),
+    ids,
+    st.text(max_size=40),
+)
+
+
+@given(stored_messages)
+def test_from_dict_of_to_stored_is_exact(message: ChatMessage) -> None:
+    stored = message.to_stored()
+    assert list(stored) == ["role", "content", "tool_calls", "tool_call_id", "is_error"]
+    assert ChatMessage.from_dict(stored) == message
+    # And through a JSON column.
+    assert ChatMessage.from_dict(json.loads(json.dumps(stored))) == message
+
+
+schemas = st.fixed_dictionaries(
+    {"type": st.just("object")},
+    optional={
+        "properties": st.dictionaries(
+            st.text(max_size=5),
+            st.fixed_dictionaries({"type": st.sampled_from(["string", "integer"])}),
+            max_size=3,
+        ),
+        "required": st.lists(st.text(max_size=5), max_size=2),
+    },
+)
+tool_specs = st.builds(
+    ToolSpec,
+    name=st.from_regex(r"[A-Za-z0-9_-]{1,64}", fullmatch=True),
+    description=st.text(max_size=20),
+    parameters=schemas,
+)
+
+
+@given(tool_specs)
+def test_tool_spec_round_trips_in_both_forms(spec: ToolSpec) -> None:
+    assert list(spec.to_stored()) == ["name", "description", "parameters"]
+    assert ToolSpec.from_dict(spec.to_stored()) == spec
+    from_wire = ToolSpec.from_dict(spec.to_wire())
+    assert from_wire.to_wire() == spec.to_wire()
+    # The wire form always names properties, so only a spec without them changes.
+    if "properties" in spec.parameters:
+        assert from_wire == spec
+
+
+def test_to_stored_examples() -> None:
+    assert ChatMessage.tool_result("a", "boom", is_error=True).to_stored() == {
+        "role": "tool",
+        "content": "boom",
+        "tool_calls": None,
+        "tool_call_id": "a",
+        "is_error": True,
+    }
+    turn = ChatMessage.assistant_tool_calls([ToolCall.parse(id="c", name="f", arguments="[1]")])
+    assert turn.to_stored() == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "f", "arguments": "[1]"}}
+        ],
+        "tool_call_id": None,
+        "is_error": False,
+    }
+    assert ToolSpec("t", "d").to_stored() == {
+        "name": "t",
+        "description": "d",
+        "parameters": {"type": "object", "properties": {}},
+    }
+
+
+@pytest.mark.parametrize(
+    ("data", "code", "field"),
+    [
+        ("get_time", "invalid_tool", None),
+        ({"function": 3}, "invalid_tool", "function"),
+        ({"type": "other", "function": {"name": "f"}}, "invalid_tool", "type"),
+        (
+            {"type": "function", "function": {"name": "bad name"}},
+            "invalid_tool_name",
+            "function.name",
+        ),
+        ({"description": "no name"}, "invalid_tool_name", "name"),
+        ({"name": "f", "description": 3}, "invalid_tool_description", "description"),
+        ({"name": "f", "parameters": "{}"}, "invalid_tool_schema", "parameters"),
+        (
+            {"function": {"name": "f", "parameters": {"type": "string"}}},
+            "invalid_tool_schema",
+            "function.parameters",
+        ),
+    ],
+)
+def test_tool_spec_from_dict_names_the_field(data: Any, code: str, field: str | None) -> None:
+    with pytest.raises(InvalidMessage) as info:
+        ToolSpec.from_dict(data)
+    assert (info.value.code, info.value.field) == (code, field)
+
+
+def test_tool_spec_from_dict_fills_defaults_and_ignores_extra_keys() -> None:
+    expected = ToolSpec("f")
+    assert ToolSpec.from_dict({"name": "f"}) == expected
+    assert ToolSpec.from_dict({"function": {"name": "f", "description": None}}) == expected
+    assert (
+        ToolSpec.from_dict({"type": "function", "function": {"name": "f", "strict": True}})
+        == expected
+    )
+
+
+# Deprecated names ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "module"),
+    [
+        ("CompletionResponse", completions_module),
+        ("FinishReason", completions_module),
+        ("Usage", completions_module),
+        ("ToolSpec", tool_specs_module),
+    ],
+)
+def test_moved_names_still_resolve_from_messages_with_a_warning(
+    name: str, module: ModuleType
+) -> None:
+    assert name not in messages_module.__all__
+    with pytest.warns(DeprecationWarning, match=rf"import it from {module.__name__}") as record:
+        moved = getattr(messages_module, name)
+    assert moved is getattr(module, name)
+    assert record[0].filename == __file__
+
+
+def test_from_import_of_a_moved_name_warns() -> None:
+    with pytest.warns(DeprecationWarning, match="llm_conversations.completions"):
+        from llm_conversations.messages import Usage as OldUsage
+    assert OldUsage is Usage
+
+
+def test_other_missing_names_are_attribute_errors() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
+            getattr(messages_module, "Nothing")  # noqa: B009
+
+
+@pytest.mark.parametrize(
+    ("value", "method"),
+    [
+        (ChatMessage.user("u"), "to_wire"),
+        (ChatMessage.assistant_tool_calls([ToolCall("c", "f", {"n": 1})]), "to_wire"),
+        (ChatMessage.tool_result("c", "boom", is_error=True), "to_wire"),
+        (ToolCall("c", "f", {"n": 1}), "to_stored"),
+        (ToolCall.parse(id="c", name="f", arguments="[1]"), "to_stored"),
+        (ToolSpec("t", "d"), "to_wire"),
+    ],
+)
+def test_to_dict_is_a_deprecated_alias(value: Any, method: str) -> None:
+    with pytest.warns(DeprecationWarning, match=rf"{type(value).__name__}\.to_dict\(\)") as record:
+        old = value.to_dict()
+    assert old == getattr(value, method)()
+    assert record[0].filename == __file__
 
 
 # Conversation-level rules ------------------------------------------------------
@@ -415,7 +581,7 @@ def test_completion_response_becomes_the_assistant_turn() -> None:
 
 
 def test_tool_spec_wire_form_and_rules() -> None:
-    assert ToolSpec("get_time", "Current time.").to_dict() == {
+    assert ToolSpec("get_time", "Current time.").to_wire() == {
         "type": "function",
         "function": {
             "name": "get_time",
@@ -423,7 +589,7 @@ def test_tool_spec_wire_form_and_rules() -> None:
             "parameters": {"type": "object", "properties": {}},
         },
     }
-    assert ToolSpec("t", parameters={"type": "object"}).to_dict()["function"]["parameters"] == {
+    assert ToolSpec("t", parameters={"type": "object"}).to_wire()["function"]["parameters"] == {
         "type": "object",
         "properties": {},
     }

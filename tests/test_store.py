@@ -6,13 +6,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from llm_conversations.messages import (
-    ChatMessage,
-    CompletionResponse,
-    InvalidMessage,
-    ToolCall,
-    Usage,
-)
+from llm_conversations.completions import CompletionResponse, Usage
+from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall
 from llm_conversations.models import Conversation, Message
 from llm_conversations.services import (
     append_completion,

@@ -13,7 +13,8 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from llm_conversations.conf import conf
-from llm_conversations.messages import ChatMessage, Role, ToolCall, ToolSpec
+from llm_conversations.messages import ChatMessage, Role, ToolCall
+from llm_conversations.tool_specs import ToolSpec
 from llm_conversations.tools import (
     Tool,
     ToolArgumentsError,
@@ -318,7 +319,7 @@ def test_spec_is_a_copy() -> None:
     spec = get_weather.spec
     spec.parameters["properties"].clear()
     assert get_weather.parameters["properties"] != {}
-    assert spec.to_dict()["function"]["name"] == "get_weather"
+    assert spec.to_wire()["function"]["name"] == "get_weather"
 
 
 # Argument validation --------------------------------------------------------

@@ -35,7 +35,7 @@ MESSAGE_COLUMNS = (
 
 
 def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A message: the ``ChatMessage.to_dict()`` fields plus the stored ones.
+    """A message: the ``ChatMessage.to_wire()`` fields plus the stored ones.
 
     Tool call arguments are JSON text, as in the OpenAI request form.
     ``model`` and ``usage`` are set on assistant turns that a provider
@@ -43,7 +43,7 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
     """
     data = chat_message_from_row(
         row["role"], row["content"], row["tool_calls"], row["tool_call_id"], row["is_error"]
-    ).to_dict()
+    ).to_wire()
     assistant = row["role"] == Role.ASSISTANT
     data["id"] = row["id"]
     data["position"] = row["position"]
@@ -85,7 +85,7 @@ def run_data(run: Run) -> dict[str, Any]:
         "termination_reason": run.termination_reason or None,
         "provider": run.provider,
         "model": run.model,
-        "tools": [item["function"]["name"] for item in run.tools],
+        "tools": run.offered_tool_names,
         "max_iterations": run.max_iterations,
         "iterations": run.iterations,
         "usage": {

@@ -120,7 +120,7 @@ class UsageSerializer(serializers.Serializer):
 
 
 class MessageSerializer(serializers.Serializer):
-    """A stored message: the `ChatMessage.to_dict()` fields plus stored ones.
+    """A stored message: the `ChatMessage.to_wire()` fields plus stored ones.
 
     `tool_calls` is present on assistant turns with calls (their `content` may
     then be `null`), `tool_call_id` on tool turns.

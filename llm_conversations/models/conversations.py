@@ -177,15 +177,7 @@ class Message(models.Model):
     @classmethod
     def fields_from_chat_message(cls, message: ChatMessage) -> dict[str, Any]:
         """Model field values that store ``message``."""
-        return {
-            "role": message.role.value,
-            "content": message.content,
-            "tool_calls": (
-                [call.to_dict() for call in message.tool_calls] if message.tool_calls else None
-            ),
-            "tool_call_id": message.tool_call_id,
-            "is_error": message.is_error,
-        }
+        return message.to_stored()
 
     def clean(self) -> None:
         """Apply the message rules and report a violation on its field."""
@@ -229,7 +221,7 @@ def chat_message_from_row(
 ) -> ChatMessage:
     """Build the value object from stored columns (in ``MESSAGE_FIELDS`` order).
 
-    Stored calls are in ``ToolCall.to_dict()`` form, so they take a direct path;
+    Stored calls are in ``ToolCall.to_stored()`` form, so they take a direct path;
     a row of any other shape goes through ``from_dict`` for its precise error.
     Long histories are loaded through here, hence the fast path.
     """

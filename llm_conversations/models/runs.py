@@ -17,7 +17,8 @@ from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
 from llm_conversations.exceptions import RunStateError
-from llm_conversations.messages import InvalidMessage, ToolCall, ToolSpec
+from llm_conversations.messages import ToolCall
+from llm_conversations.tool_specs import ToolSpec
 
 __all__ = [
     "ACTIVE_RUN_STATUSES",
@@ -80,7 +81,7 @@ class PendingCall:
 
     def to_stored(self) -> dict[str, Any]:
         """The JSON kept in ``Run.pending_tool_calls``."""
-        return {**self.call.to_dict(), "reason": self.reason.value}
+        return {**self.call.to_stored(), "reason": self.reason.value}
 
     @classmethod
     def from_stored(cls, data: Mapping[str, Any]) -> PendingCall:
@@ -158,11 +159,11 @@ class Run(models.Model):
     @property
     def offered_tools(self) -> list[ToolSpec]:
         """The tools this run offers the model, in order."""
-        return [_tool_spec(item) for item in self.tools]
+        return [ToolSpec.from_dict(item) for item in self.tools]
 
     @offered_tools.setter
     def offered_tools(self, specs: Iterable[ToolSpec]) -> None:
-        self.tools = [spec.to_dict() for spec in specs]
+        self.tools = [spec.to_stored() for spec in specs]
 
     @property
     def offered_tool_names(self) -> list[str]:
@@ -214,15 +215,3 @@ class Run(models.Model):
     def record_decisions(self, call_ids: Iterable[str], decision: Decision) -> None:
         """Record ``decision`` for each call."""
         self.decisions = {**self.decisions, **dict.fromkeys(call_ids, decision.value)}
-
-
-def _tool_spec(item: Mapping[str, Any]) -> ToolSpec:
-    """A stored spec; rows written before the stored form kept the OpenAI ``tools`` entry."""
-    data = item.get("function", item)
-    if not isinstance(data, Mapping):
-        raise InvalidMessage("invalid_tool", "a stored tool must be an object.")
-    return ToolSpec(
-        name=data.get("name"),  # type: ignore[arg-type]
-        description=data.get("description") or "",
-        parameters=dict(data.get("parameters") or {"type": "object", "properties": {}}),
-    )

@@ -8,10 +8,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from llm_conversations.messages import ChatMessage, InvalidMessage, ToolSpec
+from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall
+from llm_conversations.tool_specs import ToolSpec
 
 ToolInput = ToolSpec | Mapping[str, Any]
-"""What ``tools=`` accepts: a ``ToolSpec`` or its OpenAI ``tools`` entry."""
+"""What ``tools=`` accepts: a ``ToolSpec`` or either of its dict forms."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +53,10 @@ def iter_ndjson(lines: Iterable[str]) -> Iterator[Any]:
 
 
 def as_tool_specs(tools: Iterable[ToolInput] | None) -> list[ToolSpec]:
-    """Normalise ``tools=``: specs pass through, OpenAI ``tools`` dicts are read."""
+    """Normalise ``tools=``: specs pass through, dicts go through ``ToolSpec.from_dict``.
+
+    Errors name the tool index in ``field`` (``tools[1].function.name``).
+    """
     specs: list[ToolSpec] = []
     for index, tool in enumerate(tools or ()):
         if isinstance(tool, ToolSpec):
@@ -62,19 +66,10 @@ def as_tool_specs(tools: Iterable[ToolInput] | None) -> list[ToolSpec]:
             raise InvalidMessage(
                 "invalid_tool", "a tool must be a ToolSpec or a dict.", field=f"tools[{index}]"
             )
-        function = tool.get("function", tool)
-        if not isinstance(function, Mapping):
-            raise InvalidMessage(
-                "invalid_tool", 'a tool needs a "function" object.', field=f"tools[{index}]"
-            )
-        parameters = function.get("parameters") or {"type": "object", "properties": {}}
-        specs.append(
-            ToolSpec(
-                name=function.get("name"),  # type: ignore[arg-type]
-                description=function.get("description") or "",
-                parameters=dict(parameters),
-            )
-        )
+        try:
+            specs.append(ToolSpec.from_dict(tool))
+        except InvalidMessage as exc:
+            raise exc.within(f"tools[{index}]") from None
     return specs
 
 
@@ -104,9 +99,35 @@ class CallIds:
                 return new
 
 
+def function_calls(items: Iterable[Mapping[str, Any]] | None, ids: CallIds) -> list[ToolCall]:
+    """Read a ``tool_calls`` list of ``{"id", "function": {"name", "arguments"}}`` items.
+
+    The shape OpenAI and Ollama share; ``id`` may be absent and ``arguments``
+    may be JSON text or an object.
+    """
+    calls = []
+    for item in items or ():
+        function = item["function"]
+        calls.append(
+            ToolCall.parse(
+                id=ids.take(item.get("id")),
+                name=function["name"],
+                arguments=function.get("arguments"),
+            )
+        )
+    return calls
+
+
 def tool_names_by_id(messages: Sequence[ChatMessage]) -> dict[str, str]:
     """Map every call id of the conversation to its function name."""
     return {call.id: call.name for message in messages for call in message.tool_calls or ()}
+
+
+def pass_through(body: dict[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """``body`` with the options left untranslated added as they are; built keys win."""
+    for key, value in options.items():
+        body.setdefault(key, value)
+    return body
 
 
 def int_or_zero(value: object) -> int:

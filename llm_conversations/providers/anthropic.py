@@ -11,17 +11,11 @@ from typing import Any
 
 import httpx
 
-from llm_conversations.messages import (
-    ChatMessage,
-    CompletionResponse,
-    FinishReason,
-    Role,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
+from llm_conversations.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.messages import ChatMessage, Role, ToolCall
+from llm_conversations.tool_specs import ToolSpec
 
-from ._wire import CallIds, int_or_zero, iter_sse
+from ._wire import CallIds, int_or_zero, iter_sse, pass_through
 from .base import Provider
 from .errors import (
     AuthenticationError,
@@ -30,7 +24,8 @@ from .errors import (
     ProviderUnavailableError,
     RateLimitError,
 )
-from .events import ResponseCompleted, StreamEvent, TextDelta, ToolCallCompleted
+from .events import StreamEvent
+from .stream import StreamAccumulator
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -131,9 +126,7 @@ def to_anthropic_request(
         body["tool_choice"] = (
             _TOOL_CHOICE.get(choice, choice) if isinstance(choice, str) else choice
         )
-    for key, value in options.items():
-        body.setdefault(key, value)
-    return body
+    return pass_through(body, options)
 
 
 def anthropic_usage(data: object) -> Usage:
@@ -182,91 +175,69 @@ class AnthropicProvider(Provider):
         self, data: Mapping[str, Any], messages: Sequence[ChatMessage]
     ) -> CompletionResponse:
         ids = CallIds(messages)
-        text: list[str] = []
-        calls: list[ToolCall] = []
+        reply = StreamAccumulator(model=data.get("model"), raw_reason=data.get("stop_reason"))
         for block in data["content"]:
             if block.get("type") == "text":
-                text.append(block.get("text") or "")
+                reply.text(block.get("text"))
             elif block.get("type") == "tool_use":
-                calls.append(
+                reply.call(
                     ToolCall.parse(
                         id=ids.take(block.get("id")),
                         name=block["name"],
                         arguments=block.get("input"),
                     )
                 )
-        raw_reason = data.get("stop_reason")
-        return self.completion(
-            content="".join(text),
-            tool_calls=tuple(calls),
-            finish_reason=_finish(raw_reason),
-            usage=anthropic_usage(data.get("usage")),
-            model=data.get("model"),
-            raw=data,
-            raw_finish_reason=raw_reason,
+        return reply.response(
+            self, _finish(reply.raw_reason), anthropic_usage(data.get("usage")), raw=data
         )
 
     def parse_stream(
         self, response: httpx.Response, messages: Sequence[ChatMessage]
     ) -> Iterator[StreamEvent]:
         ids = CallIds(messages)
-        text: list[str] = []
-        calls: list[ToolCall] = []
+        # Usage arrives in parts (input at the start, output at the end): merge them.
+        reply = StreamAccumulator(raw_key="events", usage={})
         blocks: dict[int, dict[str, Any]] = {}
-        usage: dict[str, Any] = {}
-        raw_reason: str | None = None
-        model = ""
-        events: list[Any] = []
         for sse in iter_sse(response.iter_lines()):
             data = json.loads(sse.data)
             kind = data.get("type", sse.event)
             if kind == "ping":
                 continue
-            events.append(data)
+            reply.chunk(data)
             if kind == "error":
                 raise self._stream_failure(data)
             if kind == "message_start":
                 message = data.get("message") or {}
-                model = message.get("model") or model
-                usage.update(message.get("usage") or {})
+                reply.keep(model=message.get("model"))
+                reply.usage.update(message.get("usage") or {})
             elif kind == "content_block_start":
                 block = dict(data["content_block"])
                 block["partial"] = []
                 blocks[data["index"]] = block
             elif kind == "content_block_delta":
                 delta = data["delta"]
-                if delta.get("type") == "text_delta" and delta.get("text"):
-                    text.append(delta["text"])
-                    yield TextDelta(delta["text"])
+                if delta.get("type") == "text_delta":
+                    if text := reply.text(delta.get("text")):
+                        yield text
                 elif delta.get("type") == "input_json_delta":
                     blocks[data["index"]]["partial"].append(delta.get("partial_json") or "")
             elif kind == "content_block_stop":
                 block = blocks.pop(data["index"], {})
                 if block.get("type") == "tool_use":
                     joined = "".join(block["partial"])
-                    call = ToolCall.parse(
-                        id=ids.take(block.get("id")),
-                        name=block["name"],
-                        arguments=joined if joined else block.get("input"),
+                    yield reply.call(
+                        ToolCall.parse(
+                            id=ids.take(block.get("id")),
+                            name=block["name"],
+                            arguments=joined if joined else block.get("input"),
+                        )
                     )
-                    calls.append(call)
-                    yield ToolCallCompleted(call)
             elif kind == "message_delta":
-                raw_reason = (data.get("delta") or {}).get("stop_reason") or raw_reason
-                usage.update(data.get("usage") or {})
+                reply.keep(raw_reason=(data.get("delta") or {}).get("stop_reason"))
+                reply.usage.update(data.get("usage") or {})
             elif kind == "message_stop":
                 break
-        yield ResponseCompleted(
-            self.completion(
-                content="".join(text),
-                tool_calls=tuple(calls),
-                finish_reason=_finish(raw_reason),
-                usage=anthropic_usage(usage),
-                model=model,
-                raw={"events": events},
-                raw_finish_reason=raw_reason,
-            )
-        )
+        yield reply.finish(self, _finish(reply.raw_reason), anthropic_usage(reply.usage))
 
     def _stream_failure(self, data: Mapping[str, Any]) -> ProviderError:
         error = data.get("error") or {}

@@ -17,17 +17,15 @@ from typing import Any, ClassVar
 
 import httpx
 
+from llm_conversations.completions import CompletionResponse, FinishReason, Usage
 from llm_conversations.messages import (
     ChatMessage,
-    CompletionResponse,
-    FinishReason,
     InvalidMessage,
     MessageInput,
     ToolCall,
-    ToolSpec,
-    Usage,
     as_chat_messages,
 )
+from llm_conversations.tool_specs import ToolSpec
 
 from ._wire import ToolInput, as_tool_specs
 from .errors import (

@@ -12,15 +12,13 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from llm_conversations.completions import CompletionResponse, FinishReason, Usage
 from llm_conversations.messages import (
     ChatMessage,
-    CompletionResponse,
-    FinishReason,
     InvalidMessage,
     MessageInput,
     Role,
     ToolCall,
-    Usage,
     as_chat_messages,
 )
 
@@ -93,7 +91,7 @@ class EchoProvider(Provider):
         )
         raw = {
             "content": content,
-            "tool_calls": [call.to_dict() for call in calls],
+            "tool_calls": [call.to_stored() for call in calls],
             "usage": {
                 "input_characters": usage.input_tokens,
                 "output_characters": usage.output_tokens,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llm_conversations.messages import CompletionResponse, ToolCall
+from llm_conversations.completions import CompletionResponse
+from llm_conversations.messages import ToolCall
 
 __all__ = ["ResponseCompleted", "StreamEvent", "TextDelta", "ToolCallCompleted"]
 

@@ -12,20 +12,15 @@ from typing import Any
 
 import httpx
 
-from llm_conversations.messages import (
-    ChatMessage,
-    CompletionResponse,
-    FinishReason,
-    Role,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
+from llm_conversations.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.messages import ChatMessage, Role, ToolCall
+from llm_conversations.tool_specs import ToolSpec
 
-from ._wire import CallIds, int_or_zero, iter_sse, tool_names_by_id
+from ._wire import CallIds, int_or_zero, iter_sse, pass_through, tool_names_by_id
 from .base import Provider
 from .errors import AuthenticationError, ProviderError
-from .events import ResponseCompleted, StreamEvent, TextDelta, ToolCallCompleted
+from .events import StreamEvent
+from .stream import StreamAccumulator
 
 __all__ = ["SKIP_SIGNATURE", "GeminiProvider", "gemini_usage", "to_gemini_request"]
 
@@ -138,9 +133,7 @@ def to_gemini_request(
     choice = options.pop("tool_choice", None)
     if isinstance(choice, str) and choice in _TOOL_MODES:
         body["toolConfig"] = {"functionCallingConfig": {"mode": _TOOL_MODES[choice]}}
-    for key, value in options.items():
-        body.setdefault(key, value)
-    return body
+    return pass_through(body, options)
 
 
 def gemini_usage(data: object) -> Usage:
@@ -225,54 +218,32 @@ class GeminiProvider(Provider):
         self, data: Mapping[str, Any], messages: Sequence[ChatMessage]
     ) -> CompletionResponse:
         texts, calls, raw_reason = self._parts(data, CallIds(messages))
+        reply = StreamAccumulator(model=data.get("modelVersion"), raw_reason=raw_reason)
+        reply.texts, reply.calls = texts, calls
         if not data.get("candidates") and raw_reason:
             finish = FinishReason.CONTENT_FILTER  # the prompt itself was blocked
         else:
-            finish = _finish(raw_reason, bool(calls))
-        return self.completion(
-            content="".join(texts),
-            tool_calls=tuple(calls),
-            finish_reason=finish,
-            usage=gemini_usage(data.get("usageMetadata")),
-            model=data.get("modelVersion"),
-            raw=data,
-            raw_finish_reason=raw_reason,
-        )
+            finish = _finish(raw_reason, reply.has_calls)
+        return reply.response(self, finish, gemini_usage(data.get("usageMetadata")), raw=data)
 
     def parse_stream(
         self, response: httpx.Response, messages: Sequence[ChatMessage]
     ) -> Iterator[StreamEvent]:
         ids = CallIds(messages)
-        text: list[str] = []
-        calls: list[ToolCall] = []
-        raw_reason: str | None = None
-        usage: object = None
-        model = ""
-        chunks: list[Any] = []
+        reply = StreamAccumulator()
         for sse in iter_sse(response.iter_lines()):
             chunk = json.loads(sse.data)
             if chunk.get("error"):
                 raise self.stream_error(chunk)
-            chunks.append(chunk)
-            texts, new_calls, reason = self._parts(chunk, ids)
+            reply.chunk(chunk)
+            texts, calls, reason = self._parts(chunk, ids)
             for piece in texts:
-                if piece:
-                    text.append(piece)
-                    yield TextDelta(piece)
-            for call in new_calls:  # Gemini sends each call whole
-                calls.append(call)
-                yield ToolCallCompleted(call)
-            raw_reason = reason or raw_reason
-            usage = chunk.get("usageMetadata") or usage
-            model = chunk.get("modelVersion") or model
-        yield ResponseCompleted(
-            self.completion(
-                content="".join(text),
-                tool_calls=tuple(calls),
-                finish_reason=_finish(raw_reason, bool(calls)),
-                usage=gemini_usage(usage),
-                model=model,
-                raw={"chunks": chunks},
-                raw_finish_reason=raw_reason,
+                if text := reply.text(piece):
+                    yield text
+            for call in calls:  # Gemini sends each call whole
+                yield reply.call(call)
+            reply.keep(
+                model=chunk.get("modelVersion"), raw_reason=reason, usage=chunk.get("usageMetadata")
             )
-        )
+        usage = gemini_usage(reply.usage)
+        yield reply.finish(self, _finish(reply.raw_reason, reply.has_calls), usage)

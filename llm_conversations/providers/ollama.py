@@ -10,19 +10,14 @@ from typing import Any
 
 import httpx
 
-from llm_conversations.messages import (
-    ChatMessage,
-    CompletionResponse,
-    FinishReason,
-    Role,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
+from llm_conversations.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.messages import ChatMessage, Role
+from llm_conversations.tool_specs import ToolSpec
 
-from ._wire import CallIds, int_or_zero, iter_ndjson, tool_names_by_id
+from ._wire import CallIds, function_calls, int_or_zero, iter_ndjson, pass_through, tool_names_by_id
 from .base import Provider
-from .events import ResponseCompleted, StreamEvent, TextDelta, ToolCallCompleted
+from .events import StreamEvent
+from .stream import StreamAccumulator
 
 __all__ = ["OllamaProvider", "ollama_usage", "to_ollama_request"]
 
@@ -71,7 +66,7 @@ def to_ollama_request(
         wire.append(item)
     body: dict[str, Any] = {"model": model, "messages": wire, "stream": stream}
     if tools:
-        body["tools"] = [spec.to_dict() for spec in tools]
+        body["tools"] = [spec.to_wire() for spec in tools]
     options = dict(options)
     sampling = dict(options.pop("options", {}) or {})
     if "max_tokens" in options:
@@ -80,9 +75,7 @@ def to_ollama_request(
         sampling[key] = options.pop(key)
     if sampling:
         body["options"] = sampling
-    for key, value in options.items():
-        body.setdefault(key, value)
-    return body
+    return pass_through(body, options)
 
 
 def ollama_usage(data: Mapping[str, Any]) -> Usage:
@@ -104,18 +97,8 @@ def _finish(raw: object, has_calls: bool) -> FinishReason:
     return FinishReason.OTHER
 
 
-def _calls(message: Mapping[str, Any], ids: CallIds) -> list[ToolCall]:
-    calls = []
-    for item in message.get("tool_calls") or ():
-        function = item["function"]
-        calls.append(
-            ToolCall.parse(
-                id=ids.take(item.get("id")),
-                name=function["name"],
-                arguments=function.get("arguments"),
-            )
-        )
-    return calls
+def _ending(reply: StreamAccumulator, final: Mapping[str, Any]) -> tuple[FinishReason, Usage]:
+    return _finish(reply.raw_reason, reply.has_calls), ollama_usage(final)
 
 
 class OllamaProvider(Provider):
@@ -139,49 +122,31 @@ class OllamaProvider(Provider):
         self, data: Mapping[str, Any], messages: Sequence[ChatMessage]
     ) -> CompletionResponse:
         message = data["message"]
-        calls = _calls(message, CallIds(messages))
-        raw_reason = data.get("done_reason")
-        return self.completion(
-            content=message.get("content") or "",
-            tool_calls=tuple(calls),
-            finish_reason=_finish(raw_reason, bool(calls)),
-            usage=ollama_usage(data),
-            model=data.get("model"),
-            raw=data,
-            raw_finish_reason=raw_reason,
-        )
+        reply = StreamAccumulator(model=data.get("model"), raw_reason=data.get("done_reason"))
+        reply.text(message.get("content"))
+        reply.calls = function_calls(message.get("tool_calls"), CallIds(messages))
+        return reply.response(self, *_ending(reply, data), raw=data)
 
     def parse_stream(
         self, response: httpx.Response, messages: Sequence[ChatMessage]
     ) -> Iterator[StreamEvent]:
         ids = CallIds(messages)
-        text: list[str] = []
-        calls: list[ToolCall] = []
-        final: Mapping[str, Any] = {}
-        chunks: list[Any] = []
+        # The last chunk (done) carries the model, the reason and the counts.
+        reply = StreamAccumulator(usage={})
         for chunk in iter_ndjson(response.iter_lines()):
             if chunk.get("error"):
                 raise self.stream_error(chunk)
-            chunks.append(chunk)
+            reply.chunk(chunk)
             message = chunk.get("message") or {}
-            if message.get("content"):
-                text.append(message["content"])
-                yield TextDelta(message["content"])
-            for call in _calls(message, ids):
-                calls.append(call)
-                yield ToolCallCompleted(call)
+            if text := reply.text(message.get("content")):
+                yield text
+            for call in function_calls(message.get("tool_calls"), ids):
+                yield reply.call(call)
             if chunk.get("done"):
-                final = chunk
+                reply.model, reply.raw_reason, reply.usage = (
+                    chunk.get("model"),
+                    chunk.get("done_reason"),
+                    chunk,
+                )
                 break
-        raw_reason = final.get("done_reason")
-        yield ResponseCompleted(
-            self.completion(
-                content="".join(text),
-                tool_calls=tuple(calls),
-                finish_reason=_finish(raw_reason, bool(calls)),
-                usage=ollama_usage(final),
-                model=final.get("model"),
-                raw={"chunks": chunks},
-                raw_finish_reason=raw_reason,
-            )
-        )
+        yield reply.finish(self, *_ending(reply, reply.usage))

@@ -1,7 +1,7 @@
 """OpenAI-compatible Chat Completions (OpenAI, Azure's v1 endpoint, vLLM, Groq, ...).
 
-Messages go out as ``ChatMessage.to_dict()`` unchanged and tools as
-``ToolSpec.to_dict()``: nothing is added that a compatible server might refuse.
+Messages go out as ``ChatMessage.to_wire()`` unchanged and tools as
+``ToolSpec.to_wire()``: nothing is added that a compatible server might refuse.
 """
 
 from __future__ import annotations
@@ -12,18 +12,14 @@ from typing import Any
 
 import httpx
 
-from llm_conversations.messages import (
-    ChatMessage,
-    CompletionResponse,
-    FinishReason,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
+from llm_conversations.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.messages import ChatMessage, ToolCall
+from llm_conversations.tool_specs import ToolSpec
 
-from ._wire import CallIds, int_or_zero, iter_sse
+from ._wire import CallIds, function_calls, int_or_zero, iter_sse
 from .base import Provider
-from .events import ResponseCompleted, StreamEvent, TextDelta, ToolCallCompleted
+from .events import StreamEvent, ToolCallCompleted
+from .stream import StreamAccumulator
 
 __all__ = ["OpenAIProvider", "openai_finish_reason", "openai_usage"]
 
@@ -75,9 +71,9 @@ class OpenAIProvider(Provider):
         stream: bool,
     ) -> tuple[str, dict[str, Any]]:
         body: dict[str, Any] = {**options, "model": self.model}
-        body["messages"] = [message.to_dict() for message in messages]
+        body["messages"] = [message.to_wire() for message in messages]
         if tools:
-            body["tools"] = [spec.to_dict() for spec in tools]
+            body["tools"] = [spec.to_wire() for spec in tools]
         if stream:
             body["stream"] = True
             extra = options.get("stream_options")
@@ -89,60 +85,37 @@ class OpenAIProvider(Provider):
     ) -> CompletionResponse:
         choice = data["choices"][0]
         message = choice.get("message") or {}
-        ids = CallIds(messages)
-        calls = tuple(
-            ToolCall.parse(
-                id=ids.take(item.get("id")),
-                name=item["function"]["name"],
-                arguments=item["function"].get("arguments"),
-            )
-            for item in message.get("tool_calls") or ()
-        )
-        raw_reason = choice.get("finish_reason")
-        return self.completion(
-            content=message.get("content") or "",
-            tool_calls=calls,
-            finish_reason=openai_finish_reason(raw_reason, bool(calls)),
-            usage=openai_usage(data.get("usage")),
-            model=data.get("model"),
-            raw=data,
-            raw_finish_reason=raw_reason,
-        )
+        reply = StreamAccumulator(model=data.get("model"), raw_reason=choice.get("finish_reason"))
+        reply.text(message.get("content"))
+        reply.calls = function_calls(message.get("tool_calls"), CallIds(messages))
+        return reply.response(self, *self._ending(reply, data.get("usage")), raw=data)
 
     def parse_stream(
         self, response: httpx.Response, messages: Sequence[ChatMessage]
     ) -> Iterator[StreamEvent]:
         ids = CallIds(messages)
-        text: list[str] = []
+        reply = StreamAccumulator()
         # Fragments keyed by index: id and name come in the first one only.
         pending: dict[int, dict[str, str]] = {}
-        calls: list[ToolCall] = []
-        raw_reason: str | None = None
-        usage: object = None
-        model = ""
-        chunks: list[Any] = []
         for event in iter_sse(response.iter_lines()):
             if event.data == "[DONE]":
                 break
             chunk = json.loads(event.data)
             if isinstance(chunk, Mapping) and chunk.get("error"):
                 raise self.stream_error(chunk)
-            chunks.append(chunk)
-            model = chunk.get("model") or model
-            if chunk.get("usage"):
-                usage = chunk["usage"]
+            reply.chunk(chunk)
+            reply.keep(model=chunk.get("model"), usage=chunk.get("usage"))
             for choice in chunk.get("choices") or ():
                 if choice.get("index", 0) != 0:
                     continue
                 delta = choice.get("delta") or {}
-                if delta.get("content"):
-                    text.append(delta["content"])
-                    yield TextDelta(delta["content"])
+                if text := reply.text(delta.get("content")):
+                    yield text
                 for fragment in delta.get("tool_calls") or ():
                     index = fragment.get("index", len(pending))
                     if pending and index not in pending:
                         # Calls stream one after another: a new index completes the others.
-                        yield from self._flush(pending, calls, ids)
+                        yield from self._flush(pending, reply, ids)
                     slot = pending.setdefault(index, {"id": "", "name": "", "args": ""})
                     function = fragment.get("function") or {}
                     slot["id"] = slot["id"] or fragment.get("id") or ""
@@ -153,30 +126,22 @@ class OpenAIProvider(Provider):
                     elif arguments is not None:
                         slot["args"] += json.dumps(arguments)
                 if choice.get("finish_reason"):
-                    raw_reason = choice["finish_reason"]
-                    yield from self._flush(pending, calls, ids)
-        yield from self._flush(pending, calls, ids)
-        yield ResponseCompleted(
-            self.completion(
-                content="".join(text),
-                tool_calls=tuple(calls),
-                finish_reason=openai_finish_reason(raw_reason, bool(calls)),
-                usage=openai_usage(usage),
-                model=model,
-                raw={"chunks": chunks},
-                raw_finish_reason=raw_reason,
-            )
-        )
+                    reply.keep(raw_reason=choice["finish_reason"])
+                    yield from self._flush(pending, reply, ids)
+        yield from self._flush(pending, reply, ids)
+        yield reply.finish(self, *self._ending(reply, reply.usage))
+
+    @staticmethod
+    def _ending(reply: StreamAccumulator, usage: object) -> tuple[FinishReason, Usage]:
+        return openai_finish_reason(reply.raw_reason, reply.has_calls), openai_usage(usage)
 
     @staticmethod
     def _flush(
-        pending: dict[int, dict[str, str]], calls: list[ToolCall], ids: CallIds
+        pending: dict[int, dict[str, str]], reply: StreamAccumulator, ids: CallIds
     ) -> Iterator[ToolCallCompleted]:
         for index in sorted(pending):
             slot = pending[index]
-            call = ToolCall.parse(
-                id=ids.take(slot["id"]), name=slot["name"], arguments=slot["args"]
+            yield reply.call(
+                ToolCall.parse(id=ids.take(slot["id"]), name=slot["name"], arguments=slot["args"])
             )
-            calls.append(call)
-            yield ToolCallCompleted(call)
         pending.clear()

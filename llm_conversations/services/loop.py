@@ -16,16 +16,15 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from llm_conversations.completions import CompletionResponse
 from llm_conversations.conf import conf
 from llm_conversations.exceptions import ConversationBusy, RunStateError, ToolError
 from llm_conversations.messages import (
     ChatMessage,
-    CompletionResponse,
     InvalidMessage,
     MessageInput,
     Role,
     ToolCall,
-    ToolSpec,
     unanswered_tool_call_ids,
 )
 from llm_conversations.models import (
@@ -58,6 +57,7 @@ from llm_conversations.services.store import (
     conversation_pk,
     load_messages,
 )
+from llm_conversations.tool_specs import ToolSpec
 from llm_conversations.tools import ToolRegistry, default_registry
 
 __all__ = ["ConversationBusy", "RunStateError", "ToolLoopService"]

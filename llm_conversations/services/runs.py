@@ -20,9 +20,10 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 from django.utils.translation import gettext
 
+from llm_conversations.completions import CompletionResponse
 from llm_conversations.conf import conf
 from llm_conversations.exceptions import RunStateError
-from llm_conversations.messages import ChatMessage, CompletionResponse, ToolCall
+from llm_conversations.messages import ChatMessage, ToolCall
 from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,
     Decision,

@@ -19,10 +19,10 @@ from django.db import transaction
 from django.db.models import Subquery
 from django.utils import timezone
 
+from llm_conversations.completions import CompletionResponse
 from llm_conversations.exceptions import ConversationBusy
 from llm_conversations.messages import (
     ChatMessage,
-    CompletionResponse,
     InvalidMessage,
     MessageInput,
     Role,

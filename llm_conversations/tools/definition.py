@@ -12,7 +12,8 @@ from typing import Any, overload
 import pydantic
 from asgiref.sync import async_to_sync
 
-from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall, ToolSpec
+from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall
+from llm_conversations.tool_specs import ToolSpec
 from llm_conversations.tools.errors import ToolArgumentsError, ToolError
 from llm_conversations.tools.results import exception_summary, malformed_reason, tool_result_message
 from llm_conversations.tools.schema import (

@@ -12,7 +12,8 @@ from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
 from llm_conversations.conf import conf
-from llm_conversations.messages import ChatMessage, ToolCall, ToolSpec
+from llm_conversations.messages import ChatMessage, ToolCall
+from llm_conversations.tool_specs import ToolSpec
 from llm_conversations.tools.definition import Tool
 from llm_conversations.tools.errors import ToolError
 from llm_conversations.tools.results import tool_result_message

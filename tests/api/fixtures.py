@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from llm_conversations.messages import CompletionResponse, MessageInput
+from llm_conversations.completions import CompletionResponse
+from llm_conversations.messages import MessageInput
 from llm_conversations.providers import EchoProvider, ProviderUnavailableError
 
 

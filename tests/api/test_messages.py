@@ -11,7 +11,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from llm_conversations.messages import ChatMessage, CompletionResponse, ToolCall, Usage
+from llm_conversations.completions import CompletionResponse, Usage
+from llm_conversations.messages import ChatMessage, ToolCall
 from llm_conversations.models import Conversation, Message, Run, RunStatus
 from llm_conversations.services import append_completion, create_conversation, load_messages
 

@@ -1,5 +1,8 @@
-from llm_conversations.messages import ChatMessage, ToolCall
-from llm_conversations.providers._wire import CallIds, iter_ndjson, iter_sse
+import pytest
+
+from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall
+from llm_conversations.providers._wire import CallIds, as_tool_specs, iter_ndjson, iter_sse
+from llm_conversations.tool_specs import ToolSpec
 
 
 def test_sse_fields_comments_and_multiline_data():
@@ -27,3 +30,14 @@ def test_call_ids_avoid_every_id_of_the_conversation():
     assert ids.take("new") != "new"
     made = {ids.take() for _ in range(50)}
     assert len(made) == 50
+
+
+def test_tool_specs_read_both_dict_forms_and_name_the_index():
+    spec = ToolSpec("f", "d")
+    assert as_tool_specs([spec, spec.to_wire(), spec.to_stored()]) == [spec, spec, spec]
+    with pytest.raises(InvalidMessage) as info:
+        as_tool_specs([spec, {"type": "function", "function": {"name": "bad name"}}])
+    assert info.value.field == "tools[1].function.name"
+    with pytest.raises(InvalidMessage) as info:
+        as_tool_specs(["f"])
+    assert (info.value.code, info.value.field) == ("invalid_tool", "tools[0]")

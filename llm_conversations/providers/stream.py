@@ -1,0 +1,97 @@
+"""One place that gathers a reply as an adapter reads it, streamed or whole."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from llm_conversations.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.messages import ToolCall
+
+from .events import ResponseCompleted, TextDelta, ToolCallCompleted
+
+if TYPE_CHECKING:
+    from .base import Provider
+
+__all__ = ["StreamAccumulator"]
+
+
+class StreamAccumulator:
+    """The text, calls and metadata of one reply, and the raw pieces it came in.
+
+    Adapters feed it as they read: :meth:`text` and :meth:`call` return the
+    event to yield, :meth:`chunk` keeps a raw piece, :meth:`keep` records the
+    latest model, finish reason and usage. :meth:`response` and :meth:`finish`
+    build the reply through ``Provider.completion`` so it is redacted.
+    ``usage`` is the provider's own usage data, read by the adapter at the end.
+    """
+
+    def __init__(
+        self,
+        *,
+        raw_key: str = "chunks",
+        model: str | None = None,
+        raw_reason: str | None = None,
+        usage: Any = None,
+    ) -> None:
+        self.raw_key = raw_key
+        self.texts: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.chunks: list[Any] = []
+        self.model = model
+        self.raw_reason = raw_reason
+        self.usage = usage
+
+    def text(self, piece: str | None) -> TextDelta | None:
+        """Add a piece of text; the event to yield, or ``None`` for an empty piece."""
+        if not piece:
+            return None
+        self.texts.append(piece)
+        return TextDelta(piece)
+
+    def call(self, tool_call: ToolCall) -> ToolCallCompleted:
+        """Add a complete tool call; the event to yield."""
+        self.calls.append(tool_call)
+        return ToolCallCompleted(tool_call)
+
+    def chunk(self, raw: Any) -> None:
+        """Keep one decoded piece of the stream for ``raw``."""
+        self.chunks.append(raw)
+
+    def keep(
+        self, *, model: str | None = None, raw_reason: str | None = None, usage: Any = None
+    ) -> None:
+        """Record what a piece reports; an absent or empty value keeps the earlier one."""
+        # Providers repeat these on several chunks and leave them empty on others.
+        self.model = model or self.model
+        self.raw_reason = raw_reason or self.raw_reason
+        self.usage = usage or self.usage
+
+    @property
+    def has_calls(self) -> bool:
+        """Whether any tool call was added (some providers say "stop" beside calls)."""
+        return bool(self.calls)
+
+    def response(
+        self,
+        provider: Provider,
+        finish_reason: FinishReason,
+        usage: Usage,
+        raw: Mapping[str, Any] | None = None,
+    ) -> CompletionResponse:
+        """The reply; ``raw`` defaults to ``{raw_key: chunks}``."""
+        return provider.completion(
+            content="".join(self.texts),
+            tool_calls=self.calls,
+            finish_reason=finish_reason,
+            usage=usage,
+            model=self.model,
+            raw=raw if raw is not None else {self.raw_key: self.chunks},
+            raw_finish_reason=self.raw_reason,
+        )
+
+    def finish(
+        self, provider: Provider, finish_reason: FinishReason, usage: Usage
+    ) -> ResponseCompleted:
+        """The last event of a stream, carrying the whole reply."""
+        return ResponseCompleted(self.response(provider, finish_reason, usage))
