@@ -1,4 +1,5 @@
-# `make run` starts the demo on SQLite; `make test` runs the whole suite.
+# `make run` starts the demo on SQLite; `make test` runs the app's suite (tests/,
+# on tests.settings) and then the demo's (project/tests/, on project.settings).
 # PYTHON and VENV select another interpreter, e.g.
 #   make test PYTHON=python3.13 VENV=.venv-py313
 PYTHON ?= python3
@@ -22,6 +23,7 @@ run: install
 
 test: install
 	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest project/tests --ds=project.settings
 
 lint: install
 	$(BIN)/ruff check .

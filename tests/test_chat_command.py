@@ -16,10 +16,10 @@ from llm_conversations.services import load_messages
 pytestmark = pytest.mark.django_db
 
 TOOLS = [
-    "project.tools.get_weather",
-    "project.tools.get_time",
-    "project.tools.convert_currency",
-    "project.tools.send_email",
+    "tests.loop_tools.get_weather",
+    "tests.loop_tools.get_time",
+    "tests.loop_tools.fail",
+    "tests.loop_tools.delete_file",
 ]
 
 
@@ -53,19 +53,17 @@ def chat(*lines: str, **options: Any) -> tuple[str, str]:
 
 
 def test_new_conversation_stores_every_turn_and_prints_the_transcript() -> None:
-    weather = calls(
-        ("get_weather", {"city": "Paris"}), ("convert_currency", {"amount": 1, "to": "XYZ"})
-    )
+    weather = calls(("get_weather", {"city": "Paris"}), ("fail", {}))
     out, err = chat("Hello there", "", weather, "/quit", "never sent")
     conversation = Conversation.objects.get()
     assert f"New conversation {conversation.pk}" in out
-    assert "tools: get_weather, get_time, convert_currency, send_email" in out
+    assert "tools: get_weather, get_time, fail, delete_file" in out
     assert "you> Hello there\nassistant> Hello there\n" in out
     assert '  tool call get_weather({"city":"Paris"})' in out
     assert "  result of get_weather [" in out
     assert '"city": "Paris"' in out
-    assert "  error of convert_currency [" in out
-    assert "unknown currency 'XYZ'" in out
+    assert "  error of fail [" in out
+    assert "RuntimeError: disk on fire" in out
     assert "assistant> Tool results: get_weather returned" in out
     assert f"Conversation {conversation.pk}: 7 message(s) stored." in out
     assert err == ""
@@ -95,12 +93,12 @@ def test_eof_ends_the_chat() -> None:
 
 
 def test_approval_on_stdin_runs_the_tool() -> None:
-    email = calls(("send_email", {"to": "a@example.com", "subject": "Hi", "body": "x"}))
-    out, _ = chat(email, "maybe", "y", "/quit")
-    assert "send_email needs approval" in out
+    delete = calls(("delete_file", {"path": "/tmp/report.txt"}))
+    out, _ = chat(delete, "maybe", "y", "/quit")
+    assert "delete_file needs approval" in out
     assert out.count("approve? [y/n] ") == 2  # an unclear answer asks again
-    assert "result of send_email" in out
-    assert "accepted (demo: nothing was sent)" in out
+    assert "result of delete_file" in out
+    assert "deleted /tmp/report.txt" in out
     run = Run.objects.get()
     assert (run.status, list(run.decisions.values())) == ("completed", ["approved"])
     assert [m.role for m in load_messages(run.conversation_id)] == [
@@ -112,9 +110,9 @@ def test_approval_on_stdin_runs_the_tool() -> None:
 
 
 def test_denial_on_stdin_answers_with_an_error() -> None:
-    email = calls(("send_email", {"to": "a@example.com", "subject": "Hi", "body": "x"}))
-    out, _ = chat(email, "n")
-    assert "error of send_email" in out
+    delete = calls(("delete_file", {"path": "/tmp/report.txt"}))
+    out, _ = chat(delete, "n")
+    assert "error of delete_file" in out
     assert "denied" in out
     tool_turn = Message.objects.get(role="tool")
     assert tool_turn.is_error
@@ -122,15 +120,15 @@ def test_denial_on_stdin_answers_with_an_error() -> None:
 
 
 def test_eof_during_approval_leaves_the_run_waiting_and_continue_resumes_it() -> None:
-    email = calls(("send_email", {"to": "a@example.com", "subject": "Hi", "body": "x"}))
-    out, _ = chat(email)
+    delete = calls(("delete_file", {"path": "/tmp/report.txt"}))
+    out, _ = chat(delete)
     conversation = Conversation.objects.get()
     assert f"chat --conversation {conversation.pk}" in out
     assert Run.objects.get().status == "requires_action"
     out, _ = chat("yes", "/quit", conversation=str(conversation.pk))
     assert f"Continuing conversation {conversation.pk} (2 message(s) stored)" in out
     assert "The last run is waiting for a decision." in out
-    assert "result of send_email" in out
+    assert "result of delete_file" in out
     assert Run.objects.get().status == "completed"
     assert Conversation.objects.count() == 1
 

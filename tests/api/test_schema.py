@@ -114,7 +114,7 @@ def test_api_conforms_to_its_schema(
 
 
 def test_schema_validates_under_openapi_3_0_too(tmp_path: Any) -> None:
-    # Host projects may keep drf-spectacular's default, Open API 3.0.
+    # Sites may keep drf-spectacular's default, Open API 3.0.
     try:
         with override_settings(SPECTACULAR_SETTINGS={"OAS_VERSION": "3.0.3"}):
             spectacular_settings.reload()
@@ -122,7 +122,7 @@ def test_schema_validates_under_openapi_3_0_too(tmp_path: Any) -> None:
                 "spectacular", "--validate", "--fail-on-warn", "--file", str(tmp_path / "s.yaml")
             )
     finally:
-        # Back to the project's own settings for the next tests.
+        # Back to the suite's own settings for the next tests.
         spectacular_settings.reload()
     text = (tmp_path / "s.yaml").read_text()
     assert text.startswith("openapi: 3.0.3")

@@ -1,14 +1,11 @@
-"""The admin transcript and the demo chat page in a real headless Chromium."""
+"""The demo chat page in a real headless Chromium."""
 
 from __future__ import annotations
 
-import io
-import json
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
 
 from llm_conversations.models import Conversation, Message, Run
 
@@ -27,28 +24,6 @@ def log_in(page: Any, base: str) -> None:
     page.fill("#id_username", "staff")
     page.fill("#id_password", PASSWORD)
     page.click("input[type=submit]")
-
-
-def test_admin_shows_a_tool_call_card_with_its_result(
-    page: Any, live_server: Any, staff: Any
-) -> None:
-    call_command("seed_demo", stdout=io.StringIO())
-    conversation = Conversation.objects.get(metadata__demo="parallel-tools")
-    log_in(page, live_server.url)
-    page.goto(f"{live_server.url}/admin/llm_conversations/conversation/{conversation.pk}/change/")
-    card = page.locator("#call-call_weather")
-    card.wait_for(state="visible")
-    assert card.locator(".llmconv-tool-name").inner_text() == "get_weather"
-    assert json.loads(card.locator(".llmconv-args").inner_text()) == {
-        "city": "Paris",
-        "unit": "celsius",
-    }
-    result = card.locator("#result-call_weather")
-    assert result.is_visible()
-    assert '"temperature": 18' in result.inner_text()
-    # The empty-arguments call of the same turn has its own card and result.
-    assert page.locator("#call-call_time .llmconv-args").inner_text() == "{}"
-    assert page.locator("#result-call_time").is_visible()
 
 
 def test_demo_page_streams_a_tool_call_and_its_result(
