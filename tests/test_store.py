@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from llm_conversations.completions import CompletionResponse, Usage
 from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall
-from llm_conversations.models import Conversation, Message
+from llm_conversations.models import Conversation, Message, Run, RunStatus
 from llm_conversations.services import (
+    ConversationBusy,
     append_completion,
     append_messages,
     create_conversation,
+    delete_conversation,
     load_messages,
     pending_tool_call_ids,
 )
+from llm_conversations.tool_specs import ToolSpec
 from tests.conftest import requires_postgresql, run_together
 
 pytestmark = pytest.mark.django_db
@@ -161,3 +166,74 @@ def test_concurrent_appenders_get_gap_free_positions() -> None:
     assert contents == {f"{n}-{i}" for n in range(workers) for i in range(per_worker)}
     conversation.refresh_from_db()
     assert conversation.message_count == workers * per_worker
+
+
+def test_only_the_active_run_may_append_while_it_is_active() -> None:
+    conversation = create_conversation(messages=[ChatMessage.user("hi")])
+    run = Run.objects.create(conversation=conversation)
+    with pytest.raises(ConversationBusy) as info:
+        append_messages(conversation, [ChatMessage.assistant("sneaked in")])
+    assert info.value.code == "conversation_busy"
+    with pytest.raises(ConversationBusy):
+        append_completion(conversation, CompletionResponse("late"))
+    append_messages(conversation, [ChatMessage.assistant("the run's own turn")], run=run)
+    other = Run.objects.create(conversation=create_conversation())
+    with pytest.raises(ConversationBusy):
+        append_messages(conversation, [ChatMessage.user("not this run's")], run=other)
+    assert load_messages(conversation) == [
+        ChatMessage.user("hi"),
+        ChatMessage.assistant("the run's own turn"),
+    ]
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.COMPLETED)
+    append_messages(conversation, [ChatMessage.user("after the run")])
+    assert conversation.message_count == 3
+
+
+def test_deleting_waits_for_the_active_run() -> None:
+    conversation = create_conversation(messages=[ChatMessage.user("hi")])
+    run = Run.objects.create(conversation=conversation, status=RunStatus.REQUIRES_ACTION)
+    with pytest.raises(ConversationBusy):
+        delete_conversation(conversation)
+    assert Message.objects.filter(conversation=conversation).count() == 1
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.CANCELLED)
+    delete_conversation(conversation.pk)
+    assert not Conversation.objects.filter(pk=conversation.pk).exists()
+    assert not Run.objects.filter(pk=run.pk).exists()
+    with pytest.raises(Conversation.DoesNotExist):
+        delete_conversation(conversation.pk)
+
+
+@pytest.mark.parametrize(
+    ("message", "field"),
+    [
+        (ChatMessage.tool_result("x" * 256, "r"), "messages[1].tool_call_id"),
+        (
+            ChatMessage.assistant_tool_calls([ToolCall("ok", "f"), ToolCall("y" * 256, "f")]),
+            "messages[1].tool_calls[1].id",
+        ),
+    ],
+)
+def test_the_store_refuses_ids_longer_than_their_column(message: ChatMessage, field: str) -> None:
+    conversation = create_conversation(messages=[ChatMessage.user("hi")])
+    calls = ChatMessage.assistant_tool_calls([ToolCall("ok", "f")])
+    with pytest.raises(InvalidMessage) as info:
+        append_messages(conversation, [calls, message])
+    assert (info.value.code, info.value.field) == ("invalid_tool_call_id", field)
+    assert load_messages(conversation) == [ChatMessage.user("hi")]
+    append_messages(conversation, [ChatMessage.assistant("x" * 256)])
+
+
+def test_the_data_migration_keeps_offered_tools_in_their_stored_form() -> None:
+    from django.apps import apps
+
+    migration = importlib.import_module(
+        "llm_conversations.migrations.0003_verbose_names_and_run_choices"
+    )
+    spec = ToolSpec("get_time", "The time.", {"type": "object", "properties": {}})
+    old = Run.objects.create(conversation=create_conversation(), tools=[spec.to_wire()])
+    new = Run.objects.create(conversation=create_conversation(), tools=[spec.to_stored()])
+    migration.tools_to_stored_form(apps, None)
+    for run in (old, new):
+        run.refresh_from_db()
+        assert run.tools == [spec.to_stored()]
+        assert run.offered_tools == [spec]
