@@ -6,12 +6,12 @@ This module imports nothing from Django and nothing from httpx.
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_conversations.messages import InvalidMessage
+from llm_conversations.deprecation import deprecated_method
+from llm_conversations.exceptions import InvalidMessage
 
 __all__ = ["ToolSpec"]
 
@@ -119,9 +119,5 @@ class ToolSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """Deprecated alias of :meth:`to_wire`."""
-        warnings.warn(
-            "ToolSpec.to_dict() is deprecated; use to_wire() (or to_stored()).",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        deprecated_method("ToolSpec.to_dict()", "to_wire() (or to_stored())")
         return self.to_wire()

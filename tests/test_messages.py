@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import json
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -14,7 +16,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import llm_conversations.completions as completions_module
+import llm_conversations.deprecation as deprecation_module
+import llm_conversations.exceptions as exceptions_module
 import llm_conversations.messages as messages_module
+import llm_conversations.tool_calls as tool_calls_module
 import llm_conversations.tool_specs as tool_specs_module
 from llm_conversations.completions import CompletionResponse, Usage
 from llm_conversations.messages import (
@@ -28,8 +33,17 @@ from llm_conversations.messages import (
 )
 from llm_conversations.tool_specs import ToolSpec
 
+PURE_MODULES = [
+    messages_module,
+    tool_calls_module,
+    completions_module,
+    tool_specs_module,
+    exceptions_module,
+    deprecation_module,
+]
 
-@pytest.mark.parametrize("module", [messages_module, completions_module, tool_specs_module])
+
+@pytest.mark.parametrize("module", PURE_MODULES)
 def test_module_imports_nothing_from_django_or_httpx(module: ModuleType) -> None:
     tree = ast.parse(Path(str(module.__file__)).read_text())
     imported = {
@@ -43,6 +57,18 @@ def test_module_imports_nothing_from_django_or_httpx(module: ModuleType) -> None
         if isinstance(node, ast.ImportFrom)
     }
     assert not imported & {"django", "httpx", "rest_framework"}
+
+
+def test_pure_modules_load_nothing_from_django_or_httpx_even_indirectly() -> None:
+    names = ", ".join(module.__name__ for module in PURE_MODULES)
+    code = (
+        f"import sys, {names}; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'django', 'httpx'}))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "[]"
 
 
 # Exact wire dicts -----------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.contrib.auth import get_user_model
@@ -27,6 +27,12 @@ from llm_conversations.models import Conversation, Message, Run, RunStatus
 __all__ = ["ConversationAdmin", "status_badge"]
 
 
+if TYPE_CHECKING:
+    _ModelAdmin = admin.ModelAdmin[Conversation]
+else:  # ModelAdmin is generic for type checkers only
+    _ModelAdmin = admin.ModelAdmin
+
+
 def status_badge(status: str) -> SafeString:
     """A run status as a coloured label (failed and paused runs stand out)."""
     label = RunStatus(status).label if status in RunStatus.values else status
@@ -39,7 +45,7 @@ def _unquote(bit: str) -> str:
     return bit
 
 
-class ConversationAdmin(admin.ModelAdmin):
+class ConversationAdmin(_ModelAdmin):
     """Conversations with a chat-like transcript and a timeline of their runs.
 
     A base class for host projects: unregister ``Conversation`` and register

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
@@ -20,11 +20,17 @@ from llm_conversations.models import Message, Run
 __all__ = ["HistoryAdmin", "MessageAdmin", "RunAdmin"]
 
 
+if TYPE_CHECKING:
+    _ModelAdmin = admin.ModelAdmin[Any]
+else:  # ModelAdmin is generic for type checkers only
+    _ModelAdmin = admin.ModelAdmin
+
+
 def _pre(value: Any) -> SafeString | str:
     return format_html("<pre>{}</pre>", pretty_json(value)) if value else "-"
 
 
-class HistoryAdmin(admin.ModelAdmin):
+class HistoryAdmin(_ModelAdmin):
     """Read-only: rows can be viewed, never added, edited or deleted one by one.
 
     Rewriting or removing one turn breaks the pairing of calls and results

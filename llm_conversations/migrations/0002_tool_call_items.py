@@ -7,6 +7,8 @@ needs a non-empty string id unique within the turn, a non-empty function name,
 malformed ones). Other databases rely on ``Message.clean()`` and the store.
 """
 
+from typing import Any
+
 from django.db import migrations
 
 SQLITE_INVALID = """
@@ -87,8 +89,8 @@ STATEMENTS = {
 }
 
 
-def run(direction: int):
-    def apply(apps, schema_editor):
+def run(direction: int) -> Any:
+    def apply(apps: Any, schema_editor: Any) -> None:
         statements = STATEMENTS.get(schema_editor.connection.vendor)
         for sql in statements[direction] if statements else ():
             schema_editor.execute(sql)

@@ -2,10 +2,12 @@
 
 import django.db.models.deletion
 from django.conf import settings
+from typing import Any
+
 from django.db import migrations, models
 
 
-def tools_to_stored_form(apps, schema_editor):
+def tools_to_stored_form(apps: Any, schema_editor: Any) -> None:
     """Offered tools were kept as OpenAI ``tools`` entries; keep ToolSpec stored forms."""
     Run = apps.get_model("llm_conversations", "Run")
     changed = []

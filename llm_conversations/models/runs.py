@@ -84,7 +84,7 @@ class PendingCall:
         return {**self.call.to_stored(), "reason": self.reason.value}
 
     @classmethod
-    def from_stored(cls, data: Mapping[str, Any]) -> PendingCall:
+    def from_dict(cls, data: Mapping[str, Any]) -> PendingCall:
         """Read :meth:`to_stored` output."""
         fields = {key: value for key, value in data.items() if key != "reason"}
         return cls(ToolCall.from_dict(fields), WaitReason(data["reason"]))
@@ -175,7 +175,7 @@ class Run(models.Model):
     @property
     def waiting_calls(self) -> list[PendingCall]:
         """The calls this run waits on, in call order."""
-        return [PendingCall.from_stored(item) for item in self.pending_tool_calls]
+        return [PendingCall.from_dict(item) for item in self.pending_tool_calls]
 
     @staticmethod
     def stored_waiting(calls: Iterable[PendingCall]) -> list[dict[str, Any]]:

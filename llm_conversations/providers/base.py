@@ -64,7 +64,7 @@ DEFAULT_MAX_RETRIES = 2
 def backoff_delay(attempt: int) -> float:
     """Exponential backoff with jitter: half fixed, half random, capped."""
     ceiling = min(BACKOFF_MAX, BACKOFF_BASE * 2**attempt)
-    return ceiling / 2 + random.uniform(0, ceiling / 2)
+    return float(ceiling / 2 + random.uniform(0, ceiling / 2))
 
 
 def parse_retry_after(headers: httpx.Headers) -> float | None:
@@ -233,12 +233,14 @@ class Provider:
         """The provider's own explanation in an error body."""
         if isinstance(data, Mapping):
             error = data.get("error")
-            if isinstance(error, Mapping) and isinstance(error.get("message"), str):
-                return error["message"]
+            nested = error.get("message") if isinstance(error, Mapping) else None
+            if isinstance(nested, str):
+                return nested
             if isinstance(error, str):
                 return error
-            if isinstance(data.get("message"), str):
-                return data["message"]
+            message = data.get("message")
+            if isinstance(message, str):
+                return message
         return None
 
     def error_class(self, status: int, data: object) -> type[ProviderError]:
