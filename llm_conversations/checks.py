@@ -21,7 +21,7 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning
 
-from llm_conversations.conf import DEFAULTS, POSITIVE_INTEGERS, raw_setting
+from llm_conversations.conf import DEFAULTS, OPTIONAL_DURATIONS, POSITIVE_INTEGERS, raw_setting
 from llm_conversations.providers.registry import EntryProblem, provider_entry_problems
 from llm_conversations.tools import ToolError, load_tool
 
@@ -29,7 +29,8 @@ __all__ = ["check_providers", "check_settings", "check_tools"]
 
 
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """E001 not a dict, E002 unknown key, E003 not a positive integer, E004 limits."""
+    """E001 not a dict, E002 unknown key, E003 not a positive integer, E004 limits,
+    E005 not a duration."""
     value = getattr(settings, "LLM_CONVERSATIONS", {})
     if not isinstance(value, Mapping):
         return [
@@ -55,6 +56,18 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 Error(
                     f"LLM_CONVERSATIONS[{key!r}] must be a positive integer; got {item!r}.",
                     id="llm_conversations.E003",
+                )
+            )
+    for key in OPTIONAL_DURATIONS:
+        item = raw_setting(key)
+        if item is not None and (
+            isinstance(item, bool) or not isinstance(item, int | float) or not item > 0
+        ):
+            errors.append(
+                Error(
+                    f"LLM_CONVERSATIONS[{key!r}] must be a positive number of seconds or None; "
+                    f"got {item!r}.",
+                    id="llm_conversations.E005",
                 )
             )
     limit = raw_setting("MAX_ITERATIONS_LIMIT")

@@ -18,12 +18,17 @@ DEFAULTS: dict[str, Any] = {
     "MAX_ITERATIONS_LIMIT": 32,
     "TOOL_RESULT_MAX_CHARS": 50_000,
     "TOOL_WORKERS": 4,
+    "TOOL_TIMEOUT": 120.0,
+    "RUN_TIMEOUT": 900.0,
     "MAX_MESSAGE_CHARS": 100_000,
     "MAX_MESSAGES_PER_REQUEST": 100,
     "MAX_METADATA_KEYS": 50,
     "PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "AUTHENTICATION_CLASSES": None,
 }
+
+# Seconds, or None for no limit.
+OPTIONAL_DURATIONS = ("TOOL_TIMEOUT", "RUN_TIMEOUT")
 
 POSITIVE_INTEGERS = (
     "MAX_ITERATIONS",
@@ -85,6 +90,14 @@ class Settings:
         return int(self._get("TOOL_WORKERS"))
 
     @property
+    def TOOL_TIMEOUT(self) -> float | None:
+        return _duration(self._get("TOOL_TIMEOUT"))
+
+    @property
+    def RUN_TIMEOUT(self) -> float | None:
+        return _duration(self._get("RUN_TIMEOUT"))
+
+    @property
     def MAX_MESSAGE_CHARS(self) -> int:
         return int(self._get("MAX_MESSAGE_CHARS"))
 
@@ -104,6 +117,10 @@ class Settings:
     def AUTHENTICATION_CLASSES(self) -> list[str] | None:
         value = self._get("AUTHENTICATION_CLASSES")
         return None if value is None else list(value)
+
+
+def _duration(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 conf = Settings()

@@ -33,6 +33,7 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.E002": ({"MAX_ITERATION": 3}, True),
     "llm_conversations.E003": ({"TOOL_WORKERS": 0}, True),
     "llm_conversations.E004": ({"MAX_ITERATIONS": 10, "MAX_ITERATIONS_LIMIT": 5}, True),
+    "llm_conversations.E005": ({"TOOL_TIMEOUT": 0}, True),
     "llm_conversations.E010": ({"PROVIDERS": {}}, True),
     "llm_conversations.E011": ({"PROVIDERS": {"p": "openai"}, "DEFAULT_PROVIDER": "p"}, True),
     "llm_conversations.E012": (entry(BACKEND="mistral", MODEL="m"), True),
@@ -89,7 +90,7 @@ def test_manage_py_check_is_quiet_for_valid_settings() -> None:
     assert not ID.findall(stderr.getvalue())
 
 
-# Settings (E001-E004) -------------------------------------------------------
+# Settings (E001-E005) -------------------------------------------------------
 
 
 def setting_ids(value: Any) -> list[str]:
@@ -118,6 +119,17 @@ def test_e004_default_iterations_above_the_limit() -> None:
     assert setting_ids({"MAX_ITERATIONS": 10, "MAX_ITERATIONS_LIMIT": 5}) == [
         "llm_conversations.E004"
     ]
+
+
+@pytest.mark.parametrize("key", ["TOOL_TIMEOUT", "RUN_TIMEOUT"])
+@pytest.mark.parametrize("value", [0, -1, "30", True])
+def test_e005_not_a_duration(key: str, value: Any) -> None:
+    assert setting_ids({key: value}) == ["llm_conversations.E005"]
+
+
+@pytest.mark.parametrize("value", [None, 0.5, 30])
+def test_durations_may_be_none_or_positive(value: Any) -> None:
+    assert setting_ids({"TOOL_TIMEOUT": value, "RUN_TIMEOUT": value}) == []
 
 
 # Providers (E010-E018, W010) ------------------------------------------------

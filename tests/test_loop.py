@@ -231,7 +231,7 @@ def test_multi_round_loop_through_the_openai_adapter() -> None:
     assert load_messages(conversation)[-1] == ChatMessage.assistant("It is 09:00.")
 
 
-def test_max_iterations_closes_with_one_call_without_tools() -> None:
+def test_max_iterations_counts_every_model_call_and_the_last_has_no_tools() -> None:
     bodies: list[dict[str, Any]] = []
 
     def handler(body: dict[str, Any]) -> dict[str, Any]:
@@ -248,14 +248,28 @@ def test_max_iterations_closes_with_one_call_without_tools() -> None:
         )
 
     run = openai_service(handler, bodies).send(
-        create_conversation(), ChatMessage.user("loop"), max_iterations=2
+        create_conversation(), ChatMessage.user("loop"), max_iterations=3
     )
+    # Three model calls, no more: the third is offered no tools.
     assert (run.status, run.termination_reason, run.iterations) == (
         "completed",
         "max_iterations",
         3,
     )
     assert ["tools" in b for b in bodies] == [True, True, False]
+
+
+def test_a_single_allowed_call_that_needs_no_tools_completes() -> None:
+    bodies: list[dict[str, Any]] = []
+
+    def handler(body: dict[str, Any]) -> dict[str, Any]:
+        return openai_reply({"role": "assistant", "content": "Hello."}, "stop")
+
+    run = openai_service(handler, bodies).send(
+        create_conversation(), ChatMessage.user("hi"), max_iterations=1
+    )
+    assert (run.status, run.termination_reason, run.iterations) == ("completed", "completed", 1)
+    assert ["tools" in b for b in bodies] == [False]
     assert load_messages(run.conversation_id)[-1] == ChatMessage.assistant(
         "Giving up: it is 09:00."
     )
@@ -377,8 +391,10 @@ def test_cancel_answers_pending_calls_and_frees_the_conversation() -> None:
 
 
 def test_a_cancel_while_tools_run_wins_over_their_late_results(
-    django_capture_on_commit_callbacks: Any,
+    django_capture_on_commit_callbacks: Any, settings: Any
 ) -> None:
+    # The tool cancels through the test's own connection, so it runs inline.
+    settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "TOOL_TIMEOUT": None}
     finished: list[str] = []
 
     def on_finish(sender: Any, run: Run, **kwargs: Any) -> None:

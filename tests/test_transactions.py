@@ -24,6 +24,8 @@ PROBE_SETTINGS: dict[str, Any] = {
     "DEFAULT_PROVIDER": "probe",
     "PROVIDERS": {"probe": {"BACKEND": "tests.loop_tools.ProbeProvider", "MODEL": "probe"}},
     "TOOLS": ["tests.loop_tools.probe"],
+    # Inline, on the request's own connection: the case where a held transaction would show.
+    "TOOL_TIMEOUT": None,
 }
 CALL_PROBE = json.dumps(
     {

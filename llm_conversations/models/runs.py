@@ -52,6 +52,9 @@ class TerminationReason(models.TextChoices):
     MAX_ITERATIONS = "max_iterations", _("iteration limit reached")
     PROVIDER_ERROR = "provider_error", _("provider error")
     ERROR = "error", _("error")
+    TIMEOUT = "timeout", _("run timed out")
+    CONTENT_FILTER = "content_filter", _("refused or filtered by the provider")
+    LENGTH = "length", _("output limit reached")
     CANCELLED = "cancelled", _("cancelled")
 
 

@@ -10,6 +10,7 @@ tool call. State changes of the run live in :mod:`llm_conversations.services.run
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -204,8 +205,10 @@ class ToolLoopService:
         row = Run.objects.get(pk=_run_pk(run))
         if not runs.claim(row):
             return
+        limit = conf.RUN_TIMEOUT
+        deadline = None if limit is None else time.monotonic() + limit
         try:
-            yield from self._rounds(row, stream)
+            yield from self._rounds(row, stream, deadline)
         except ProviderError as exc:
             yield RunFailed(
                 runs.finish(row, RunStatus.FAILED, TerminationReason.PROVIDER_ERROR, exc)
@@ -214,7 +217,7 @@ class ToolLoopService:
             logger.exception("Run %s failed", row.pk)
             yield RunFailed(runs.finish(row, RunStatus.FAILED, TerminationReason.ERROR, exc))
 
-    def _rounds(self, run: Run, stream: bool) -> Iterator[LoopEvent]:
+    def _rounds(self, run: Run, stream: bool, deadline: float | None) -> Iterator[LoopEvent]:
         _, provider = self._provider_for(run.provider or None)
         specs = run.offered_tools
         offered = ToolRegistry(
@@ -222,6 +225,13 @@ class ToolLoopService:
         )
         while True:
             if runs.status_of(run) != RunStatus.RUNNING:
+                return
+            if deadline is not None and time.monotonic() > deadline:
+                late = RunStateError(
+                    "run_timeout",
+                    f"the run took longer than RUN_TIMEOUT ({conf.RUN_TIMEOUT:g} s).",
+                )
+                yield RunFailed(runs.finish(run, RunStatus.FAILED, TerminationReason.TIMEOUT, late))
                 return
             history = load_messages(run.conversation_id)
             pending = set(unanswered_tool_call_ids(history))
@@ -240,7 +250,10 @@ class ToolLoopService:
                 for row in rows:
                     yield ToolResultStored(row)
                 continue
-            closing = run.iterations >= run.max_iterations
+            # max_iterations counts model calls; the last one is offered no
+            # tools, so the model answers in words.
+            closing = run.iterations + 1 >= run.max_iterations
+            worked = run.iterations > 0
             response: CompletionResponse | None = None
             for event in self._call(provider, history, [] if closing else specs, stream):
                 if isinstance(event, CompletionResponse):
@@ -248,6 +261,7 @@ class ToolLoopService:
                 else:
                     yield event
             assert response is not None
+            cut_short = closing and (worked or bool(response.tool_calls))
             if closing and response.tool_calls:
                 # Offered no tools, a model may still answer with calls; keep its words only.
                 response = CompletionResponse(
@@ -263,7 +277,7 @@ class ToolLoopService:
             yield MessageStored(reply)
             if closing or not response.tool_calls:
                 reason = (
-                    TerminationReason.MAX_ITERATIONS if closing else TerminationReason.COMPLETED
+                    TerminationReason.MAX_ITERATIONS if cut_short else TerminationReason.COMPLETED
                 )
                 yield RunCompleted(runs.finish(run, RunStatus.COMPLETED, reason))
                 return

@@ -8,9 +8,11 @@ revived. ``run_finished`` is sent once the end is committed.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -22,7 +24,7 @@ from django.utils.translation import gettext
 
 from llm_conversations.completions import CompletionResponse
 from llm_conversations.conf import conf
-from llm_conversations.exceptions import RunStateError
+from llm_conversations.exceptions import LLMConversationsError, RunStateError, ToolArgumentsError
 from llm_conversations.messages import ChatMessage, ToolCall
 from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,
@@ -40,6 +42,7 @@ from llm_conversations.services.store import (
     pending_tool_call_ids,
 )
 from llm_conversations.signals import run_finished
+from llm_conversations.text import storable_text
 from llm_conversations.tools import ToolRegistry, tool_result_message
 
 __all__ = [
@@ -57,7 +60,15 @@ __all__ = [
 ]
 
 DENIED = "The operator denied this tool call."
-CANCELLED = "The run was cancelled before this tool call ran."
+TIMED_OUT = "The tool did not answer within {seconds:g} seconds."
+# What a call still unanswered when its run ends is answered with, by reason.
+UNANSWERED = {
+    TerminationReason.CANCELLED: "The run was cancelled before this tool call ran.",
+    TerminationReason.TIMEOUT: "The run ran out of time before this tool call ran.",
+}
+UNANSWERED_DEFAULT = "The run failed before this tool call was answered."
+# Stored instead of the text of an unexpected error, which may hold SQL or data.
+SERVER_ERROR = "The run failed on the server; the server log has the details."
 
 
 def status_of(run: Run) -> str:
@@ -84,10 +95,27 @@ def pause(run: Run, waiting: Sequence[PendingCall]) -> Run:
     return run
 
 
+def error_text(error: BaseException) -> str:
+    """What a run records (and clients see) about the error that ended it.
+
+    The library's own errors carry messages written for people (provider
+    errors are redacted at their source); anything else may hold SQL or data,
+    so it is logged by the caller and recorded as a stable sentence.
+    """
+    if isinstance(error, LLMConversationsError):
+        return storable_text(error.message)[:2000]
+    return SERVER_ERROR
+
+
 def finish(
     run: Run, status: RunStatus, reason: TerminationReason, error: BaseException | None = None
 ) -> Run:
-    """End an active run; one that ended meanwhile keeps its state."""
+    """End an active run; one that ended meanwhile keeps its state.
+
+    In the same transaction, every call the conversation leaves unanswered is
+    answered with an error result, so the conversation stays valid and usable
+    whatever ended the run.
+    """
     fields: dict[str, Any] = {
         "status": status,
         "termination_reason": reason,
@@ -96,9 +124,14 @@ def finish(
     }
     if error is not None:
         fields["error_type"] = type(error).__name__
-        # Provider errors are redacted at their source; others are kept short.
-        fields["error_message"] = str(error)[:2000]
-    ended = Run.objects.filter(pk=run.pk, status__in=ACTIVE_RUN_STATUSES).update(**fields)
+        fields["error_message"] = error_text(error)
+    with transaction.atomic():
+        ended = Run.objects.filter(pk=run.pk, status__in=ACTIVE_RUN_STATUSES).update(**fields)
+        pending = pending_tool_call_ids(run.conversation_id) if ended else ()
+        if pending:
+            text = UNANSWERED.get(reason, UNANSWERED_DEFAULT)
+            results = [tool_result_message(i, text, is_error=True) for i in pending]
+            append_messages(run.conversation_id, results, run=run)
     run.refresh_from_db()
     if ended:
         transaction.on_commit(partial(run_finished.send, sender=Run, run=run))
@@ -126,7 +159,15 @@ def store_reply(run: Run, response: CompletionResponse) -> Message | None:
 
 
 def store_results(run: Run, results: list[ChatMessage]) -> list[Message] | None:
-    """Store tool turns; ``None`` if the run stopped meanwhile (its calls are answered)."""
+    """Store tool turns; ``None`` if the run stopped meanwhile (its calls are answered).
+
+    Output no database can store is made storable and the turn flagged
+    ``metadata["sanitized"]``.
+    """
+    storable = [replace(m, content=storable_text(m.content)) for m in results]
+    metadata = [
+        {"sanitized": True} if s != m else {} for s, m in zip(storable, results, strict=True)
+    ]
     with transaction.atomic():
         # Lock the run; one cancelled while its tools ran has answered
         # the calls already, so these late results are dropped.
@@ -134,45 +175,90 @@ def store_results(run: Run, results: list[ChatMessage]) -> list[Message] | None:
             updated_at=timezone.now()
         ):
             return None
-        return append_messages(run.conversation_id, results, run=run)
+        return append_messages(run.conversation_id, storable, run=run, metadata=metadata)
 
 
 # Tools ---------------------------------------------------------------------------
 
 
 def waiting_calls(calls: Sequence[ToolCall], offered: ToolRegistry, run: Run) -> list[PendingCall]:
-    """Calls that need a person or a frontend before the turn's calls may run."""
+    """Calls that need a person or a frontend before the turn's calls may run.
+
+    A call whose arguments fail its tool's schema waits for nobody: it is
+    answered with an error result like any other tool's.
+    """
     waiting = []
     for call in calls:
         if call.name not in offered:
             continue
         tool = offered.get(call.name)
         if tool.is_client_side:
-            waiting.append(PendingCall(call, WaitReason.CLIENT_SIDE))
+            reason = WaitReason.CLIENT_SIDE
         elif tool.requires_approval and run.decision(call.id) is None:
-            waiting.append(PendingCall(call, WaitReason.REQUIRES_APPROVAL))
+            reason = WaitReason.REQUIRES_APPROVAL
+        else:
+            continue
+        try:
+            tool.validate_call(call)
+        except ToolArgumentsError:
+            continue
+        waiting.append(PendingCall(call, reason))
     return waiting
 
 
+def _timeout(call: ToolCall, offered: ToolRegistry) -> float | None:
+    declared = offered.get(call.name).timeout if call.name in offered else None
+    return declared if declared is not None else conf.TOOL_TIMEOUT
+
+
 def answer_calls(calls: Sequence[ToolCall], offered: ToolRegistry, run: Run) -> list[ChatMessage]:
-    """Answer each call, in call order; several calls run on a bounded thread pool."""
+    """Answer each call, in call order.
+
+    Calls run on a bounded thread pool when there are several or a timeout
+    applies; a call still running at its timeout is answered with an error
+    result and its thread is left to finish on its own (Python cannot stop it).
+    """
 
     def answer(call: ToolCall) -> ChatMessage:
         if run.decision(call.id) is Decision.DENIED:
             return tool_result_message(call.id, DENIED, is_error=True)
         return offered.execute(call)
 
-    def answer_in_thread(call: ToolCall) -> ChatMessage:
+    timeouts = [_timeout(call, offered) for call in calls]
+    if len(calls) == 1 and timeouts[0] is None:
+        return [answer(calls[0])]
+    started: dict[int, float] = {}
+
+    def answer_in_thread(index: int) -> ChatMessage:
+        started[index] = time.monotonic()
         try:
-            return answer(call)
+            return answer(calls[index])
         finally:
             # A tool that used the ORM opened this thread's own connection.
             connections.close_all()
 
-    if len(calls) == 1:
-        return [answer(calls[0])]
-    with ThreadPoolExecutor(max_workers=min(conf.TOOL_WORKERS, len(calls))) as pool:
-        return list(pool.map(answer_in_thread, calls))
+    pool = ThreadPoolExecutor(max_workers=min(conf.TOOL_WORKERS, len(calls)))
+    try:
+        futures = {pool.submit(answer_in_thread, i): i for i in range(len(calls))}
+        results: dict[int, ChatMessage] = {}
+        while len(results) < len(calls):
+            pending = [f for f, i in futures.items() if i not in results]
+            done, _ = wait(pending, timeout=0.05, return_when=FIRST_COMPLETED)
+            for future in done:
+                results[futures[future]] = future.result()
+            now = time.monotonic()
+            for future in pending:
+                index = futures[future]
+                limit = timeouts[index]
+                if future in done or limit is None or index not in started:
+                    continue
+                if now - started[index] >= limit:
+                    message = TIMED_OUT.format(seconds=limit)
+                    results[index] = tool_result_message(calls[index].id, message, is_error=True)
+        return [results[i] for i in range(len(calls))]
+    finally:
+        # Never wait for a call that timed out.
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 # Actions on a waiting run -----------------------------------------------------------
@@ -222,12 +308,5 @@ def cancel_run(run_id: uuid.UUID | str) -> Run:
             raise RunStateError(
                 "run_not_active",
                 gettext("the run is already %(status)s.") % {"status": run.status},
-            )
-        pending = pending_tool_call_ids(run.conversation_id)
-        if pending:
-            append_messages(
-                run.conversation_id,
-                [tool_result_message(i, CANCELLED, is_error=True) for i in pending],
-                run=run,
             )
         return finish(run, RunStatus.CANCELLED, TerminationReason.CANCELLED)

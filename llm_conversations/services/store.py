@@ -1,7 +1,7 @@
 """The conversation store: the one place that turns rows into messages and back.
 
-It owns the conversation-level rules: call/result pairing, the length of call
-ids, and who may append or delete while a run is active (only that run may
+It owns the conversation-level rules: call/result pairing, what the columns
+can hold (call id lengths, storable text), and who may append or delete while a run is active (only that run may
 append; nobody may delete). Appending locks the conversation row, reads only
 the tail that the pairing rules need (from the last assistant turn on), and
 inserts the new rows in one statement, so an append costs the same at any
@@ -11,7 +11,7 @@ history length and concurrent appenders get gap-free positions.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -40,6 +40,7 @@ from llm_conversations.models import (
     chat_message_from_row,
 )
 from llm_conversations.signals import message_appended
+from llm_conversations.text import json_problem
 
 __all__ = [
     "ConversationRef",
@@ -140,17 +141,37 @@ def _lock(conversation_id: uuid.UUID, run: Run | None) -> int:
     return count
 
 
-def _check_id_lengths(messages: Sequence[ChatMessage]) -> None:
-    """Refuse call ids longer than the column that stores the ids tool results answer."""
-    for index, message in enumerate(messages):
-        ids = [("tool_call_id", message.tool_call_id)]
-        ids += [(f"tool_calls[{i}].id", call.id) for i, call in enumerate(message.tool_calls or ())]
-        for field, value in ids:
-            if value is not None and len(value) > MAX_ID_CHARS:
+def _check_storable(items: Sequence[tuple[ChatMessage, dict[str, Any]]]) -> None:
+    """Refuse what the columns cannot hold, naming the field.
+
+    Call ids longer than the ``tool_call_id`` column, and text or JSON that no
+    supported database stores (see :mod:`llm_conversations.text`).
+    """
+    for index, (message, extra) in enumerate(items):
+        values: dict[str, Any] = {
+            "content": message.content,
+            "tool_call_id": message.tool_call_id,
+            "metadata": extra.get("metadata"),
+        }
+        for i, call in enumerate(message.tool_calls or ()):
+            values[f"tool_calls[{i}].id"] = call.id
+            values[f"tool_calls[{i}].function.name"] = call.name
+            values[f"tool_calls[{i}].function.arguments"] = (
+                call.raw_arguments if call.malformed else call.arguments
+            )
+        for name, value in values.items():
+            if name.endswith("id") and value is not None and len(value) > MAX_ID_CHARS:
                 raise InvalidMessage(
                     "invalid_tool_call_id",
                     f"tool call ids may have at most {MAX_ID_CHARS} characters.",
-                    field=f"messages[{index}].{field}",
+                    field=f"messages[{index}].{name}",
+                )
+            problem = json_problem(value, name)
+            if problem is not None:
+                raise InvalidMessage(
+                    problem.code,
+                    f"{problem.why} cannot be stored.",
+                    field=f"messages[{index}].{problem.path}",
                 )
 
 
@@ -161,7 +182,7 @@ def _append(
 ) -> list[Message]:
     conversation_id = conversation_pk(conversation)
     messages = [message for message, _ in items]
-    _check_id_lengths(messages)
+    _check_storable(items)
     with transaction.atomic():
         count = _lock(conversation_id, run)
         check_sequence(messages, pending=unanswered_tool_call_ids(_tail(conversation_id)))
@@ -194,16 +215,26 @@ def append_messages(
     messages: Iterable[MessageInput],
     *,
     run: Run | None = None,
-    metadata: dict[str, Any] | None = None,
+    metadata: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
 ) -> list[Message]:
     """Append messages atomically after checking the conversation-level rules.
 
-    Dicts are read with ``ChatMessage.from_dict``. Only ``run`` may append
+    Dicts are read with ``ChatMessage.from_dict``. ``metadata`` is one dict for
+    every message or a list with one dict per message. Only ``run`` may append
     while it is active. Raises ``InvalidMessage`` (nothing is stored),
     ``ConversationBusy`` or ``Conversation.DoesNotExist``.
     """
-    extra = {"run": run, "metadata": metadata or {}}
-    items = [(message, extra) for message in as_chat_messages(messages)]
+    chat = as_chat_messages(messages)
+    if metadata is None or isinstance(metadata, Mapping):
+        per_message: Sequence[Mapping[str, Any]] = [metadata or {}] * len(chat)
+    else:
+        per_message = metadata
+        if len(per_message) != len(chat):
+            raise ValueError("metadata needs one dict per message.")
+    items = [
+        (message, {"run": run, "metadata": dict(data)})
+        for message, data in zip(chat, per_message, strict=True)
+    ]
     return _append(conversation, items, run)
 
 

@@ -42,6 +42,9 @@ class Tool:
     parameters: dict[str, Any] = field(hash=False)
     function: Callable[..., Any] | None = None
     requires_approval: bool = False
+    # Seconds a call may run before it is answered with an error result;
+    # None means the TOOL_TIMEOUT setting.
+    timeout: float | None = None
     # How arguments are checked: a pydantic model for generated schemas,
     # a jsonschema validator for explicit ones.
     _model: type[pydantic.BaseModel] | None = field(
@@ -70,6 +73,7 @@ class Tool:
         description: str | None = None,
         schema: dict[str, Any] | None = None,
         requires_approval: bool = False,
+        timeout: float | None = None,
     ) -> Tool:
         """Wrap ``function``: name, description and schema default to its own.
 
@@ -83,10 +87,12 @@ class Tool:
         if description is None:
             description = description_from_doc(function)
         if schema is not None:
-            return cls(tool_name, description, deepcopy(schema), function, requires_approval)
+            return cls(
+                tool_name, description, deepcopy(schema), function, requires_approval, timeout
+            )
         model = arguments_model(tool_name, function)
         parameters = provider_schema(model, tool_name)
-        return cls(tool_name, description, parameters, function, requires_approval, model)
+        return cls(tool_name, description, parameters, function, requires_approval, timeout, model)
 
     @classmethod
     def client_side(
@@ -160,17 +166,19 @@ class Tool:
         """Validate, run and answer ``call`` with a tool turn; never raises for tool failures.
 
         Invalid arguments and exceptions become error results (the traceback
-        is logged, not sent). Raises :class:`ToolError` for a client-side tool.
+        is logged, not sent), for client-side tools too: a call a frontend
+        could not run is answered here. Raises :class:`ToolError` for a valid
+        call of a client-side tool, whose result must be submitted.
         """
+        try:
+            kwargs = self.validate_call(call)
+        except ToolArgumentsError as exc:
+            return tool_result_message(call.id, exc.message, is_error=True)
         if self.function is None:
             raise ToolError(
                 "client_side_tool",
                 f"{self.name} is client-side: its result must be submitted, not executed.",
             )
-        try:
-            kwargs = self.validate_call(call)
-        except ToolArgumentsError as exc:
-            return tool_result_message(call.id, exc.message, is_error=True)
         try:
             if inspect.iscoroutinefunction(self.function):
                 value = async_to_sync(self.function)(**kwargs)
@@ -193,6 +201,7 @@ def tool(
     description: str | None = None,
     schema: dict[str, Any] | None = None,
     requires_approval: bool = False,
+    timeout: float | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -204,11 +213,13 @@ def tool(
     description: str | None = None,
     schema: dict[str, Any] | None = None,
     requires_approval: bool = False,
+    timeout: float | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Declare a function as a tool; use bare (``@tool``) or with options.
 
     The name defaults to the function's, the description to the first
     paragraph of its docstring, the schema to one generated from the signature.
+    ``timeout`` (seconds) overrides the ``TOOL_TIMEOUT`` setting for this tool.
     """
 
     def decorate(func: Callable[..., Any]) -> Tool:
@@ -218,6 +229,7 @@ def tool(
             description=description,
             schema=schema,
             requires_approval=requires_approval,
+            timeout=timeout,
         )
 
     return decorate if function is None else decorate(function)
