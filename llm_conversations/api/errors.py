@@ -19,7 +19,7 @@ from rest_framework.response import Response
 
 from llm_conversations.exceptions import LLMConversationsError
 
-__all__ = ["ApiError", "api_exception_handler", "error_body"]
+__all__ = ["ApiError", "api_exception_handler", "as_api_error", "error_body"]
 
 # Validation codes that are part of the documented contract; any other
 # validation failure is reported as ``invalid``.
