@@ -257,6 +257,9 @@ def test_max_iterations_counts_every_model_call_and_the_last_has_no_tools() -> N
         3,
     )
     assert ["tools" in b for b in bodies] == [True, True, False]
+    assert load_messages(run.conversation_id)[-1] == ChatMessage.assistant(
+        "Giving up: it is 09:00."
+    )
 
 
 def test_a_single_allowed_call_that_needs_no_tools_completes() -> None:
@@ -270,9 +273,6 @@ def test_a_single_allowed_call_that_needs_no_tools_completes() -> None:
     )
     assert (run.status, run.termination_reason, run.iterations) == ("completed", "completed", 1)
     assert ["tools" in b for b in bodies] == [False]
-    assert load_messages(run.conversation_id)[-1] == ChatMessage.assistant(
-        "Giving up: it is 09:00."
-    )
 
 
 def test_max_iterations_above_the_limit_is_refused() -> None:

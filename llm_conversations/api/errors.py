@@ -17,12 +17,9 @@ from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.response import Response
 
-from llm_conversations.messages import InvalidMessage
-from llm_conversations.providers import ProviderNotConfigured
-from llm_conversations.services import ConversationBusy, RunStateError
-from llm_conversations.tools import ToolError
+from llm_conversations.exceptions import LLMConversationsError
 
-__all__ = ["ApiError", "api_exception_handler", "error_body"]
+__all__ = ["ApiError", "api_exception_handler", "as_api_error", "error_body"]
 
 # Validation codes that are part of the documented contract; any other
 # validation failure is reported as ``invalid``.
@@ -36,8 +33,20 @@ PUBLIC_VALIDATION_CODES = frozenset(
     }
 )
 
-# RunStateError codes that describe bad input rather than the run's state.
-_RUN_INPUT_CODES = frozenset({"invalid_max_iterations", "unknown_tool_call"})
+# The status of each library error code that is not a 400: the conversation
+# or run is in the wrong state (409), or the provider failed (502). Every other
+# code describes bad input.
+_STATUS_BY_CODE = {
+    "conversation_busy": 409,
+    "run_not_waiting": 409,
+    "run_not_active": 409,
+    "provider_error": 502,
+}
+
+# Library codes the API reports under an older public code. A range check on
+# ``max_iterations`` was a serializer validation (``invalid``) before the
+# service owned it, and clients may branch on that code.
+_PUBLIC_CODES = {"invalid_max_iterations": "invalid"}
 
 
 class ApiError(exceptions.APIException):
@@ -99,17 +108,13 @@ def as_api_error(exc: Exception) -> ApiError | None:
     """Translate a known exception into an :class:`ApiError`; ``None`` for unknown ones."""
     if isinstance(exc, ApiError):
         return exc
-    if isinstance(exc, InvalidMessage):
-        return ApiError(400, exc.code, exc.message, field=exc.field)
-    if isinstance(exc, ConversationBusy):
-        return ApiError(409, exc.code, str(exc) or "another run of this conversation is active.")
-    if isinstance(exc, RunStateError):
-        status_code = 400 if exc.code in _RUN_INPUT_CODES else 409
-        return ApiError(status_code, exc.code, exc.message)
-    if isinstance(exc, ToolError):
-        return ApiError(400, exc.code, exc.message, field="tools")
-    if isinstance(exc, ProviderNotConfigured):
-        return ApiError(400, "unknown_provider", str(exc), field="provider")
+    if isinstance(exc, LLMConversationsError):
+        return ApiError(
+            _STATUS_BY_CODE.get(exc.code, 400),
+            _PUBLIC_CODES.get(exc.code, exc.code),
+            exc.message,
+            field=exc.field,
+        )
     if isinstance(exc, exceptions.NotFound):
         # DRF's own wording says why, e.g. "Invalid page." from pagination.
         return ApiError(404, "not_found", str(exc.detail))

@@ -1,8 +1,9 @@
-"""Validation of message input shared by the message and run endpoints.
+"""The shape of message input and the API's own limits on it.
 
-Messages are validated by the same rules as everywhere else
-(:meth:`ChatMessage.from_dict`), after the API's size limits; errors name the
-field as the request spells it.
+Only the request's shape and size are checked here (one object or a list,
+``MAX_MESSAGES_PER_REQUEST``, ``MAX_MESSAGE_CHARS``); the messages themselves
+are validated by the service that stores them, with the same rules as
+everywhere else.
 """
 
 from __future__ import annotations
@@ -11,16 +12,15 @@ from typing import Any
 
 from llm_conversations.api.errors import ApiError
 from llm_conversations.conf import conf
-from llm_conversations.messages import ChatMessage, InvalidMessage, Role, join_field
+from llm_conversations.exceptions import join_field
+from llm_conversations.messages import Role
 
 __all__ = [
-    "MAX_ID_CHARS",
     "MESSAGES_INPUT_SCHEMA",
     "MESSAGE_INPUT_SCHEMA",
     "ROLE_CHOICES",
-    "check_id_lengths",
     "check_text",
-    "parse_messages",
+    "message_items",
     "rebase_field",
     "too_large",
 ]
@@ -77,11 +77,13 @@ def too_large(field: str) -> ApiError:
     )
 
 
-def parse_messages(data: Any) -> list[ChatMessage]:
-    """Validate the body of a message POST: one message object or a list of them.
+def message_items(data: Any) -> list[Any]:
+    """The messages of a message POST body: one message object or a list of them.
 
-    Errors name the field as in the request: ``content`` for a single object,
-    ``messages[2].content`` for a list (its index in the list).
+    Checks only the shape of the body and the API's size limits; the items are
+    returned as sent, for the store to validate. Errors name the field as in
+    the request: ``content`` for a single object, ``messages[2].content`` for
+    a list (its index in the list).
     """
     single = isinstance(data, dict)
     items = [data] if single else data
@@ -100,32 +102,7 @@ def parse_messages(data: Any) -> list[ChatMessage]:
         content = item.get("content") if isinstance(item, dict) else None
         if isinstance(content, str) and len(content) > conf.MAX_MESSAGE_CHARS:
             raise too_large(join_field(prefix.format(index), "content") or "content")
-    messages: list[ChatMessage] = []
-    for index, item in enumerate(items):
-        try:
-            messages.append(ChatMessage.from_dict(item))
-        except InvalidMessage as exc:
-            raise exc.within(prefix.format(index)) from None
-        check_id_lengths(messages[-1], prefix.format(index))
-    return messages
-
-
-# The tool_call_id column holds this many characters.
-MAX_ID_CHARS = 255
-
-
-def check_id_lengths(message: ChatMessage, prefix: str) -> None:
-    """Refuse call ids longer than the database column that stores tool results' ids."""
-    ids = [("tool_call_id", message.tool_call_id)]
-    ids += [(f"tool_calls[{i}].id", call.id) for i, call in enumerate(message.tool_calls or ())]
-    for field, value in ids:
-        if value is not None and len(value) > MAX_ID_CHARS:
-            raise ApiError(
-                400,
-                "invalid_tool_call_id",
-                f"tool call ids may have at most {MAX_ID_CHARS} characters.",
-                field=join_field(prefix, field),
-            )
+    return items
 
 
 def check_text(value: Any, path: str = "") -> None:

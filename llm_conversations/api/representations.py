@@ -1,8 +1,8 @@
-"""Plain-dict representations of messages and runs, built without serializer overhead.
+"""The fast path of the message representation, built without serializer overhead.
 
 A long history is read through the message list endpoint page by page, so a
-message row becomes its dict in one function call. The serializers in
-:mod:`llm_conversations.api.serializers` describe the same shapes for the schema.
+message row becomes its dict in one function call. ``MessageSerializer``
+declares the same fields for the schema (a test keeps the two equal).
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from llm_conversations.messages import Role, ToolCall
-from llm_conversations.models import Message, Run, chat_message_from_row
+from llm_conversations.messages import Role
+from llm_conversations.models import Message, chat_message_from_row
 
-__all__ = ["MESSAGE_COLUMNS", "message_data", "message_row", "run_data", "wire_tool_call"]
+__all__ = ["MESSAGE_COLUMNS", "message_data", "message_row"]
 
 # The columns a message representation needs, as ``QuerySet.values()`` names them.
 MESSAGE_COLUMNS = (
@@ -67,41 +67,3 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
 def message_row(message: Message) -> dict[str, Any]:
     """The ``MESSAGE_COLUMNS`` of a model instance, for :func:`message_data`."""
     return {column: getattr(message, column) for column in MESSAGE_COLUMNS}
-
-
-def wire_tool_call(stored: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored call (decoded arguments) in the wire form, arguments as JSON text."""
-    return ToolCall.from_dict(
-        {key: stored[key] for key in ("id", "type", "function") if key in stored}
-    ).to_wire()
-
-
-def run_data(run: Run) -> dict[str, Any]:
-    """A run of the tool loop as the API shows it."""
-    return {
-        "id": run.pk,
-        "conversation": run.conversation_id,
-        "status": run.status,
-        "termination_reason": run.termination_reason or None,
-        "provider": run.provider,
-        "model": run.model,
-        "tools": run.offered_tool_names,
-        "max_iterations": run.max_iterations,
-        "iterations": run.iterations,
-        "usage": {
-            "input_tokens": run.input_tokens,
-            "output_tokens": run.output_tokens,
-            "total_tokens": run.total_tokens,
-            "cached_tokens": run.cached_tokens,
-        },
-        "pending_tool_calls": [
-            {**wire_tool_call(item), "reason": item["reason"]} for item in run.pending_tool_calls
-        ],
-        "decisions": dict(run.decisions),
-        "error": (
-            {"type": run.error_type, "message": run.error_message} if run.error_type else None
-        ),
-        "created_at": run.created_at,
-        "started_at": run.started_at,
-        "finished_at": run.finished_at,
-    }

@@ -14,19 +14,16 @@ from drf_spectacular.settings import spectacular_settings
 from rest_framework import serializers
 
 from llm_conversations.api.serializers import StreamEventSerializer
+from llm_conversations.api.sse import RunEventName
 
-__all__ = ["EVENT_NAMES", "ServerSentEventSerializer"]
+__all__ = ["ServerSentEventSerializer", "describe_run_events"]
 
-EVENT_NAMES = [
-    "text.delta",
-    "tool_call.started",
-    "tool_result.stored",
-    "message.stored",
-    "run.requires_action",
-    "run.completed",
-    "run.failed",
-    "run.cancelled",
-]
+
+def describe_run_events() -> str:
+    """The events of a run's stream, in order, as Markdown for the schema's descriptions."""
+    progress = ", ".join(f"`{name}`" for name in RunEventName if not name.ends_stream)
+    ending = ", ".join(f"`{name}`" for name in RunEventName if name.ends_stream)
+    return f"{progress}, then one of {ending}"
 
 
 class EventDataField(serializers.CharField):
@@ -50,8 +47,8 @@ class EventDataFieldExtension(OpenApiSerializerFieldExtension):
         }
 
 
-class ServerSentEventSerializer(serializers.Serializer):
+class ServerSentEventSerializer(serializers.Serializer[Any]):
     """One Server-Sent Event of a run."""
 
-    event = serializers.ChoiceField(choices=EVENT_NAMES)
+    event = serializers.ChoiceField(choices=[name.value for name in RunEventName])
     data = EventDataField()  # type: ignore[assignment]  # a field, not .data

@@ -1,15 +1,21 @@
-"""Serializers: request validation and the documented shapes of every response.
+"""Serializers: the shape of request input and one declaration per response shape.
 
-Message and run responses are built by :mod:`llm_conversations.api.representations`
-(one function call per row); the serializers here declare the same fields so
-the OpenAPI schema describes them exactly.
+Input serializers shape types and apply the API's own size limits; the rules
+about messages, runs, providers and tools belong to the services, which raise
+errors the API translates once (:mod:`llm_conversations.api.errors`).
+
+:class:`RunSerializer` represents a run from its declared fields.
+:class:`MessageSerializer` declares a message's fields and represents a row
+through :func:`~llm_conversations.api.representations.message_data`, a fast
+path for long histories; a test keeps the two field sets equal.
 """
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
-from drf_spectacular.utils import extend_schema_field
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from llm_conversations.api.errors import ApiError
@@ -19,15 +25,22 @@ from llm_conversations.api.inputs import (
     ROLE_CHOICES,
     too_large,
 )
-from llm_conversations.api.representations import message_data, message_row, run_data
+from llm_conversations.api.representations import message_data, message_row
 from llm_conversations.conf import conf
-from llm_conversations.messages import ChatMessage, InvalidMessage, Role
-from llm_conversations.models import Conversation, RunStatus
+from llm_conversations.models import (
+    Conversation,
+    Decision,
+    Message,
+    PendingCall,
+    Run,
+    RunStatus,
+    WaitReason,
+)
 
 # Errors ---------------------------------------------------------------------
 
 
-class ErrorDetailSerializer(serializers.Serializer):
+class ErrorDetailSerializer(serializers.Serializer[Any]):
     """The body of an error."""
 
     code = serializers.CharField(help_text="Stable error code, e.g. `conversation_busy`.")
@@ -42,7 +55,7 @@ class ErrorDetailSerializer(serializers.Serializer):
     )
 
 
-class ErrorSerializer(serializers.Serializer):
+class ErrorSerializer(serializers.Serializer[Any]):
     """Every error response: `{"error": {...}}`."""
 
     error = ErrorDetailSerializer()
@@ -51,7 +64,7 @@ class ErrorSerializer(serializers.Serializer):
 # Conversations ----------------------------------------------------------------
 
 
-class ConversationSerializer(serializers.ModelSerializer):
+class ConversationSerializer(serializers.ModelSerializer[Conversation]):
     """A conversation with its message count, last activity and active run."""
 
     metadata = serializers.DictField(
@@ -93,7 +106,7 @@ class ConversationSerializer(serializers.ModelSerializer):
 # Messages ---------------------------------------------------------------------
 
 
-class FunctionCallSerializer(serializers.Serializer):
+class FunctionCallSerializer(serializers.Serializer[Any]):
     """The function a call names, with its arguments as JSON text."""
 
     name = serializers.CharField()
@@ -102,7 +115,7 @@ class FunctionCallSerializer(serializers.Serializer):
     )
 
 
-class ToolCallSerializer(serializers.Serializer):
+class ToolCallSerializer(serializers.Serializer[Any]):
     """A tool call in the OpenAI form."""
 
     id = serializers.CharField()
@@ -110,7 +123,7 @@ class ToolCallSerializer(serializers.Serializer):
     function = FunctionCallSerializer()
 
 
-class UsageSerializer(serializers.Serializer):
+class UsageSerializer(serializers.Serializer[Any]):
     """Token usage (characters for the echo backend)."""
 
     input_tokens = serializers.IntegerField(allow_null=True)
@@ -119,7 +132,7 @@ class UsageSerializer(serializers.Serializer):
     cached_tokens = serializers.IntegerField(allow_null=True)
 
 
-class MessageSerializer(serializers.Serializer):
+class MessageSerializer(serializers.Serializer[Message]):
     """A stored message: the `ChatMessage.to_wire()` fields plus stored ones.
 
     `tool_calls` is present on assistant turns with calls (their `content` may
@@ -138,11 +151,14 @@ class MessageSerializer(serializers.Serializer):
     model = serializers.CharField(allow_null=True, help_text="Assistant turns: the model.")
     usage = UsageSerializer(allow_null=True, help_text="Assistant turns: token usage.")
 
-    def to_representation(self, instance: Any) -> dict[str, Any]:
+    def to_representation(self, instance: Message) -> dict[str, Any]:
         return message_data(message_row(instance))
 
 
-class MessagePageSerializer(serializers.Serializer):
+# Answered by the message list: one page object, not the array a "list" action
+# usually answers.
+@extend_schema_serializer(many=False)
+class MessagePageSerializer(serializers.Serializer[Any]):
     """A page of messages, as OpenAI's Conversations API lists items."""
 
     data = MessageSerializer(many=True)  # type: ignore[assignment]  # a field, not .data
@@ -151,7 +167,7 @@ class MessagePageSerializer(serializers.Serializer):
     has_more = serializers.BooleanField()
 
 
-class MessageListQuerySerializer(serializers.Serializer):
+class MessageListQuerySerializer(serializers.Serializer[Any]):
     """Query parameters of the message list."""
 
     after = serializers.UUIDField(
@@ -180,17 +196,18 @@ class MessageListQuerySerializer(serializers.Serializer):
     }
 )
 class UserMessageField(serializers.JSONField):
-    """A user message: its text, or the message object."""
+    """A user message: its text, or the message object, passed on as sent.
 
-    def to_internal_value(self, data: Any) -> ChatMessage:  # type: ignore[override]
+    Only the type and the size limit are checked here; the service that
+    starts the run validates the message.
+    """
+
+    def to_internal_value(self, data: Any) -> str | dict[str, Any]:  # type: ignore[override]
         data = super().to_internal_value(data)
         if isinstance(data, str):
             if len(data) > conf.MAX_MESSAGE_CHARS:
                 raise too_large("message")
-            try:
-                return ChatMessage.user(data)
-            except InvalidMessage as exc:
-                raise ApiError(400, exc.code, exc.message, field="message") from None
+            return data
         if not isinstance(data, dict):
             raise ApiError(
                 400, "invalid", "message must be a string or an object.", field="message"
@@ -198,21 +215,10 @@ class UserMessageField(serializers.JSONField):
         content = data.get("content")
         if isinstance(content, str) and len(content) > conf.MAX_MESSAGE_CHARS:
             raise too_large("message.content")
-        try:
-            message = ChatMessage.from_dict(data)
-        except InvalidMessage as exc:
-            raise exc.within("message") from None
-        if message.role is not Role.USER:
-            raise ApiError(
-                400,
-                "user_message_required",
-                "a run starts with a user message.",
-                field="message.role",
-            )
-        return message
+        return data
 
 
-class RunCreateSerializer(serializers.Serializer):
+class RunCreateSerializer(serializers.Serializer[Any]):
     """Start a run: store the user turn, then answer it with the tool loop."""
 
     message = UserMessageField(help_text="The user turn: text or a message object.")
@@ -227,79 +233,77 @@ class RunCreateSerializer(serializers.Serializer):
     )
     max_iterations = serializers.IntegerField(
         required=False,
-        min_value=1,
-        help_text="Model calls before the loop closes the run; at most `MAX_ITERATIONS_LIMIT`.",
+        help_text="Model calls before the loop closes the run: 1 to `MAX_ITERATIONS_LIMIT`.",
     )
     stream = serializers.BooleanField(
         required=False, default=False, help_text="Answer with Server-Sent Events."
     )
-
-    def validate_provider(self, value: str) -> str:
-        """Only configured providers may be named."""
-        if value not in conf.PROVIDERS:
-            raise serializers.ValidationError(
-                f"unknown provider {value!r}; configured: {', '.join(sorted(conf.PROVIDERS))}.",
-                code="unknown_provider",
-            )
-        return value
-
-    def validate_max_iterations(self, value: int) -> int:
-        """At most ``MAX_ITERATIONS_LIMIT``."""
-        if value > conf.MAX_ITERATIONS_LIMIT:
-            raise serializers.ValidationError(
-                f"Ensure this value is less than or equal to {conf.MAX_ITERATIONS_LIMIT}.",
-                code="max_value",
-            )
-        return value
 
 
 class PendingToolCallSerializer(ToolCallSerializer):
     """A call the run waits for, and why."""
 
     reason = serializers.ChoiceField(
-        choices=["requires_approval", "client_side"],
+        choices=WaitReason.values,
         help_text="`requires_approval`: approve or deny it; `client_side`: submit its output.",
     )
 
+    def to_representation(self, instance: PendingCall) -> dict[str, Any]:
+        # A PendingCall from Run.waiting_calls: the call's own wire form
+        # (arguments as JSON text, or as the model sent them) plus the reason.
+        return {**instance.call.to_wire(), "reason": instance.reason.value}
 
-class RunErrorSerializer(serializers.Serializer):
+
+class RunErrorSerializer(serializers.Serializer[Run]):
     """Why a run failed."""
 
-    type = serializers.CharField()
-    message = serializers.CharField(allow_blank=True)
+    type = serializers.CharField(source="error_type")
+    message = serializers.CharField(source="error_message", allow_blank=True)
 
 
-class RunSerializer(serializers.Serializer):
+# Run timestamps are shown in UTC, as message timestamps are, whatever TIME_ZONE is.
+_UTC = datetime.UTC
+
+
+class RunSerializer(serializers.Serializer[Run]):
     """One execution of the tool loop."""
 
     id = serializers.UUIDField()
-    conversation = serializers.UUIDField()
+    conversation = serializers.UUIDField(source="conversation_id")
     status = serializers.ChoiceField(choices=RunStatus.values)
-    termination_reason = serializers.CharField(
-        allow_null=True,
-        help_text="completed, max_iterations, provider_error, error or cancelled.",
+    termination_reason = serializers.SerializerMethodField(
+        help_text="completed, max_iterations, provider_error, error or cancelled."
     )
     provider = serializers.CharField(allow_blank=True)
     model = serializers.CharField(allow_blank=True)
-    tools = serializers.ListField(child=serializers.CharField(), help_text="Tools offered.")
+    tools = serializers.ListField(
+        source="offered_tool_names", child=serializers.CharField(), help_text="Tools offered."
+    )
     max_iterations = serializers.IntegerField()
     iterations = serializers.IntegerField(help_text="Model calls so far.")
-    usage = UsageSerializer()
-    pending_tool_calls = PendingToolCallSerializer(many=True)
+    usage = UsageSerializer(source="*")
+    pending_tool_calls = PendingToolCallSerializer(source="waiting_calls", many=True)
     decisions = serializers.DictField(
-        child=serializers.ChoiceField(choices=["approved", "denied"]),
+        child=serializers.ChoiceField(choices=Decision.values),
         help_text="Decisions by call id.",
     )
-    error = RunErrorSerializer(allow_null=True)
-    created_at = serializers.DateTimeField()
-    started_at = serializers.DateTimeField(allow_null=True)
-    finished_at = serializers.DateTimeField(allow_null=True)
+    error = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField(default_timezone=_UTC)
+    started_at = serializers.DateTimeField(default_timezone=_UTC, allow_null=True)
+    finished_at = serializers.DateTimeField(default_timezone=_UTC, allow_null=True)
 
-    def to_representation(self, instance: Any) -> dict[str, Any]:
-        return run_data(instance)
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_termination_reason(self, run: Run) -> str | None:
+        """Why the run ended; ``None`` while it has not."""
+        return run.termination_reason or None
+
+    @extend_schema_field(RunErrorSerializer(allow_null=True))
+    def get_error(self, run: Run) -> dict[str, Any] | None:
+        """Why the run failed; ``None`` unless it did."""
+        return RunErrorSerializer(run).data if run.error_type else None
 
 
-class StreamEventSerializer(serializers.Serializer):
+class StreamEventSerializer(serializers.Serializer[Any]):
     """The JSON object in the `data:` line of each Server-Sent Event.
 
     `text.delta` carries `delta`; `tool_call.started` carries `tool_call`;
@@ -315,7 +319,7 @@ class StreamEventSerializer(serializers.Serializer):
     run = RunSerializer(required=False)
 
 
-class ToolDecisionSerializer(serializers.Serializer):
+class ToolDecisionSerializer(serializers.Serializer[Any]):
     """Approve or deny calls waiting for approval."""
 
     tool_call_ids = serializers.ListField(
@@ -327,7 +331,7 @@ class ToolDecisionSerializer(serializers.Serializer):
     stream = serializers.BooleanField(required=False, default=False)
 
 
-class ToolOutputSerializer(serializers.Serializer):
+class ToolOutputSerializer(serializers.Serializer[Any]):
     """The output of one client-side call."""
 
     tool_call_id = serializers.CharField()
@@ -337,7 +341,7 @@ class ToolOutputSerializer(serializers.Serializer):
     is_error = serializers.BooleanField(required=False, default=False)
 
 
-class SubmitToolOutputsSerializer(serializers.Serializer):
+class SubmitToolOutputsSerializer(serializers.Serializer[Any]):
     """Outputs of client-side calls."""
 
     tool_outputs = ToolOutputSerializer(many=True, allow_empty=False)
@@ -358,7 +362,7 @@ class SubmitToolOutputsSerializer(serializers.Serializer):
 # Tools ------------------------------------------------------------------------
 
 
-class ToolSerializer(serializers.Serializer):
+class ToolSerializer(serializers.Serializer[Any]):
     """A tool a run may offer."""
 
     name = serializers.CharField()

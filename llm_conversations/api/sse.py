@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping
+from enum import StrEnum
 from typing import Any, cast
 
 from asgiref.sync import sync_to_async
@@ -24,7 +25,8 @@ from django.http import HttpRequest, StreamingHttpResponse
 from rest_framework.renderers import BaseRenderer
 from rest_framework.utils.encoders import JSONEncoder
 
-from llm_conversations.api.representations import message_data, message_row, run_data
+from llm_conversations.api.representations import message_data, message_row
+from llm_conversations.api.serializers import RunSerializer
 from llm_conversations.models import Run, RunStatus
 from llm_conversations.services import ToolLoopService
 from llm_conversations.services.events import (
@@ -42,6 +44,7 @@ __all__ = [
     "EVENT_STREAM",
     "AsyncEventStream",
     "EventStreamRenderer",
+    "RunEventName",
     "RunEventStream",
     "encode_event",
     "event_stream_response",
@@ -52,12 +55,34 @@ logger = logging.getLogger("llm_conversations.api")
 
 EVENT_STREAM = "text/event-stream"
 
+
+class RunEventName(StrEnum):
+    """The ``event:`` name of every event a run's stream sends, in the order they come.
+
+    The ``run.*`` events end a stream: exactly one of them is the last event.
+    """
+
+    TEXT_DELTA = "text.delta"
+    TOOL_CALL_STARTED = "tool_call.started"
+    TOOL_RESULT_STORED = "tool_result.stored"
+    MESSAGE_STORED = "message.stored"
+    RUN_REQUIRES_ACTION = "run.requires_action"
+    RUN_COMPLETED = "run.completed"
+    RUN_FAILED = "run.failed"
+    RUN_CANCELLED = "run.cancelled"
+
+    @property
+    def ends_stream(self) -> bool:
+        """Whether this event says where the run stands and ends the stream."""
+        return self.value.startswith("run.")
+
+
 # The terminal event for a run that ended (or paused) without the loop saying so.
 _STATE_EVENTS = {
-    RunStatus.REQUIRES_ACTION: "run.requires_action",
-    RunStatus.COMPLETED: "run.completed",
-    RunStatus.FAILED: "run.failed",
-    RunStatus.CANCELLED: "run.cancelled",
+    RunStatus.REQUIRES_ACTION: RunEventName.RUN_REQUIRES_ACTION,
+    RunStatus.COMPLETED: RunEventName.RUN_COMPLETED,
+    RunStatus.FAILED: RunEventName.RUN_FAILED,
+    RunStatus.CANCELLED: RunEventName.RUN_CANCELLED,
 }
 
 
@@ -92,25 +117,27 @@ def encode_event(name: str, data: dict[str, Any]) -> bytes:
     return f"event: {name}\ndata: {payload}\n\n".encode()
 
 
-def _describe(event: LoopEvent, run_id: str) -> tuple[str, dict[str, Any]]:
+def _describe(event: LoopEvent, run_id: str) -> tuple[RunEventName, dict[str, Any]]:
     match event:
         case TextDelta(text=text):
-            return "text.delta", {"run_id": run_id, "delta": text}
+            return RunEventName.TEXT_DELTA, {"run_id": run_id, "delta": text}
         case ToolCallStarted(tool_call=call):
-            return "tool_call.started", {"run_id": run_id, "tool_call": call.to_wire()}
+            return RunEventName.TOOL_CALL_STARTED, {"run_id": run_id, "tool_call": call.to_wire()}
         case ToolResultStored(message=row):
-            return "tool_result.stored", {
-                "run_id": run_id,
-                "message": message_data(message_row(row)),
-            }
+            message = message_data(message_row(row))
+            return RunEventName.TOOL_RESULT_STORED, {"run_id": run_id, "message": message}
         case MessageStored(message=row):
-            return "message.stored", {"run_id": run_id, "message": message_data(message_row(row))}
+            message = message_data(message_row(row))
+            return RunEventName.MESSAGE_STORED, {"run_id": run_id, "message": message}
         case RunRequiresAction(run=run):
-            return "run.requires_action", {"run_id": run_id, "run": run_data(run)}
+            return RunEventName.RUN_REQUIRES_ACTION, {
+                "run_id": run_id,
+                "run": RunSerializer(run).data,
+            }
         case RunCompleted(run=run):
-            return "run.completed", {"run_id": run_id, "run": run_data(run)}
+            return RunEventName.RUN_COMPLETED, {"run_id": run_id, "run": RunSerializer(run).data}
         case RunFailed(run=run):
-            return "run.failed", {"run_id": run_id, "run": run_data(run)}
+            return RunEventName.RUN_FAILED, {"run_id": run_id, "run": RunSerializer(run).data}
     raise TypeError(f"unknown loop event {event!r}")  # pragma: no cover
 
 
@@ -130,13 +157,13 @@ def _generate(service: ToolLoopService, run_id: Any) -> Generator[bytes, None, N
         ended = False
         for event in events:
             name, data = _describe(event, key)
-            ended = ended or name.startswith("run.")
+            ended = ended or name.ends_stream
             yield encode_event(name, data)
         if not ended:
             # Nothing to execute (the run waits or was cancelled meanwhile): say where it stands.
             run = Run.objects.get(pk=run_id)
-            name = _STATE_EVENTS.get(RunStatus(run.status), "run.requires_action")
-            yield encode_event(name, {"run_id": key, "run": run_data(run)})
+            name = _STATE_EVENTS.get(RunStatus(run.status), RunEventName.RUN_REQUIRES_ACTION)
+            yield encode_event(name, {"run_id": key, "run": RunSerializer(run).data})
     except GeneratorExit:
         events.close()
         _finish_quietly(service, run_id)

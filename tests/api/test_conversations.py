@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 
 from llm_conversations.models import Conversation, Run, RunStatus
 from llm_conversations.services import create_conversation
+from tests.api.conftest import calls_text
 
 pytestmark = pytest.mark.django_db
 
@@ -128,3 +129,20 @@ def test_list_query_count_is_constant_in_page_size(
     assert all(item["active_run"] for item in body["results"])
     # One COUNT and one SELECT (the active run is a subquery), whatever the page size.
     assert len(queries) == 2
+
+
+def test_delete_during_a_paused_run_is_409_and_keeps_everything(
+    client: APIClient, conversation: Conversation
+) -> None:
+    run = client.post(
+        f"/api/conversations/{conversation.pk}/runs/",
+        {"message": calls_text(("d", "delete_file", {"path": "/"}))},
+        format="json",
+    ).json()
+    assert run["status"] == "requires_action"
+    response = client.delete(f"{URL}{conversation.pk}/")
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "conversation_busy"
+    assert Conversation.objects.filter(pk=conversation.pk).exists()
+    assert Run.objects.get().status == RunStatus.REQUIRES_ACTION
+    assert client.get(f"{URL}{conversation.pk}/").json()["active_run"] == run["id"]

@@ -11,10 +11,13 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
+from llm_conversations.api.representations import message_data, message_row
+from llm_conversations.api.serializers import MessageSerializer
 from llm_conversations.completions import CompletionResponse, Usage
-from llm_conversations.messages import ChatMessage, ToolCall
+from llm_conversations.messages import ChatMessage, Role, ToolCall
 from llm_conversations.models import Conversation, Message, Run, RunStatus
 from llm_conversations.services import append_completion, create_conversation, load_messages
+from tests.api.conftest import calls_text
 
 pytestmark = pytest.mark.django_db
 
@@ -304,3 +307,57 @@ def test_a_body_over_djangos_upload_limit_is_400_too_large(
         url(conversation), {"role": "user", "content": "x" * 20_000}, format="json"
     )
     assert (response.status_code, response.json()["error"]["code"]) == (400, "too_large")
+
+
+def test_post_during_an_active_run_is_409_and_stores_nothing(
+    client: APIClient, conversation: Conversation
+) -> None:
+    # A real paused run: the store, not the view, refuses the append.
+    started = client.post(
+        f"/api/conversations/{conversation.pk}/runs/",
+        {"message": calls_text(("d", "delete_file", {"path": "/"}))},
+        format="json",
+    ).json()
+    assert started["status"] == "requires_action"
+    stored = Message.objects.filter(conversation=conversation).count()
+    for body in (
+        {"role": "user", "content": "x"},
+        [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}],
+        {"role": "tool", "tool_call_id": "d", "content": "done"},
+    ):
+        response = client.post(url(conversation), body, format="json")
+        assert response.status_code == 409, response.json()
+        assert response.json()["error"]["code"] == "conversation_busy"
+    assert Message.objects.filter(conversation=conversation).count() == stored
+    conversation.refresh_from_db()
+    assert conversation.message_count == stored
+
+
+def test_serializer_fields_equal_the_fast_path_keys_for_every_role(user: User) -> None:
+    conversation = create_conversation(
+        owner=user,
+        messages=[
+            ChatMessage.system("Be brief."),
+            ChatMessage.user("Time?"),
+            ChatMessage.assistant_tool_calls([ToolCall("c1", "get_time")]),
+            ChatMessage.tool_result("c1", "09:00"),
+            ChatMessage.assistant("09:00."),
+        ],
+    )
+    append_completion(
+        conversation, CompletionResponse("Noted.", usage=Usage(3, 2), model="m", provider="echo")
+    )
+    declared = MessageSerializer().fields
+    always = {name for name, field in declared.items() if field.required}
+    seen: set[str] = set()
+    rows = Message.objects.filter(conversation=conversation).order_by("position")
+    assert {row.role for row in rows} == set(Role)
+    for row in rows:
+        keys = set(message_data(message_row(row)))
+        # Every key is declared, and every field the schema calls required is there.
+        assert keys <= set(declared), (row.role, keys - set(declared))
+        assert always <= keys, (row.role, always - keys)
+        assert MessageSerializer(row).data.keys() == keys
+        seen |= keys
+    # The optional fields (tool_calls, tool_call_id) are each produced by some role.
+    assert seen == set(declared)

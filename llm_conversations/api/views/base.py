@@ -67,7 +67,11 @@ def parse_uuid(value: Any) -> uuid.UUID:
 
 
 def owned_conversations(request: Request) -> QuerySet[Conversation]:
-    """The caller's conversations, each annotated with its active run id."""
+    """The caller's conversations, each annotated with its active run id.
+
+    Every view finds conversations here, and runs through the conversation it
+    returns, so another user's objects do not exist for the caller (404).
+    """
     user = request.user
     if not user.is_authenticated:
         return Conversation.objects.none()
@@ -87,6 +91,9 @@ class ApiView(APIView):
 
     parser_classes = [JSONParser]
     renderer_classes = [JSONRenderer]
+    # The router matches any segment as an id; the views answer 404 for one
+    # that is not a UUID, in the API's error format.
+    lookup_value_regex = "[^/]+"
 
     def get_exception_handler(self) -> Any:
         return api_exception_handler

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
 from drf_spectacular.utils import extend_schema, extend_schema_view
-from rest_framework import filters, status, viewsets
+from rest_framework import filters, serializers, status, viewsets
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from llm_conversations.api.errors import ApiError
-from llm_conversations.api.inputs import parse_messages, rebase_field
+from llm_conversations.api.inputs import message_items, rebase_field
 from llm_conversations.api.representations import MESSAGE_COLUMNS, message_data, message_row
 from llm_conversations.api.serializers import (
     MESSAGES_INPUT_SCHEMA,
@@ -28,8 +27,8 @@ from llm_conversations.api.views.base import (
     owned_conversations,
 )
 from llm_conversations.messages import InvalidMessage
-from llm_conversations.models import ACTIVE_RUN_STATUSES, Conversation, Message, Run
-from llm_conversations.services import ConversationBusy, append_messages
+from llm_conversations.models import Conversation, Message
+from llm_conversations.services import append_messages, delete_conversation
 
 __all__ = ["ConversationPagination", "ConversationViewSet", "MessageViewSet"]
 
@@ -40,10 +39,6 @@ class ConversationPagination(PageNumberPagination):
     page_size = 20
     page_size_query_param = "page_size"
     max_page_size = 100
-
-
-def _busy() -> ConversationBusy:
-    return ConversationBusy("another run of this conversation is still active; cancel it first.")
 
 
 @extend_schema_view(
@@ -66,7 +61,7 @@ def _busy() -> ConversationBusy:
         summary="Delete a conversation", responses={204: None, **error_responses(409)}
     ),
 )
-class ConversationViewSet(ApiView, viewsets.ModelViewSet):
+class ConversationViewSet(ApiView, viewsets.ModelViewSet[Conversation]):
     """The caller's conversations: search on title, ordering, page-number pagination."""
 
     serializer_class = ConversationSerializer
@@ -80,16 +75,14 @@ class ConversationViewSet(ApiView, viewsets.ModelViewSet):
     def get_queryset(self) -> Any:
         return owned_conversations(self.request)
 
-    def perform_create(self, serializer: Any) -> None:
+    def perform_create(self, serializer: serializers.BaseSerializer[Conversation]) -> None:
+        # A new conversation has no active_run annotation; the field shows null.
         user = self.request.user
-        conversation = serializer.save(owner=user if user.is_authenticated else None)
-        conversation.active_run = None
+        serializer.save(owner=user if user.is_authenticated else None)
 
     def perform_destroy(self, instance: Conversation) -> None:
-        # A run in progress would lose its conversation mid-turn.
-        if instance.active_run is not None:  # type: ignore[attr-defined]
-            raise _busy()
-        instance.delete()
+        # The store refuses (409 conversation_busy) while a run is active.
+        delete_conversation(instance)
 
 
 @extend_schema(parameters=[CONVERSATION_ID])
@@ -100,21 +93,25 @@ class ConversationViewSet(ApiView, viewsets.ModelViewSet):
         responses={201: MessagePageSerializer, **error_responses(400, 409, 415)},
     ),
 )
-class MessageViewSet(ApiView, viewsets.GenericViewSet):
+class MessageViewSet(ApiView, viewsets.GenericViewSet[Message]):
     """A conversation's history: cursor-paged reads, appends in the OpenAI message shape."""
 
     serializer_class = MessageSerializer
+    # The list pages with its own cursor (MessageListQuerySerializer).
+    pagination_class = None
 
     def get_queryset(self) -> Any:
         return Message.objects.none()  # schema generation only; the views query by hand
 
-    # Not "list": the answer is one page object, not an array.
+    # The answer is one page object, not an array (MessagePageSerializer says so).
     @extend_schema(
         summary="List messages",
+        # The id it had before the view became the router's "list".
+        operation_id="conversations_messages_retrieve",
         parameters=[MessageListQuerySerializer],
         responses={200: MessagePageSerializer, **error_responses(400)},
     )
-    def page(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """A page of messages after the ``after`` cursor, in ``order``."""
         conversation = self.get_conversation()
         query = MessageListQuerySerializer(data=request.query_params)
@@ -144,20 +141,15 @@ class MessageViewSet(ApiView, viewsets.GenericViewSet):
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Append one message or a list, atomically; refused while a run is active."""
         conversation = self.get_conversation()
-        messages = parse_messages(request.data)
+        items = message_items(request.data)
         try:
-            with transaction.atomic():
-                # Locked so no run starts between the check and the append.
-                Conversation.objects.select_for_update().filter(pk=conversation.pk).exists()
-                if Run.objects.filter(
-                    conversation_id=conversation.pk, status__in=ACTIVE_RUN_STATUSES
-                ).exists():
-                    raise _busy()
-                rows = append_messages(conversation.pk, messages)
+            rows = append_messages(conversation, items)
         except InvalidMessage as exc:
-            single = isinstance(request.data, dict)
-            field = rebase_field(exc.field, "") if single else exc.field
-            raise ApiError(400, exc.code, exc.message, field=field) from None
+            if isinstance(request.data, dict):
+                # One message posted on its own: its fields are named without "messages[0]".
+                field = rebase_field(exc.field, "")
+                raise InvalidMessage(exc.code, exc.message, field=field) from None
+            raise
         data = [message_data(message_row(row)) for row in rows]
         return Response(_page(data, False), status=status.HTTP_201_CREATED)
 

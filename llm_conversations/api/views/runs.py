@@ -8,21 +8,21 @@ ordinary JSON error.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from django.db import transaction
 from django.http import Http404, HttpResponseBase
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status, viewsets
+from rest_framework.decorators import action
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from llm_conversations.api.errors import ApiError
-from llm_conversations.api.inputs import rebase_field
-from llm_conversations.api.representations import run_data
-from llm_conversations.api.schema import ServerSentEventSerializer
+from llm_conversations.api.schema import ServerSentEventSerializer, describe_run_events
 from llm_conversations.api.serializers import (
     RunCreateSerializer,
     RunSerializer,
@@ -37,8 +37,12 @@ from llm_conversations.api.sse import (
 )
 from llm_conversations.api.views.base import CONVERSATION_ID, ApiView, error_responses, parse_uuid
 from llm_conversations.messages import InvalidMessage
-from llm_conversations.models import Run, RunStatus
+from llm_conversations.models import Run, RunStatus, TerminationReason
 from llm_conversations.services import ToolLoopService
+
+if TYPE_CHECKING:
+    from rest_framework.decorators import ViewSetAction
+    from rest_framework.views import AsView, GenericView
 
 __all__ = ["RunViewSet"]
 
@@ -51,9 +55,8 @@ _STREAM = OpenApiResponse(
     ServerSentEventSerializer,
     description=(
         "`stream: true` or `Accept: text/event-stream`: Server-Sent Events "
-        "(`text.delta`, `tool_call.started`, `tool_result.stored`, `message.stored`, "
-        "then one of `run.requires_action`, `run.completed`, `run.failed`, "
-        "`run.cancelled`); each `data:` is a JSON object with `run_id`. See docs/api.md."
+        f"({describe_run_events()}); each `data:` is a JSON object with `run_id`. "
+        "See docs/api.md."
     ),
 )
 
@@ -73,15 +76,27 @@ class RunSchema(AutoSchema):
         return []
 
 
-class RunViewSet(ApiView, viewsets.GenericViewSet):
-    """Runs of one of the caller's conversations."""
+class RunViewSet(ApiView, viewsets.GenericViewSet[Run]):
+    """Runs of one of the caller's conversations.
+
+    Every view of a run is outside ``ATOMIC_REQUESTS``' transaction: runs call
+    providers and tools, which must not hold a transaction open.
+    """
 
     schema = RunSchema()
     serializer_class = RunSerializer
     renderer_classes = [JSONRenderer, EventStreamRenderer]
+    lookup_url_kwarg = "run_pk"
+
+    @classmethod
+    def as_view(
+        cls, actions: dict[str, str | ViewSetAction[Any]] | None = None, **initkwargs: Any
+    ) -> AsView[GenericView]:
+        """The router's views, each excluded from ``ATOMIC_REQUESTS``."""
+        return transaction.non_atomic_requests(super().as_view(actions, **initkwargs))
 
     def get_queryset(self) -> Any:
-        return Run.objects.none()  # schema generation only; get_run() scopes by owner
+        return Run.objects.none()  # schema generation only; get_object() scopes by owner
 
     def finalize_response(  # type: ignore[override]
         self, request: Request, response: HttpResponseBase, *args: Any, **kwargs: Any
@@ -95,37 +110,34 @@ class RunViewSet(ApiView, viewsets.GenericViewSet):
             response.accepted_media_type = JSON
         return response
 
-    def get_run(self) -> Run:
-        """The run named by the URL, in the caller's conversation, or 404."""
-        user = self.request.user
-        if not user.is_authenticated:
-            raise Http404
+    def get_object(self) -> Run:
+        """The run named by the URL, of the caller's conversation it names, or 404."""
+        conversation = self.get_conversation()
         try:
             return Run.objects.get(
-                pk=parse_uuid(self.kwargs["run_pk"]),
-                conversation_id=parse_uuid(self.kwargs["conversation_pk"]),
-                conversation__owner=user,
+                conversation=conversation, pk=parse_uuid(self.kwargs[self.lookup_url_kwarg])
             )
         except Run.DoesNotExist:
             raise Http404 from None
 
     def _answer(self, run: Run, ok: int = status.HTTP_200_OK) -> Response:
         """The run, or the error that ended it."""
-        if run.status == RunStatus.FAILED and run.termination_reason == "provider_error":
-            raise ApiError(
-                502,
-                "provider_error",
-                f"The provider failed; run {run.pk} records the error: {run.error_message}",
-                details={"run": run_data(run)},
-            )
+        data = RunSerializer(run).data
         if run.status == RunStatus.FAILED:
+            if run.termination_reason == TerminationReason.PROVIDER_ERROR:
+                raise ApiError(
+                    502,
+                    "provider_error",
+                    f"The provider failed; run {run.pk} records the error: {run.error_message}",
+                    details={"run": data},
+                )
             raise ApiError(
                 500,
                 "run_failed",
                 f"Run {run.pk} failed on the server ({run.error_type}).",
-                details={"run": run_data(run)},
+                details={"run": data},
             )
-        return Response(run_data(run), status=ok)
+        return Response(data, status=ok)
 
     @extend_schema(
         summary="Start a run",
@@ -139,19 +151,21 @@ class RunViewSet(ApiView, viewsets.GenericViewSet):
         serializer = RunCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         options = serializer.validated_data
+        message = options["message"]
         service = ToolLoopService()
         try:
             run = service.start(
                 conversation,
-                options["message"],
+                message,
                 provider=options.get("provider"),
                 tools=options.get("tools"),
                 max_iterations=options.get("max_iterations"),
             )
         except InvalidMessage as exc:
-            # A sequence rule: the history still waits for tool results.
-            field = rebase_field(exc.field, "message") or "message"
-            raise ApiError(400, exc.code, exc.message, field=field) from None
+            if isinstance(message, str) and exc.field == "message.content":
+                # The request sent only the text: the text is the field it named.
+                raise InvalidMessage(exc.code, exc.message, field="message") from None
+            raise
         if wants_stream(request, options["stream"]):
             return event_stream_response(request._request, service, run.pk)
         return self._answer(service.execute(run.pk), status.HTTP_201_CREATED)
@@ -163,10 +177,10 @@ class RunViewSet(ApiView, viewsets.GenericViewSet):
     )
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """The run as it stands."""
-        return Response(run_data(self.get_run()))
+        return Response(self.get_serializer(self.get_object()).data)
 
     def _decide(self, request: Request, approve: bool) -> HttpResponseBase:
-        run = self.get_run()
+        run = self.get_object()
         serializer = ToolDecisionSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         stream = wants_stream(request, serializer.validated_data["stream"])
@@ -183,6 +197,7 @@ class RunViewSet(ApiView, viewsets.GenericViewSet):
         request=ToolDecisionSerializer,
         responses=_run_responses(200, 409, 500, 502),
     )
+    @action(detail=True, methods=["post"])
     def approve(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
         """Approve calls (all waiting ones by default); the run resumes when none waits."""
         return self._decide(request, approve=True)
@@ -193,6 +208,7 @@ class RunViewSet(ApiView, viewsets.GenericViewSet):
         request=ToolDecisionSerializer,
         responses=_run_responses(200, 409, 500, 502),
     )
+    @action(detail=True, methods=["post"])
     def deny(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
         """Deny calls: each is answered with an error result saying so."""
         return self._decide(request, approve=False)
@@ -203,9 +219,10 @@ class RunViewSet(ApiView, viewsets.GenericViewSet):
         request=SubmitToolOutputsSerializer,
         responses=_run_responses(200, 409, 500, 502),
     )
+    @action(detail=True, methods=["post"])
     def submit_tool_outputs(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
         """Store client-side results; the run resumes when no call waits."""
-        run = self.get_run()
+        run = self.get_object()
         serializer = SubmitToolOutputsSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         stream = wants_stream(request, serializer.validated_data["stream"])
@@ -225,6 +242,7 @@ class RunViewSet(ApiView, viewsets.GenericViewSet):
         request=None,
         responses={(200, JSON): RunSerializer, **error_responses(409, media_type=JSON)},
     )
+    @action(detail=True, methods=["post"])
     def cancel(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Cancel an active run; calls left unanswered get an error result."""
-        return Response(run_data(ToolLoopService().cancel(self.get_run().pk)))
+        return Response(RunSerializer(ToolLoopService().cancel(self.get_object().pk)).data)

@@ -1,0 +1,102 @@
+"""The router's URLs and names, the views kept out of ATOMIC_REQUESTS, error statuses."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.urls import resolve, reverse
+
+from llm_conversations.api.errors import as_api_error
+from llm_conversations.api.schema import ServerSentEventSerializer, describe_run_events
+from llm_conversations.api.sse import RunEventName
+from llm_conversations.exceptions import (
+    ConversationBusy,
+    InvalidMessage,
+    ProviderUnavailableError,
+    RunStateError,
+    ToolError,
+)
+from llm_conversations.providers import ProviderNotConfigured
+
+C = uuid.UUID("6f1c1f8e-1d0a-4c53-9a57-0f8a3c1de0b7")
+R = uuid.UUID("c3f7d0a4-5b5e-4f0a-8d8e-2b0f3c9f0d11")
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "path"),
+    [
+        ("conversation-list", {}, "/api/conversations/"),
+        ("conversation-detail", {"pk": C}, f"/api/conversations/{C}/"),
+        ("message-list", {"conversation_pk": C}, f"/api/conversations/{C}/messages/"),
+        ("run-list", {"conversation_pk": C}, f"/api/conversations/{C}/runs/"),
+        ("run-detail", {"conversation_pk": C, "run_pk": R}, f"/api/conversations/{C}/runs/{R}/"),
+        *(
+            (
+                f"run-{action.replace('_', '-')}",
+                {"conversation_pk": C, "run_pk": R},
+                f"/api/conversations/{C}/runs/{R}/{action}/",
+            )
+            for action in ("approve", "deny", "submit_tool_outputs", "cancel")
+        ),
+        ("tool-list", {}, "/api/tools/"),
+    ],
+)
+def test_url_names_and_paths(name: str, kwargs: dict[str, uuid.UUID], path: str) -> None:
+    assert reverse(f"llm_conversations:{name}", kwargs=kwargs) == path
+    assert resolve(path).url_name == name
+
+
+@pytest.mark.parametrize(
+    ("path", "atomic"),
+    [
+        (f"/api/conversations/{C}/runs/", False),
+        (f"/api/conversations/{C}/runs/{R}/", False),
+        (f"/api/conversations/{C}/runs/{R}/approve/", False),
+        (f"/api/conversations/{C}/runs/{R}/cancel/", False),
+        (f"/api/conversations/{C}/messages/", True),
+    ],
+)
+def test_run_views_are_outside_atomic_requests(path: str, atomic: bool) -> None:
+    non_atomic = getattr(resolve(path).func, "_non_atomic_requests", set())
+    assert ("default" not in non_atomic) is atomic
+
+
+def test_event_names_come_from_one_enum() -> None:
+    field = ServerSentEventSerializer().fields["event"]
+    assert list(field.choices) == [name.value for name in RunEventName]
+    assert describe_run_events().endswith(
+        "then one of `run.requires_action`, `run.completed`, `run.failed`, `run.cancelled`"
+    )
+
+
+@pytest.mark.parametrize(
+    ("exc", "status", "code", "field"),
+    [
+        (ConversationBusy(), 409, "conversation_busy", None),
+        (RunStateError("run_not_waiting", "x"), 409, "run_not_waiting", None),
+        (RunStateError("run_not_active", "x"), 409, "run_not_active", None),
+        (RunStateError("unknown_tool_call", "x"), 400, "unknown_tool_call", None),
+        (
+            RunStateError("invalid_max_iterations", "x", field="max_iterations"),
+            400,
+            "invalid",
+            "max_iterations",
+        ),
+        (
+            InvalidMessage("missing_content", "x", field="content"),
+            400,
+            "missing_content",
+            "content",
+        ),
+        (ToolError("unknown_tool", "x", field="tools"), 400, "unknown_tool", "tools"),
+        (ProviderNotConfigured("x"), 400, "unknown_provider", "provider"),
+        (ProviderUnavailableError("x"), 502, "provider_error", None),
+    ],
+)
+def test_library_errors_get_a_status_by_code(
+    exc: Exception, status: int, code: str, field: str | None
+) -> None:
+    error = as_api_error(exc)
+    assert error is not None
+    assert (error.status_code, error.code, error.field) == (status, code, field)
