@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -20,7 +18,6 @@ from llm_conversations.services import (
     load_messages,
     pending_tool_call_ids,
 )
-from llm_conversations.tool_specs import ToolSpec
 from tests.conftest import requires_postgresql, run_together
 
 pytestmark = pytest.mark.django_db
@@ -223,17 +220,11 @@ def test_the_store_refuses_ids_longer_than_their_column(message: ChatMessage, fi
     append_messages(conversation, [ChatMessage.assistant("x" * 256)])
 
 
-def test_the_data_migration_keeps_offered_tools_in_their_stored_form() -> None:
-    from django.apps import apps
-
-    migration = importlib.import_module(
-        "llm_conversations.migrations.0003_verbose_names_and_run_choices"
-    )
+def test_runs_read_offered_tools_in_either_stored_form() -> None:
     spec = ToolSpec("get_time", "The time.", {"type": "object", "properties": {}})
-    old = Run.objects.create(conversation=create_conversation(), tools=[spec.to_wire()])
-    new = Run.objects.create(conversation=create_conversation(), tools=[spec.to_stored()])
-    migration.tools_to_stored_form(apps, None)
-    for run in (old, new):
+    # Rows written before the stored form kept OpenAI ``tools`` entries.
+    for tools in ([spec.to_wire()], [spec.to_stored()]):
+        run = Run.objects.create(conversation=create_conversation(), tools=tools)
         run.refresh_from_db()
-        assert run.tools == [spec.to_stored()]
         assert run.offered_tools == [spec]
+        assert run.offered_tool_names == ["get_time"]
