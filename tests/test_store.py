@@ -18,6 +18,7 @@ from llm_conversations.services import (
     load_messages,
     pending_tool_call_ids,
 )
+from llm_conversations.tool_specs import ToolSpec
 from tests.conftest import requires_postgresql, run_together
 
 pytestmark = pytest.mark.django_db
