@@ -4,9 +4,21 @@
 import pytest
 from django.conf import settings
 
-from tests.browser.chromium import browser, page
+from tests.browser.chromium import (
+    browser,
+    page,
+    pytest_collection_modifyitems,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+)
 
-__all__ = ["browser", "page"]
+__all__ = [
+    "browser",
+    "page",
+    "pytest_collection_modifyitems",
+    "pytest_sessionfinish",
+    "pytest_terminal_summary",
+]
 
 if settings.SETTINGS_MODULE != "project.settings":
     raise pytest.UsageError(
