@@ -20,6 +20,13 @@ __all__ = [
     "pytest_terminal_summary",
 ]
 
+
+def pytest_configure(config: pytest.Config) -> None:
+    # STATIC_ROOT exists only after collectstatic; tests serve static files
+    # through the finders (live_server) or collect them first (test_static).
+    config.addinivalue_line("filterwarnings", "ignore:No directory at:UserWarning")
+
+
 if settings.SETTINGS_MODULE != "project.settings":
     raise pytest.UsageError(
         "project/tests needs the demo's settings: pytest project/tests --ds=project.settings"
