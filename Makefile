@@ -16,6 +16,9 @@ $(BIN)/.installed: requirements.txt pyproject.toml
 
 install: $(BIN)/.installed
 
+# DEBUG is off unless DJANGO_DEBUG=1; local use turns it on (whitenoise then
+# serves static files from the apps without collectstatic).
+run: export DJANGO_DEBUG = 1
 run: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo

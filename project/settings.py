@@ -1,8 +1,12 @@
 """Settings of the demo project.
 
-Everything comes from environment variables with defaults that are safe for
-local use: SQLite, DEBUG on, the echo provider (no API key needed).
+Everything comes from environment variables: SQLite, the echo provider (no
+API key needed), and DEBUG off unless ``DJANGO_DEBUG=1`` (``make run`` sets it).
 ``DATABASE_URL`` switches to PostgreSQL, e.g. ``postgres://postgres@127.0.0.1:5432/test``.
+
+Static files are served by whitenoise. With DEBUG on it finds them in the apps'
+``static/`` directories; with DEBUG off (e.g. under gunicorn) it serves
+``STATIC_ROOT``, so run ``python manage.py collectstatic --noinput`` first.
 """
 
 import os
@@ -17,7 +21,7 @@ def env_bool(name: str, default: bool) -> bool:
     return os.environ.get(name, str(default)).lower() in {"1", "true", "yes", "on"}
 
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
+DEBUG = env_bool("DJANGO_DEBUG", False)
 # The fallback key is for local development only; set DJANGO_SECRET_KEY anywhere else.
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "insecure-demo-key-for-local-use-only")
 ALLOWED_HOSTS = os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",")
@@ -31,12 +35,15 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    # Swagger UI and Redoc from local static files, not a CDN: /api/docs/ works offline.
+    "drf_spectacular_sidecar",
     "llm_conversations",
     "project",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -84,6 +91,12 @@ USE_TZ = True
 STATIC_URL = "static/"
 LOGIN_URL = "admin:login"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Compressed copies from collectstatic, and no manifest: {% static %} works
+    # in tests and under runserver without collectstatic having run.
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # The API sets its own error handler, permissions and parsers; the project
@@ -102,6 +115,10 @@ SPECTACULAR_SETTINGS = {
     # 3.1 can say that each event's data is JSON text of a given schema.
     "OAS_VERSION": "3.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI (/api/docs/) and Redoc from drf-spectacular-sidecar's pinned copies.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 LOGGING = {

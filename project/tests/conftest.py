@@ -4,9 +4,28 @@
 import pytest
 from django.conf import settings
 
-from tests.browser.chromium import browser, page
+from tests.browser.chromium import (
+    browser,
+    page,
+    pytest_collection_modifyitems,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+)
 
-__all__ = ["browser", "page"]
+__all__ = [
+    "browser",
+    "page",
+    "pytest_collection_modifyitems",
+    "pytest_sessionfinish",
+    "pytest_terminal_summary",
+]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # STATIC_ROOT exists only after collectstatic; tests serve static files
+    # through the finders (live_server) or collect them first (test_static).
+    config.addinivalue_line("filterwarnings", "ignore:No directory at:UserWarning")
+
 
 if settings.SETTINGS_MODULE != "project.settings":
     raise pytest.UsageError(

@@ -1,0 +1,180 @@
+"""Every ```python example of README.md and docs/*.md runs, so the docs cannot drift.
+
+The blocks of one file run in document order in one namespace, so a later block
+may use names an earlier one defined, in a database test on the app's test
+settings (the echo provider, the tools of ``tests.loop_tools``). Before the
+first block the namespace holds only ``request``: a request whose ``user`` is a
+saved user, as a view would have.
+
+A block that assigns an upper-case name (``INSTALLED_APPS``,
+``LLM_CONVERSATIONS``, ...) is a settings excerpt: it runs on its own as plain
+assignments, with placeholder API keys in the environment, and the
+``LLM_CONVERSATIONS`` it builds must pass the app's system checks
+(``llm_conversations.checks``).
+
+Other fences are not run: ```json, ```js, ```sh and plain ``` blocks, and
+```python-settings, kept for the few examples that cannot run here (the docs
+source says why in an HTML comment above each one). The README's quickstart is
+checked to be exactly ``make run`` and ``make test``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.core.checks import ERROR, CheckMessage
+from django.test import RequestFactory, override_settings
+
+from llm_conversations.checks import check_providers, check_settings, check_tools
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```\s*([\w+-]*)\s*$")
+# Environment variables the settings examples read their keys from.
+# "python" blocks run; the others are data, shell sessions, output or diagrams.
+LANGUAGES = {"python", "python-settings", "json", "js", "sh", "console", "bash", "text"}
+PLACEHOLDER_KEYS = ("OPENAI_API_KEY", "GROQ_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY")
+
+
+@dataclass(frozen=True)
+class Block:
+    path: Path
+    line: int  # the line of the opening fence, 1-based
+    language: str
+    source: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+
+def fenced_blocks(path: Path) -> list[Block]:
+    blocks: list[Block] = []
+    opened: tuple[int, str] | None = None
+    body: list[str] = []
+    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        match = FENCE.match(text)
+        if opened is None:
+            if match:
+                opened, body = (number, match.group(1)), []
+        elif text.strip() == "```":
+            blocks.append(Block(path, opened[0], opened[1], "\n".join(body) + "\n"))
+            opened = None
+        else:
+            body.append(text)
+    assert opened is None, f"{path}: the fence opened on line {opened[0]} is never closed"
+    return blocks
+
+
+def python_blocks(path: Path) -> list[Block]:
+    return [block for block in fenced_blocks(path) if block.language == "python"]
+
+
+def is_settings(block: Block) -> bool:
+    """A settings excerpt assigns at least one upper-case name at the top level."""
+    for node in ast.parse(block.source).body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id.isupper() for t in targets):
+                return True
+    return False
+
+
+def run(block: Block, namespace: dict[str, Any]) -> None:
+    # Padding keeps the document's line numbers in tracebacks.
+    code = compile("\n" * block.line + block.source, block.where, "exec")
+    exec(code, namespace)
+
+
+def app_check_errors(llm_conversations: Any) -> list[CheckMessage]:
+    with override_settings(LLM_CONVERSATIONS=llm_conversations):
+        messages = [*check_settings(), *check_providers(), *check_tools()]
+    return [message for message in messages if message.level >= ERROR]
+
+
+def run_settings(block: Block) -> None:
+    namespace: dict[str, Any] = {"__name__": "settings"}
+    run(block, namespace)
+    if "INSTALLED_APPS" in namespace:
+        assert "llm_conversations" in namespace["INSTALLED_APPS"], block.where
+    if "LLM_CONVERSATIONS" in namespace:
+        assert app_check_errors(namespace["LLM_CONVERSATIONS"]) == [], block.where
+
+
+@pytest.fixture
+def placeholder_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in PLACEHOLDER_KEYS:
+        monkeypatch.setenv(name, f"placeholder-{name.lower()}")
+
+
+@pytest.fixture
+def restore_admin() -> Any:
+    registry = dict(admin.site._registry)
+    yield
+    admin.site._registry.clear()
+    admin.site._registry.update(registry)
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("placeholder_keys", "restore_admin")
+@pytest.mark.parametrize("path", DOCUMENTS, ids=lambda path: path.name)
+def test_python_examples_run(path: Path) -> None:
+    request = RequestFactory().get("/")
+    request.user = get_user_model().objects.create_user("reader")
+    namespace: dict[str, Any] = {"__name__": "docs_example", "request": request}
+    for block in python_blocks(path):
+        if is_settings(block):
+            run_settings(block)
+        else:
+            run(block, namespace)
+
+
+def test_every_document_has_a_python_example() -> None:
+    """Guards the extraction itself: a changed fence syntax would run nothing."""
+    assert python_blocks(ROOT / "README.md")
+    assert sum(len(python_blocks(path)) for path in DOCUMENTS) >= 20
+
+
+def test_settings_check_fails_on_a_broken_example() -> None:
+    """The check the settings examples pass is not vacuous."""
+    errors = app_check_errors({"PROVIDERS": {"x": {"BACKEND": "openai"}}, "DEFAULT_PROVIDER": "y"})
+    assert {error.id for error in errors} >= {
+        "llm_conversations.E013",
+        "llm_conversations.E015",
+    }
+
+
+def test_every_fence_names_a_known_language() -> None:
+    """A bare fence could hide an example; an exception must say why it is not run."""
+    for path in DOCUMENTS:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for block in fenced_blocks(path):
+            assert block.language in LANGUAGES, block.where
+            if block.language == "python-settings":
+                assert lines[block.line - 2].rstrip().endswith("-->"), (
+                    f"{block.where}: say in an HTML comment above it why it is not run"
+                )
+
+
+def test_readme_quickstart_is_two_commands() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    quickstart = [
+        block
+        for block in fenced_blocks(ROOT / "README.md")
+        if block.language in {"sh", "console", "bash", "shell"} and block.source in section
+    ]
+    assert len(quickstart) == 1
+    commands = [
+        line.split("#", 1)[0].strip().removeprefix("$ ")
+        for line in quickstart[0].source.splitlines()
+        if line.split("#", 1)[0].strip()
+    ]
+    assert commands == ["make run", "make test"]
