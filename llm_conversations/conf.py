@@ -21,6 +21,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_MESSAGE_CHARS": 100_000,
     "MAX_MESSAGES_PER_REQUEST": 100,
     "MAX_METADATA_KEYS": 50,
+    "MAX_REPLY_CHARS": 200_000,
     "PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "AUTHENTICATION_CLASSES": None,
 }
@@ -33,6 +34,7 @@ POSITIVE_INTEGERS = (
     "MAX_MESSAGE_CHARS",
     "MAX_MESSAGES_PER_REQUEST",
     "MAX_METADATA_KEYS",
+    "MAX_REPLY_CHARS",
 )
 
 
@@ -95,6 +97,10 @@ class Settings:
     @property
     def MAX_METADATA_KEYS(self) -> int:
         return int(self._get("MAX_METADATA_KEYS"))
+
+    @property
+    def MAX_REPLY_CHARS(self) -> int:
+        return int(self._get("MAX_REPLY_CHARS"))
 
     @property
     def PERMISSION_CLASSES(self) -> list[str]:
