@@ -347,11 +347,13 @@ class Provider:
             total += len(chunk)
             if total > cap:
                 raise self._too_large(cap)
+            # Only the new text can end a line (and a CR held back from before).
+            scan_from = max(0, len(pending) - 1)
             pending += decoder.decode(chunk)
             # A trailing CR may be the first half of a CRLF split across chunks.
             end = len(pending) - 1 if pending.endswith("\r") else len(pending)
             start = 0
-            for match in _LINE_END.finditer(pending, 0, end):
+            for match in _LINE_END.finditer(pending, scan_from, end):
                 yield pending[start : match.start()]
                 start = match.end()
             pending = pending[start:]
