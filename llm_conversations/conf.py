@@ -39,7 +39,13 @@ POSITIVE_INTEGERS = (
 
 
 def user_settings() -> Mapping[str, Any]:
-    """The raw ``LLM_CONVERSATIONS`` dict (empty when unset or not a dict)."""
+    """The raw ``LLM_CONVERSATIONS`` dict (empty when unset or not a dict).
+
+    Empty too when Django settings are not configured, so a provider used
+    from a plain script runs with the defaults.
+    """
+    if not django_settings.configured:
+        return {}
     value = getattr(django_settings, "LLM_CONVERSATIONS", {})
     return value if isinstance(value, Mapping) else {}
 
