@@ -3,7 +3,7 @@
 One function per concern, each id stable:
 
 - :func:`check_settings`: E001 not a dict, E002 unknown key, E003 not a
-  positive integer, E004 ``MAX_ITERATIONS`` above ``MAX_ITERATIONS_LIMIT``.
+  positive integer (every name in ``conf.POSITIVE_INTEGERS``), E004 ``MAX_ITERATIONS`` above ``MAX_ITERATIONS_LIMIT``.
 - :func:`check_providers`: E010 ``PROVIDERS`` not a non-empty dict, E015
   ``DEFAULT_PROVIDER`` not a key of it, and the rules of each entry
   (E011-E014, E016-E018, W010) from

@@ -62,6 +62,11 @@ class CompletionResponse:
 
     ``raw`` is the provider's decoded response body, kept for inspection;
     ``raw_finish_reason`` is the provider's own word for ``finish_reason``.
+    ``sanitized`` is true when the adapter changed the model's output so a
+    database can store it: NUL or lone surrogates replaced by U+FFFD in the
+    text, a call id or name, or a call's arguments kept as ``raw_arguments``
+    (the call is then ``malformed``) because their decoded form held such a
+    character or a non-finite number.
     """
 
     content: str
@@ -72,6 +77,7 @@ class CompletionResponse:
     provider: str = ""
     raw: Mapping[str, Any] | None = None
     raw_finish_reason: str | None = None
+    sanitized: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tool_calls", tuple(self.tool_calls))

@@ -23,6 +23,7 @@ DEFAULTS: dict[str, Any] = {
     "MAX_MESSAGE_CHARS": 100_000,
     "MAX_MESSAGES_PER_REQUEST": 100,
     "MAX_METADATA_KEYS": 50,
+    "MAX_REPLY_CHARS": 200_000,
     "PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "AUTHENTICATION_CLASSES": None,
 }
@@ -38,11 +39,18 @@ POSITIVE_INTEGERS = (
     "MAX_MESSAGE_CHARS",
     "MAX_MESSAGES_PER_REQUEST",
     "MAX_METADATA_KEYS",
+    "MAX_REPLY_CHARS",
 )
 
 
 def user_settings() -> Mapping[str, Any]:
-    """The raw ``LLM_CONVERSATIONS`` dict (empty when unset or not a dict)."""
+    """The raw ``LLM_CONVERSATIONS`` dict (empty when unset or not a dict).
+
+    Empty too when Django settings are not configured, so a provider used
+    from a plain script runs with the defaults.
+    """
+    if not django_settings.configured:
+        return {}
     value = getattr(django_settings, "LLM_CONVERSATIONS", {})
     return value if isinstance(value, Mapping) else {}
 
@@ -108,6 +116,10 @@ class Settings:
     @property
     def MAX_METADATA_KEYS(self) -> int:
         return int(self._get("MAX_METADATA_KEYS"))
+
+    @property
+    def MAX_REPLY_CHARS(self) -> int:
+        return int(self._get("MAX_REPLY_CHARS"))
 
     @property
     def PERMISSION_CLASSES(self) -> list[str]:

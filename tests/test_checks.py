@@ -113,6 +113,7 @@ def test_e002_unknown_key() -> None:
 @pytest.mark.parametrize("value", [0, -1, "8", True, 2.5])
 def test_e003_not_a_positive_integer(value: Any) -> None:
     assert setting_ids({"TOOL_WORKERS": value}) == ["llm_conversations.E003"]
+    assert setting_ids({"MAX_REPLY_CHARS": value}) == ["llm_conversations.E003"]
 
 
 def test_e004_default_iterations_above_the_limit() -> None:

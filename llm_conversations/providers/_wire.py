@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 import secrets
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -99,23 +101,83 @@ class CallIds:
                 return new
 
 
-def function_calls(items: Iterable[Mapping[str, Any]] | None, ids: CallIds) -> list[ToolCall]:
+CallParts = tuple[str, str, object]
+"""A call as a provider sent it: id, name, and arguments as JSON text or decoded."""
+
+
+def function_calls(items: Iterable[Mapping[str, Any]] | None, ids: CallIds) -> list[CallParts]:
     """Read a ``tool_calls`` list of ``{"id", "function": {"name", "arguments"}}`` items.
 
     The shape OpenAI and Ollama share; ``id`` may be absent and ``arguments``
-    may be JSON text or an object.
+    may be JSON text or an object. The parts go to ``StreamAccumulator.call``.
     """
-    calls = []
+    parts: list[CallParts] = []
     for item in items or ():
         function = item["function"]
-        calls.append(
-            ToolCall.parse(
-                id=ids.take(item.get("id")),
-                name=function["name"],
-                arguments=function.get("arguments"),
-            )
-        )
-    return calls
+        parts.append((ids.take(item.get("id")), function["name"], function.get("arguments")))
+    return parts
+
+
+# NUL: PostgreSQL refuses it in text and JSON. A surrogate code point in a str
+# is always a lone one (JSON decoding joins valid pairs) and cannot be encoded
+# as UTF-8 by any database driver.
+_UNSTORABLE_CHARS = re.compile("[\x00\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
+
+
+def storable_text(text: str) -> str:
+    """``text`` with NUL and lone surrogates replaced by U+FFFD."""
+    return _UNSTORABLE_CHARS.sub(REPLACEMENT, text)
+
+
+def is_storable(value: object) -> bool:
+    """Whether decoded JSON can be stored in a JSON column.
+
+    False for a string (key or value) with NUL or a lone surrogate and for a
+    non-finite number (``1e400`` decodes to infinity; ``NaN``/``Infinity``
+    literals are accepted by Python's decoder but by no JSON column).
+    """
+    if isinstance(value, str):
+        return _UNSTORABLE_CHARS.search(value) is None
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, Mapping):
+        return all(is_storable(k) and is_storable(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return all(is_storable(item) for item in value)
+    return True
+
+
+def storable_call(id: str, name: str, arguments: object) -> tuple[ToolCall, bool]:
+    """A :class:`ToolCall` a database can store, and whether anything was changed.
+
+    Every adapter's calls pass through here (via ``StreamAccumulator.call``).
+    Id and name get :func:`storable_text`. Arguments that decode to an object
+    a JSON column refuses are kept as ``raw_arguments`` (the call is then
+    ``malformed`` and answered with an error result): the text as received,
+    or, for arguments sent already decoded, their JSON with every non-ASCII
+    character escaped so the text itself is storable.
+    """
+    clean_id, clean_name = storable_text(id), storable_text(name)
+    changed = (clean_id, clean_name) != (id, name)
+    if isinstance(arguments, str) and arguments:
+        try:
+            decoded = json.loads(arguments)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, dict) and not is_storable(decoded):
+            raw = storable_text(arguments)
+            return ToolCall(clean_id, clean_name, raw_arguments=raw), True
+    elif isinstance(arguments, Mapping) and not is_storable(arguments):
+        raw = json.dumps(arguments, ensure_ascii=True)
+        return ToolCall(clean_id, clean_name, raw_arguments=raw), True
+    call = ToolCall.parse(id=clean_id, name=clean_name, arguments=arguments)
+    if call.raw_arguments is not None:
+        # Text that is not a JSON object is kept raw; it may still hold a NUL.
+        raw = storable_text(call.raw_arguments)
+        if raw != call.raw_arguments:
+            return ToolCall(clean_id, clean_name, raw_arguments=raw), True
+    return call, changed
 
 
 def tool_names_by_id(messages: Sequence[ChatMessage]) -> dict[str, str]:

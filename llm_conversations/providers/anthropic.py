@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from llm_conversations.completions import CompletionResponse, FinishReason, Usage
-from llm_conversations.messages import ChatMessage, Role, ToolCall
+from llm_conversations.messages import ChatMessage, Role
 from llm_conversations.tool_specs import ToolSpec
 
 from ._wire import CallIds, int_or_zero, iter_sse, pass_through
@@ -180,13 +180,7 @@ class AnthropicProvider(Provider):
             if block.get("type") == "text":
                 reply.text(block.get("text"))
             elif block.get("type") == "tool_use":
-                reply.call(
-                    ToolCall.parse(
-                        id=ids.take(block.get("id")),
-                        name=block["name"],
-                        arguments=block.get("input"),
-                    )
-                )
+                reply.call(ids.take(block.get("id")), block["name"], block.get("input"))
         return reply.response(
             self, _finish(reply.raw_reason), anthropic_usage(data.get("usage")), raw=data
         )
@@ -194,11 +188,13 @@ class AnthropicProvider(Provider):
     def parse_stream(
         self, response: httpx.Response, messages: Sequence[ChatMessage]
     ) -> Iterator[StreamEvent]:
+        """Read the Messages events; the reply is complete at ``message_stop``."""
         ids = CallIds(messages)
         # Usage arrives in parts (input at the start, output at the end): merge them.
         reply = StreamAccumulator(raw_key="events", usage={})
         blocks: dict[int, dict[str, Any]] = {}
-        for sse in iter_sse(response.iter_lines()):
+        stopped = False
+        for sse in iter_sse(self.lines(response)):
             data = json.loads(sse.data)
             kind = data.get("type", sse.event)
             if kind == "ping":
@@ -220,29 +216,34 @@ class AnthropicProvider(Provider):
                     if text := reply.text(delta.get("text")):
                         yield text
                 elif delta.get("type") == "input_json_delta":
-                    blocks[data["index"]]["partial"].append(delta.get("partial_json") or "")
+                    block = blocks[data["index"]]
+                    piece = delta.get("partial_json") or ""
+                    block["partial"].append(piece)
+                    block["size"] = block.get("size", 0) + len(piece)
+                    self.check_size(block["size"], "tool call arguments")
             elif kind == "content_block_stop":
                 block = blocks.pop(data["index"], {})
                 if block.get("type") == "tool_use":
                     joined = "".join(block["partial"])
                     yield reply.call(
-                        ToolCall.parse(
-                            id=ids.take(block.get("id")),
-                            name=block["name"],
-                            arguments=joined if joined else block.get("input"),
-                        )
+                        ids.take(block.get("id")),
+                        block["name"],
+                        joined if joined else block.get("input"),
                     )
             elif kind == "message_delta":
                 reply.keep(raw_reason=(data.get("delta") or {}).get("stop_reason"))
                 reply.usage.update(data.get("usage") or {})
             elif kind == "message_stop":
+                stopped = True
                 break
+        if not stopped:
+            raise self.stream_ended_early("message_stop")
         yield reply.finish(self, _finish(reply.raw_reason), anthropic_usage(reply.usage))
 
     def _stream_failure(self, data: Mapping[str, Any]) -> ProviderError:
         error = data.get("error") or {}
         kind = error.get("type") if isinstance(error, Mapping) else None
-        message = self.redact(self.error_message(data) or str(kind))
+        message = self.error_text(self.error_message(data) or str(kind))
         cls = _STREAM_ERRORS.get(kind or "", ProviderUnavailableError)
         return cls(
             f"{self.backend} reported {kind or 'an error'} in the stream: {message}",

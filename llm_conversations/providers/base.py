@@ -2,14 +2,22 @@
 
 Subclasses implement four hooks: ``build_request`` (path and JSON body),
 ``auth_headers``, ``parse_response`` and ``parse_stream``. Everything about
-sending, retrying and turning HTTP failures into typed errors lives here once.
+sending, retrying, deadlines, size caps and turning HTTP failures into typed
+errors lives here once.
+
+Deadlines: ``timeout`` bounds a whole non-streamed attempt (connect, send and
+the whole body, checked as bytes arrive) and, for a stream, the arrival of the
+response headers; after that a stream may fall silent for at most ``timeout``
+between two pieces. ``connect_timeout`` bounds the connection alone.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import logging
 import random
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from email.utils import parsedate_to_datetime
@@ -18,6 +26,7 @@ from typing import Any, ClassVar
 import httpx
 
 from llm_conversations.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.conf import conf
 from llm_conversations.messages import (
     ChatMessage,
     InvalidMessage,
@@ -27,7 +36,7 @@ from llm_conversations.messages import (
 )
 from llm_conversations.tool_specs import ToolSpec
 
-from ._wire import ToolInput, as_tool_specs
+from ._wire import ToolInput, as_tool_specs, storable_call, storable_text
 from .errors import (
     AuthenticationError,
     InvalidRequestError,
@@ -37,11 +46,14 @@ from .errors import (
     ProviderUnavailableError,
     RateLimitError,
 )
-from .events import StreamEvent
+from .events import StreamEvent, TextDelta
 
 __all__ = [
+    "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_MAX_RETRIES",
+    "DEFAULT_MAX_RETRY_AFTER",
     "DEFAULT_TIMEOUT",
+    "ERROR_TEXT_LIMIT",
     "REDACTED",
     "Provider",
     "backoff_delay",
@@ -53,12 +65,24 @@ logger = logging.getLogger("llm_conversations.providers")
 REDACTED = "[redacted]"
 BACKOFF_BASE = 0.5
 BACKOFF_MAX = 8.0
-# A longer Retry-After than this is not slept through inside a request.
-MAX_RETRY_AFTER = 60.0
-# The defaults of a PROVIDERS entry's TIMEOUT (seconds per attempt) and
-# MAX_RETRIES; the registry imports them rather than repeating the numbers.
+# The defaults of a PROVIDERS entry's TIMEOUT (seconds per attempt),
+# CONNECT_TIMEOUT, MAX_RETRIES and MAX_RETRY_AFTER (the longest Retry-After
+# slept through inside a request); the registry imports them rather than
+# repeating the numbers.
 DEFAULT_TIMEOUT = 60.0
+DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_MAX_RETRIES = 2
+DEFAULT_MAX_RETRY_AFTER = 60.0
+# Provider text quoted in an error is cut to this many characters, after the
+# key is redacted (cutting first could leave part of the key behind).
+ERROR_TEXT_LIMIT = 500
+# A body may hold its reply's text as JSON: up to 4 UTF-8 bytes per character
+# plus the envelope. A stream repeats its envelope around every few
+# characters (an OpenAI chunk is ~200 bytes for one token), so it gets more.
+BODY_BYTES_PER_CHAR = 4
+STREAM_BYTES_PER_CHAR = 64
+BODY_ENVELOPE_BYTES = 64 * 1024
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 def backoff_delay(attempt: int) -> float:
@@ -109,7 +133,10 @@ class Provider:
         api_key: str | None = None,
         base_url: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         max_retries: int = DEFAULT_MAX_RETRIES,
+        max_retry_after: float = DEFAULT_MAX_RETRY_AFTER,
+        max_reply_chars: int | None = None,
         http_client: httpx.Client | None = None,
         sleep: Callable[[float], None] | None = None,
         **options: Any,
@@ -120,13 +147,28 @@ class Provider:
         self._api_key = api_key or None
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         self.timeout = float(timeout)
+        # Connecting is part of an attempt, so it never gets longer than one.
+        self.connect_timeout = min(float(connect_timeout), self.timeout)
         self.max_retries = max(0, int(max_retries))
+        self.max_retry_after = float(max_retry_after)
+        self._max_reply_chars = max_reply_chars
         self.options: dict[str, Any] = dict(options)
         self._sleep = sleep or time.sleep
         self._owns_client = http_client is None and self.uses_http
         self._client: httpx.Client | None = http_client
         if self._owns_client:
-            self._client = httpx.Client(timeout=self.timeout)
+            self._client = httpx.Client(timeout=self._timeouts())
+
+    @property
+    def max_reply_chars(self) -> int:
+        """The longest reply text or arguments text accepted.
+
+        The constructor's ``max_reply_chars``, else the ``MAX_REPLY_CHARS``
+        setting, read per call so ``override_settings`` applies.
+        """
+        if self._max_reply_chars is not None:
+            return self._max_reply_chars
+        return conf.MAX_REPLY_CHARS
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
@@ -156,8 +198,8 @@ class Provider:
         path, body = self.build_request(
             chat, as_tool_specs(tools), {**self.options, **options}, stream=False
         )
-        response = self._post(path, body, stream=False)
-        data = self._decode(response)
+        response, content = self._post(path, body, stream=False)
+        data = self._decode(response, content)
         try:
             return self.parse_response(data, chat)
         except (KeyError, IndexError, TypeError, AttributeError, InvalidMessage) as exc:
@@ -173,15 +215,23 @@ class Provider:
         """Send the conversation and yield events as the reply arrives.
 
         Failures before the first byte are retried like :meth:`complete`;
-        a stream broken halfway raises :class:`ProviderUnavailableError`.
+        a stream broken halfway, or ending without its protocol's end marker,
+        raises :class:`ProviderUnavailableError`. Text beyond
+        ``max_reply_chars`` raises :class:`InvalidResponseError` at once.
         """
         chat = as_chat_messages(messages)
         path, body = self.build_request(
             chat, as_tool_specs(tools), {**self.options, **options}, stream=True
         )
-        response = self._post(path, body, stream=True)
+        response, _ = self._post(path, body, stream=True)
+        text_chars = 0
         try:
-            yield from self.parse_stream(response, chat)
+            for event in self.parse_stream(response, chat):
+                if isinstance(event, TextDelta):
+                    # Checked as text arrives, so an endless reply stops being read.
+                    text_chars += len(event.text)
+                    self.check_size(text_chars, "text")
+                yield event
         except httpx.TimeoutException:
             raise ProviderTimeout(
                 f"{self.backend}: the stream stalled for more than {self.timeout:g}s.",
@@ -261,6 +311,56 @@ class Provider:
             return text.replace(self._api_key, REDACTED)
         return text
 
+    def error_text(self, text: str) -> str:
+        """Provider text for an error message: the key redacted, then cut short."""
+        return self.redact(text)[:ERROR_TEXT_LIMIT]
+
+    def check_size(self, chars: int, what: str) -> None:
+        """Raise :class:`InvalidResponseError` when ``chars`` exceeds ``max_reply_chars``."""
+        if chars > self.max_reply_chars:
+            raise InvalidResponseError(
+                f"{self.backend}: the reply's {what} is longer than MAX_REPLY_CHARS "
+                f"({self.max_reply_chars} characters).",
+                provider=self.backend,
+            )
+
+    def stream_ended_early(self, marker: str) -> ProviderUnavailableError:
+        """The error for a stream that closed before ``marker``; its partial reply is dropped."""
+        return ProviderUnavailableError(
+            f"{self.backend}: the stream ended early, before {marker}; "
+            "the partial reply was discarded.",
+            provider=self.backend,
+        )
+
+    def lines(self, response: httpx.Response) -> Iterator[str]:
+        """The text lines of a streamed body, its size capped.
+
+        Lines end at CR, LF or CRLF (what both SSE and NDJSON allow). More
+        than ``STREAM_BYTES_PER_CHAR * max_reply_chars`` decoded bytes raise
+        :class:`InvalidResponseError`, so a runaway stream is not read whole.
+        """
+        cap = STREAM_BYTES_PER_CHAR * self.max_reply_chars + BODY_ENVELOPE_BYTES
+        decoder = codecs.getincrementaldecoder(response.encoding or "utf-8")(errors="replace")
+        total = 0
+        pending = ""
+        for chunk in response.iter_bytes():
+            total += len(chunk)
+            if total > cap:
+                raise self._too_large(cap)
+            # Only the new text can end a line (and a CR held back from before).
+            scan_from = max(0, len(pending) - 1)
+            pending += decoder.decode(chunk)
+            # A trailing CR may be the first half of a CRLF split across chunks.
+            end = len(pending) - 1 if pending.endswith("\r") else len(pending)
+            start = 0
+            for match in _LINE_END.finditer(pending, scan_from, end):
+                yield pending[start : match.start()]
+                start = match.end()
+            pending = pending[start:]
+        pending += decoder.decode(b"", final=True)
+        if pending:
+            yield from _LINE_END.split(pending.removesuffix("\r"))
+
     def completion(
         self,
         *,
@@ -271,20 +371,39 @@ class Provider:
         model: str | None,
         raw: Mapping[str, Any],
         raw_finish_reason: str | None,
+        sanitized: bool = False,
     ) -> CompletionResponse:
         """A parsed reply from this provider: ``raw`` redacted, ``model`` defaulted.
 
-        Every adapter builds its replies here, so no raw body escapes redaction.
+        Every adapter builds its replies here, so no raw body escapes
+        redaction, no reply exceeds ``max_reply_chars`` (text, or any call's
+        arguments text) and none holds what a database cannot store.
+        ``StreamAccumulator`` already made its text and calls storable and
+        says so in ``sanitized``; this applies the same rules again for
+        replies built another way.
         """
+        clean_content = storable_text(content)
+        sanitized = sanitized or clean_content != content
+        calls = []
+        for call in tool_calls:
+            arguments = call.raw_arguments if call.malformed else call.arguments
+            clean, changed = storable_call(call.id, call.name, arguments)
+            if changed:
+                call, sanitized = clean, True
+            calls.append(call)
+        self.check_size(len(clean_content), "text")
+        for call in calls:
+            self.check_size(len(call.arguments_json), f"arguments of {call.name!r}")
         return CompletionResponse(
-            content=content,
-            tool_calls=tuple(tool_calls),
+            content=clean_content,
+            tool_calls=tuple(calls),
             finish_reason=finish_reason,
             usage=usage,
             model=model or self.model,
             provider=self.backend,
             raw=self.redact_data(raw),
             raw_finish_reason=raw_finish_reason,
+            sanitized=sanitized,
         )
 
     def redact_data(self, data: Any) -> Any:
@@ -301,7 +420,19 @@ class Provider:
 
     # HTTP -----------------------------------------------------------------
 
-    def _post(self, path: str, body: dict[str, Any], *, stream: bool) -> httpx.Response:
+    def _timeouts(self) -> httpx.Timeout:
+        # Each wait for the network (read, write, pool) is bounded by TIMEOUT;
+        # the attempt as a whole is bounded in _post and _read_body.
+        return httpx.Timeout(self.timeout, connect=self.connect_timeout)
+
+    def _post(
+        self, path: str, body: dict[str, Any], *, stream: bool
+    ) -> tuple[httpx.Response, bytes]:
+        """Send with retries: the response, and its body unless it is an open stream.
+
+        Bodies are always received as a stream so their size is capped and the
+        attempt's deadline checked as bytes arrive.
+        """
         assert self._client is not None, "this provider makes no HTTP calls"
         url = self.base_url + path
         headers = {"accept": "text/event-stream" if stream else "application/json"}
@@ -309,11 +440,19 @@ class Provider:
         attempt = 0
         while True:
             request = self._client.build_request(
-                "POST", url, json=body, headers=headers, timeout=self.timeout
+                "POST", url, json=body, headers=headers, timeout=self._timeouts()
             )
+            started = time.monotonic()
             error: ProviderError
             try:
-                response = self._client.send(request, stream=stream)
+                response = self._client.send(request, stream=True)
+                if stream and response.status_code < 400:
+                    if time.monotonic() - started > self.timeout:
+                        # The headers trickled in past the deadline for the first byte.
+                        response.close()
+                        raise self._deadline_passed()
+                    return response, b""
+                content = self._read_body(response, started)
             except httpx.TimeoutException as exc:
                 error = ProviderTimeout(
                     f"{self.backend}: no answer within {self.timeout:g}s ({type(exc).__name__}).",
@@ -321,17 +460,16 @@ class Provider:
                 )
             except httpx.TransportError as exc:
                 # httpx messages name hosts, not headers; redact anyway.
-                detail = self.redact(str(exc)) or type(exc).__name__
+                detail = self.error_text(str(exc)) or type(exc).__name__
                 error = ProviderUnavailableError(
                     f"{self.backend}: connection failed: {detail}", provider=self.backend
                 )
+            except ProviderTimeout as exc:
+                error = exc
             else:
                 if response.status_code < 400:
-                    return response
-                if stream:
-                    response.read()
-                    response.close()
-                error = self._error_from_response(response)
+                    return response, content
+                error = self._error_from_response(response, content)
             delay = self._retry_delay(error, attempt)
             if delay is None:
                 raise error
@@ -346,21 +484,62 @@ class Provider:
             )
             self._sleep(delay)
 
+    def _read_body(self, response: httpx.Response, started: float) -> bytes:
+        """The whole (decoded) body, within the attempt's deadline and the size cap."""
+        cap = BODY_BYTES_PER_CHAR * self.max_reply_chars + BODY_ENVELOPE_BYTES
+        content = bytearray()
+        try:
+            for chunk in response.iter_bytes():
+                content += chunk
+                if len(content) > cap:
+                    raise self._too_large(cap)
+                if time.monotonic() - started > self.timeout:
+                    raise self._deadline_passed()
+        finally:
+            response.close()
+        return bytes(content)
+
+    def _deadline_passed(self) -> ProviderTimeout:
+        return ProviderTimeout(
+            f"{self.backend}: the answer took longer than TIMEOUT ({self.timeout:g}s).",
+            provider=self.backend,
+        )
+
+    def _too_large(self, cap: int) -> InvalidResponseError:
+        return InvalidResponseError(
+            f"{self.backend}: the response is larger than {cap} bytes, the cap derived "
+            f"from MAX_REPLY_CHARS ({self.max_reply_chars}); it was not read further.",
+            provider=self.backend,
+        )
+
     def _retry_delay(self, error: ProviderError, attempt: int) -> float | None:
         if not error.retryable or attempt >= self.max_retries:
             return None
         if error.retry_after is not None:
-            return None if error.retry_after > MAX_RETRY_AFTER else error.retry_after
+            if error.retry_after > self.max_retry_after:
+                raise self._wait_refused(error) from None
+            return error.retry_after
         return backoff_delay(attempt)
 
-    def _error_from_response(self, response: httpx.Response) -> ProviderError:
+    def _wait_refused(self, error: ProviderError) -> ProviderError:
+        # The same error, saying why it was not retried.
+        return type(error)(
+            f"{error.message} (the provider asked to wait {error.retry_after:g}s, "
+            f"more than MAX_RETRY_AFTER={self.max_retry_after:g}s, so it was not retried)",
+            provider=error.provider,
+            status_code=error.status_code,
+            provider_message=error.provider_message,
+            retry_after=error.retry_after,
+        )
+
+    def _error_from_response(self, response: httpx.Response, content: bytes) -> ProviderError:
         status = response.status_code
         try:
-            data: object = response.json()
+            data: object = json.loads(content)
         except ValueError:
             data = None
-        text = self.error_message(data) or response.text[:500] or response.reason_phrase
-        provider_message = self.redact(text)
+        text = self.error_message(data) or _text(response, content) or response.reason_phrase
+        provider_message = self.error_text(text)
         return self.error_class(status, data)(
             f"{self.backend} returned HTTP {status}: {provider_message}",
             provider=self.backend,
@@ -369,9 +548,9 @@ class Provider:
             retry_after=parse_retry_after(response.headers),
         )
 
-    def _decode(self, response: httpx.Response) -> Mapping[str, Any]:
+    def _decode(self, response: httpx.Response, content: bytes) -> Mapping[str, Any]:
         try:
-            data = response.json()
+            data = json.loads(content)
         except ValueError:
             data = None
         if not isinstance(data, Mapping):
@@ -385,15 +564,19 @@ class Provider:
     def _bad_response(self, exc: Exception) -> InvalidResponseError:
         return InvalidResponseError(
             f"{self.backend} returned an unreadable response: "
-            f"{type(exc).__name__}: {self.redact(str(exc))}",
+            f"{type(exc).__name__}: {self.error_text(str(exc))}",
             provider=self.backend,
         )
 
     def stream_error(self, data: object) -> ProviderError:
         """An error object that arrived inside a stream."""
-        message = self.redact(self.error_message(data) or json.dumps(data)[:500])
+        message = self.error_text(self.error_message(data) or json.dumps(data))
         return ProviderUnavailableError(
             f"{self.backend} reported an error in the stream: {message}",
             provider=self.backend,
             provider_message=message,
         )
+
+
+def _text(response: httpx.Response, content: bytes) -> str:
+    return content.decode(response.encoding or "utf-8", errors="replace")

@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 
 from llm_conversations.completions import CompletionResponse, FinishReason, Usage
-from llm_conversations.messages import ChatMessage, Role, ToolCall
+from llm_conversations.messages import ChatMessage, Role
 from llm_conversations.tool_specs import ToolSpec
 
-from ._wire import CallIds, int_or_zero, iter_sse, pass_through, tool_names_by_id
+from ._wire import CallIds, CallParts, int_or_zero, iter_sse, pass_through, tool_names_by_id
 from .base import Provider
 from .errors import AuthenticationError, ProviderError
 from .events import StreamEvent
@@ -194,24 +194,20 @@ class GeminiProvider(Provider):
 
     def _parts(
         self, data: Mapping[str, Any], ids: CallIds
-    ) -> tuple[list[str], list[ToolCall], str | None]:
+    ) -> tuple[list[str], list[CallParts], str | None]:
         candidates = data.get("candidates") or []
         if not candidates:
             blocked = (data.get("promptFeedback") or {}).get("blockReason")
             return [], [], blocked
         candidate = candidates[0]
         texts: list[str] = []
-        calls: list[ToolCall] = []
+        calls: list[CallParts] = []
         for part in (candidate.get("content") or {}).get("parts") or ():
             if "text" in part and not part.get("thought"):
                 texts.append(part["text"])
             elif "functionCall" in part:
                 call = part["functionCall"]
-                calls.append(
-                    ToolCall.parse(
-                        id=ids.take(call.get("id")), name=call["name"], arguments=call.get("args")
-                    )
-                )
+                calls.append((ids.take(call.get("id")), call["name"], call.get("args")))
         return texts, calls, candidate.get("finishReason")
 
     def parse_response(
@@ -219,7 +215,10 @@ class GeminiProvider(Provider):
     ) -> CompletionResponse:
         texts, calls, raw_reason = self._parts(data, CallIds(messages))
         reply = StreamAccumulator(model=data.get("modelVersion"), raw_reason=raw_reason)
-        reply.texts, reply.calls = texts, calls
+        for piece in texts:
+            reply.text(piece)
+        for parts in calls:
+            reply.call(*parts)
         if not data.get("candidates") and raw_reason:
             finish = FinishReason.CONTENT_FILTER  # the prompt itself was blocked
         else:
@@ -229,9 +228,14 @@ class GeminiProvider(Provider):
     def parse_stream(
         self, response: httpx.Response, messages: Sequence[ChatMessage]
     ) -> Iterator[StreamEvent]:
+        """Read the SSE chunks; the reply is complete once a chunk has a ``finishReason``.
+
+        A blocked prompt's ``promptFeedback.blockReason`` ends it too.
+        """
         ids = CallIds(messages)
         reply = StreamAccumulator()
-        for sse in iter_sse(response.iter_lines()):
+        finished = False
+        for sse in iter_sse(self.lines(response)):
             chunk = json.loads(sse.data)
             if chunk.get("error"):
                 raise self.stream_error(chunk)
@@ -240,10 +244,13 @@ class GeminiProvider(Provider):
             for piece in texts:
                 if text := reply.text(piece):
                     yield text
-            for call in calls:  # Gemini sends each call whole
-                yield reply.call(call)
+            for parts in calls:  # Gemini sends each call whole
+                yield reply.call(*parts)
+            finished = finished or bool(reason)
             reply.keep(
                 model=chunk.get("modelVersion"), raw_reason=reason, usage=chunk.get("usageMetadata")
             )
+        if not finished:
+            raise self.stream_ended_early("a finishReason")
         usage = gemini_usage(reply.usage)
         yield reply.finish(self, _finish(reply.raw_reason, reply.has_calls), usage)

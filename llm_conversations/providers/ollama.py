@@ -124,29 +124,35 @@ class OllamaProvider(Provider):
         message = data["message"]
         reply = StreamAccumulator(model=data.get("model"), raw_reason=data.get("done_reason"))
         reply.text(message.get("content"))
-        reply.calls = function_calls(message.get("tool_calls"), CallIds(messages))
+        for parts in function_calls(message.get("tool_calls"), CallIds(messages)):
+            reply.call(*parts)
         return reply.response(self, *_ending(reply, data), raw=data)
 
     def parse_stream(
         self, response: httpx.Response, messages: Sequence[ChatMessage]
     ) -> Iterator[StreamEvent]:
+        """Read NDJSON lines; the reply is complete at the line with ``"done": true``."""
         ids = CallIds(messages)
         # The last chunk (done) carries the model, the reason and the counts.
         reply = StreamAccumulator(usage={})
-        for chunk in iter_ndjson(response.iter_lines()):
+        done = False
+        for chunk in iter_ndjson(self.lines(response)):
             if chunk.get("error"):
                 raise self.stream_error(chunk)
             reply.chunk(chunk)
             message = chunk.get("message") or {}
             if text := reply.text(message.get("content")):
                 yield text
-            for call in function_calls(message.get("tool_calls"), ids):
-                yield reply.call(call)
+            for parts in function_calls(message.get("tool_calls"), ids):
+                yield reply.call(*parts)
             if chunk.get("done"):
+                done = True
                 reply.model, reply.raw_reason, reply.usage = (
                     chunk.get("model"),
                     chunk.get("done_reason"),
                     chunk,
                 )
                 break
+        if not done:
+            raise self.stream_ended_early('a line with "done": true')
         yield reply.finish(self, *_ending(reply, reply.usage))

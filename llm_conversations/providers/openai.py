@@ -13,12 +13,12 @@ from typing import Any
 import httpx
 
 from llm_conversations.completions import CompletionResponse, FinishReason, Usage
-from llm_conversations.messages import ChatMessage, ToolCall
+from llm_conversations.messages import ChatMessage
 from llm_conversations.tool_specs import ToolSpec
 
 from ._wire import CallIds, function_calls, int_or_zero, iter_sse
 from .base import Provider
-from .events import StreamEvent, ToolCallCompleted
+from .events import StreamEvent
 from .stream import StreamAccumulator
 
 __all__ = ["OpenAIProvider", "openai_finish_reason", "openai_usage"]
@@ -87,17 +87,29 @@ class OpenAIProvider(Provider):
         message = choice.get("message") or {}
         reply = StreamAccumulator(model=data.get("model"), raw_reason=choice.get("finish_reason"))
         reply.text(message.get("content"))
-        reply.calls = function_calls(message.get("tool_calls"), CallIds(messages))
+        for parts in function_calls(message.get("tool_calls"), CallIds(messages)):
+            reply.call(*parts)
         return reply.response(self, *self._ending(reply, data.get("usage")), raw=data)
 
     def parse_stream(
         self, response: httpx.Response, messages: Sequence[ChatMessage]
     ) -> Iterator[StreamEvent]:
+        """Read the SSE chunks of choice 0.
+
+        The reply is complete when choice 0 has a ``finish_reason``; a usage
+        chunk and ``data: [DONE]`` normally follow, and a stream that closes
+        after the finish reason without them is accepted (usage is then
+        zero). A stream without a finish reason, or with ``[DONE]`` before
+        one, ended early and raises. Call fragments are gathered by their
+        ``index`` in any order (parallel calls may interleave, as the official
+        SDK allows) and reported, in index order, when the choice finishes.
+        """
         ids = CallIds(messages)
         reply = StreamAccumulator()
         # Fragments keyed by index: id and name come in the first one only.
         pending: dict[int, dict[str, str]] = {}
-        for event in iter_sse(response.iter_lines()):
+        finished = False
+        for event in iter_sse(self.lines(response)):
             if event.data == "[DONE]":
                 break
             chunk = json.loads(event.data)
@@ -113,9 +125,6 @@ class OpenAIProvider(Provider):
                     yield text
                 for fragment in delta.get("tool_calls") or ():
                     index = fragment.get("index", len(pending))
-                    if pending and index not in pending:
-                        # Calls stream one after another: a new index completes the others.
-                        yield from self._flush(pending, reply, ids)
                     slot = pending.setdefault(index, {"id": "", "name": "", "args": ""})
                     function = fragment.get("function") or {}
                     slot["id"] = slot["id"] or fragment.get("id") or ""
@@ -125,23 +134,18 @@ class OpenAIProvider(Provider):
                         slot["args"] += arguments
                     elif arguments is not None:
                         slot["args"] += json.dumps(arguments)
-                if choice.get("finish_reason"):
+                    self.check_size(len(slot["args"]), "tool call arguments")
+                if choice.get("finish_reason") and not finished:
+                    finished = True
                     reply.keep(raw_reason=choice["finish_reason"])
-                    yield from self._flush(pending, reply, ids)
-        yield from self._flush(pending, reply, ids)
+                    for index in sorted(pending):
+                        slot = pending[index]
+                        yield reply.call(ids.take(slot["id"]), slot["name"], slot["args"])
+                    pending.clear()
+        if not finished:
+            raise self.stream_ended_early("a finish_reason")
         yield reply.finish(self, *self._ending(reply, reply.usage))
 
     @staticmethod
     def _ending(reply: StreamAccumulator, usage: object) -> tuple[FinishReason, Usage]:
         return openai_finish_reason(reply.raw_reason, reply.has_calls), openai_usage(usage)
-
-    @staticmethod
-    def _flush(
-        pending: dict[int, dict[str, str]], reply: StreamAccumulator, ids: CallIds
-    ) -> Iterator[ToolCallCompleted]:
-        for index in sorted(pending):
-            slot = pending[index]
-            yield reply.call(
-                ToolCall.parse(id=ids.take(slot["id"]), name=slot["name"], arguments=slot["args"])
-            )
-        pending.clear()

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,7 +21,13 @@ from django.utils.module_loading import import_string
 from llm_conversations.conf import conf
 
 from .anthropic import AnthropicProvider
-from .base import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT, Provider
+from .base import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_MAX_RETRY_AFTER,
+    DEFAULT_TIMEOUT,
+    Provider,
+)
 from .echo import EchoProvider
 from .errors import ProviderNotConfigured
 from .gemini import GeminiProvider
@@ -48,7 +55,17 @@ BACKENDS: dict[str, type[Provider]] = {
 }
 HOSTED_BACKENDS = frozenset({"openai", "anthropic", "gemini"})
 ENTRY_KEYS = frozenset(
-    {"BACKEND", "MODEL", "API_KEY", "BASE_URL", "TIMEOUT", "MAX_RETRIES", "OPTIONS"}
+    {
+        "BACKEND",
+        "MODEL",
+        "API_KEY",
+        "BASE_URL",
+        "TIMEOUT",
+        "CONNECT_TIMEOUT",
+        "MAX_RETRIES",
+        "MAX_RETRY_AFTER",
+        "OPTIONS",
+    }
 )
 
 _cache: dict[str, Provider] = {}
@@ -93,6 +110,14 @@ def _is_positive_number(value: object) -> bool:
     return not isinstance(value, bool) and isinstance(value, int | float) and value > 0
 
 
+def _finite(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+def _is_non_negative_number(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and value >= 0
+
+
 def _is_non_negative_integer(value: object) -> bool:
     return not isinstance(value, bool) and isinstance(value, int) and value >= 0
 
@@ -102,7 +127,8 @@ def provider_entry_problems(entry: object, name: str | None = None) -> list[Entr
 
     ``name`` is the entry's key in ``PROVIDERS``, used in the messages. Ids:
     E011 not a dict, E012 unusable BACKEND, E013 no MODEL, E014 no API_KEY for
-    a hosted backend, E016 unknown key, E017 bad TIMEOUT or MAX_RETRIES, E018
+    a hosted backend, E016 unknown key, E017 bad TIMEOUT, CONNECT_TIMEOUT,
+    MAX_RETRIES or MAX_RETRY_AFTER, E018
     OPTIONS not a dict, W010 the echo backend while DEBUG is off.
     """
     where = "A provider entry" if name is None else f"LLM_CONVERSATIONS['PROVIDERS'][{name!r}]"
@@ -142,20 +168,32 @@ def provider_entry_problems(entry: object, name: str | None = None) -> list[Entr
                 hint=f"Known keys: {', '.join(sorted(ENTRY_KEYS))}.",
             )
         )
-    # An absent TIMEOUT or MAX_RETRIES takes the Provider default, which is valid.
-    if "TIMEOUT" in entry and not _is_positive_number(entry["TIMEOUT"]):
-        problems.append(
-            EntryProblem(
-                "llm_conversations.E017",
-                f"{where}['TIMEOUT'] must be a positive number; got {entry['TIMEOUT']!r}.",
+    # An absent key takes the Provider default, which is valid. NaN and
+    # infinity compare false with 0 or are not finite: neither is a duration.
+    for key in ("TIMEOUT", "CONNECT_TIMEOUT"):
+        if key in entry and not (_is_positive_number(entry[key]) and _finite(entry[key])):
+            problems.append(
+                EntryProblem(
+                    "llm_conversations.E017",
+                    f"{where}[{key!r}] must be a positive number; got {entry[key]!r}.",
+                )
             )
-        )
     if "MAX_RETRIES" in entry and not _is_non_negative_integer(entry["MAX_RETRIES"]):
         problems.append(
             EntryProblem(
                 "llm_conversations.E017",
                 f"{where}['MAX_RETRIES'] must be a non-negative integer; "
                 f"got {entry['MAX_RETRIES']!r}.",
+            )
+        )
+    if "MAX_RETRY_AFTER" in entry and not (
+        _is_non_negative_number(entry["MAX_RETRY_AFTER"]) and _finite(entry["MAX_RETRY_AFTER"])
+    ):
+        problems.append(
+            EntryProblem(
+                "llm_conversations.E017",
+                f"{where}['MAX_RETRY_AFTER'] must be a non-negative number of seconds; "
+                f"got {entry['MAX_RETRY_AFTER']!r}.",
             )
         )
     if not isinstance(entry.get("OPTIONS", {}), Mapping):
@@ -188,7 +226,9 @@ def build_provider(config: Mapping[str, Any], name: str | None = None) -> Provid
         api_key=config.get("API_KEY") or None,
         base_url=config.get("BASE_URL") or None,
         timeout=config.get("TIMEOUT", DEFAULT_TIMEOUT),
+        connect_timeout=config.get("CONNECT_TIMEOUT", DEFAULT_CONNECT_TIMEOUT),
         max_retries=config.get("MAX_RETRIES", DEFAULT_MAX_RETRIES),
+        max_retry_after=config.get("MAX_RETRY_AFTER", DEFAULT_MAX_RETRY_AFTER),
         **dict(config.get("OPTIONS", {})),
     )
 

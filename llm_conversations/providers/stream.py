@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from llm_conversations.completions import CompletionResponse, FinishReason, Usage
 from llm_conversations.messages import ToolCall
 
+from ._wire import storable_call, storable_text
 from .events import ResponseCompleted, TextDelta, ToolCallCompleted
 
 if TYPE_CHECKING:
@@ -24,6 +25,10 @@ class StreamAccumulator:
     latest model, finish reason and usage. :meth:`response` and :meth:`finish`
     build the reply through ``Provider.completion`` so it is redacted.
     ``usage`` is the provider's own usage data, read by the adapter at the end.
+
+    Text and calls are made storable as they are added (see
+    :func:`~llm_conversations.providers._wire.storable_call`), so the events
+    yielded and the reply agree; ``sanitized`` records that something changed.
     """
 
     def __init__(
@@ -41,16 +46,24 @@ class StreamAccumulator:
         self.model = model
         self.raw_reason = raw_reason
         self.usage = usage
+        self.sanitized = False
 
     def text(self, piece: str | None) -> TextDelta | None:
         """Add a piece of text; the event to yield, or ``None`` for an empty piece."""
         if not piece:
             return None
-        self.texts.append(piece)
-        return TextDelta(piece)
+        clean = storable_text(piece)
+        self.sanitized |= clean != piece
+        self.texts.append(clean)
+        return TextDelta(clean)
 
-    def call(self, tool_call: ToolCall) -> ToolCallCompleted:
-        """Add a complete tool call; the event to yield."""
+    def call(self, id: str, name: str, arguments: object) -> ToolCallCompleted:
+        """Add a complete tool call as the provider sent it; the event to yield.
+
+        ``arguments`` is JSON text, a decoded value or ``None``.
+        """
+        tool_call, changed = storable_call(id, name, arguments)
+        self.sanitized |= changed
         self.calls.append(tool_call)
         return ToolCallCompleted(tool_call)
 
@@ -88,6 +101,7 @@ class StreamAccumulator:
             model=self.model,
             raw=raw if raw is not None else {self.raw_key: self.chunks},
             raw_finish_reason=self.raw_reason,
+            sanitized=self.sanitized,
         )
 
     def finish(

@@ -259,32 +259,48 @@ def test_stream_error_event_raises(make_provider):
         list(provider.stream([ChatMessage.user("hi")]))
 
 
-def test_stream_yields_each_call_once_the_next_one_starts(make_provider):
-    from llm_conversations.providers import ProviderError
+def call_fragment(index, arguments, call_id=None, name=None):
+    fragment = {"index": index, "function": {"arguments": arguments}}
+    if call_id:
+        fragment.update(id=call_id, type="function")
+        fragment["function"]["name"] = name
+    return chunk({"tool_calls": [fragment]})
 
-    def start(index, call_id, name):
-        return chunk(
-            {
-                "tool_calls": [
-                    {
-                        "index": index,
-                        "id": call_id,
-                        "type": "function",
-                        "function": {"name": name, "arguments": "{}"},
-                    }
-                ]
-            }
-        )
+
+def test_stream_reassembles_interleaved_calls_by_index(make_provider):
+    body = sse(
+        (None, call_fragment(0, '{"city":', "call_a", "get_weather")),
+        (None, call_fragment(1, "{", "call_b", "get_time")),
+        (None, call_fragment(0, '"Lo')),
+        (None, call_fragment(1, "}")),
+        (None, call_fragment(0, 'ndon"}')),
+        (None, chunk({}, "tool_calls")),
+        (None, "[DONE]"),
+    )
+    provider, _ = make_provider(OpenAIProvider, Recorder(body))
+    events = list(provider.stream([ChatMessage.user("hi")], tools=TOOLS))
+    expected = [
+        ToolCall("call_a", "get_weather", {"city": "London"}),
+        ToolCall("call_b", "get_time", {}),
+    ]
+    # Reported once the choice finishes, in index order.
+    assert events[:2] == [ToolCallCompleted(call) for call in expected]
+    assert events[-1].response.tool_calls == tuple(expected)
+    assert events[-1].response.finish_reason is FinishReason.TOOL_CALLS
+
+
+def test_stream_reports_no_call_before_the_choice_finishes(make_provider):
+    from llm_conversations.providers import ProviderError
 
     error = {"error": {"message": "stream cut", "type": "server_error"}}
     body = sse(
-        (None, start(0, "call_a", "get_time")),
-        (None, start(1, "call_b", "get_time")),
+        (None, call_fragment(0, "{}", "call_a", "get_time")),
+        (None, call_fragment(1, "{}", "call_b", "get_time")),
         (None, error),
     )
     provider, _ = make_provider(OpenAIProvider, Recorder(body))
     seen = []
     with pytest.raises(ProviderError, match="stream cut"):
         seen.extend(provider.stream([ChatMessage.user("hi")]))
-    # call_a was complete as soon as call_b began, before the stream broke.
-    assert seen == [ToolCallCompleted(ToolCall("call_a", "get_time", {}))]
+    # A new index does not complete the earlier call: fragments may interleave.
+    assert seen == []

@@ -12,7 +12,12 @@ from llm_conversations.providers import (
     clear_provider_cache,
     get_provider,
 )
-from llm_conversations.providers.base import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
+from llm_conversations.providers.base import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_MAX_RETRY_AFTER,
+    DEFAULT_TIMEOUT,
+)
 
 SETTINGS = {
     "DEFAULT_PROVIDER": "main",
@@ -98,6 +103,14 @@ def test_clearing_the_cache_closes_pooled_clients():
         ({"BACKEND": "anthropic", "MODEL": "claude"}, "llm_conversations.E014"),
         ({"BACKEND": "ollama", "MODEL": "m", "MODLE": "x"}, "llm_conversations.E016"),
         ({"BACKEND": "ollama", "MODEL": "m", "TIMEOUT": 0}, "llm_conversations.E017"),
+        ({"BACKEND": "ollama", "MODEL": "m", "CONNECT_TIMEOUT": 0}, "llm_conversations.E017"),
+        ({"BACKEND": "ollama", "MODEL": "m", "CONNECT_TIMEOUT": "5"}, "llm_conversations.E017"),
+        ({"BACKEND": "ollama", "MODEL": "m", "MAX_RETRY_AFTER": -1}, "llm_conversations.E017"),
+        ({"BACKEND": "ollama", "MODEL": "m", "MAX_RETRY_AFTER": True}, "llm_conversations.E017"),
+        (
+            {"BACKEND": "ollama", "MODEL": "m", "MAX_RETRY_AFTER": float("inf")},
+            "llm_conversations.E017",
+        ),
         ({"BACKEND": "ollama", "MODEL": "m", "OPTIONS": None}, "llm_conversations.E018"),
     ],
 )
@@ -115,3 +128,24 @@ def test_build_provider_ignores_warnings_and_applies_provider_defaults():
     with override_settings(DEBUG=False):
         provider = build_provider({"BACKEND": "echo", "MODEL": "echo"})
     assert (provider.timeout, provider.max_retries) == (DEFAULT_TIMEOUT, DEFAULT_MAX_RETRIES)
+    assert (provider.connect_timeout, provider.max_retry_after) == (
+        DEFAULT_CONNECT_TIMEOUT,
+        DEFAULT_MAX_RETRY_AFTER,
+    )
+    assert (DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_RETRY_AFTER) == (10.0, 60.0)
+
+
+def test_connect_timeout_and_max_retry_after_reach_the_provider():
+    provider = build_provider(
+        {
+            "BACKEND": "ollama",
+            "MODEL": "m",
+            "TIMEOUT": 30,
+            "CONNECT_TIMEOUT": 3,
+            "MAX_RETRY_AFTER": 0,
+        }
+    )
+    assert (provider.timeout, provider.connect_timeout, provider.max_retry_after) == (30, 3, 0)
+    # Connecting is part of an attempt: never longer than TIMEOUT.
+    short = build_provider({"BACKEND": "ollama", "MODEL": "m", "TIMEOUT": 2})
+    assert short.connect_timeout == 2
