@@ -68,7 +68,7 @@ class ChatMessage:
     =========  ==============================  ============  ============
     system     text, required                  forbidden     forbidden
     user       text, required                  forbidden     forbidden
-    assistant  text; ``""`` only beside calls  optional      forbidden
+    assistant  text, may be ``""``             optional      forbidden
     tool       text (the result)               forbidden     required
     =========  ==============================  ============  ============
 
@@ -115,12 +115,11 @@ class ChatMessage:
         if not isinstance(content, str):
             code = "missing_content" if content is None else "invalid_content"
             raise InvalidMessage(code, f"{role} message content must be a string.", field="content")
-        if content == "" and role in (Role.SYSTEM, Role.USER, Role.ASSISTANT) and not tool_calls:
-            hint = " (it may be empty only beside tool_calls)" if role is Role.ASSISTANT else ""
+        # An assistant turn may be empty: beside tool calls, or as an empty
+        # reply (a refusal, an output limit reached before any text).
+        if content == "" and role in (Role.SYSTEM, Role.USER):
             raise InvalidMessage(
-                "missing_content",
-                f"{role} message content must not be empty{hint}.",
-                field="content",
+                "missing_content", f"{role} message content must not be empty.", field="content"
             )
         if role is Role.TOOL:
             if not isinstance(self.tool_call_id, str) or not self.tool_call_id:

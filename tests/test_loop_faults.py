@@ -9,10 +9,12 @@ on the same conversation completes.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 from django.db import OperationalError
 from hypothesis import HealthCheck, given, settings
@@ -21,7 +23,12 @@ from hypothesis import strategies as st
 from llm_conversations.completions import CompletionResponse
 from llm_conversations.messages import ChatMessage, Role, ToolCall, check_sequence
 from llm_conversations.models import ACTIVE_RUN_STATUSES, Run, RunStatus
-from llm_conversations.providers import Provider, ProviderUnavailableError
+from llm_conversations.providers import (
+    AnthropicProvider,
+    OpenAIProvider,
+    Provider,
+    ProviderUnavailableError,
+)
 from llm_conversations.services import ToolLoopService, create_conversation, load_messages
 from llm_conversations.services import runs as run_state
 from llm_conversations.tools import Tool, ToolRegistry, tool
@@ -241,3 +248,82 @@ def test_an_invalid_call_of_a_client_side_tool_is_answered_not_handed_out() -> N
     (result,) = conversation.messages.filter(role="tool")
     assert result.is_error
     assert result.content.startswith("Invalid arguments for pick")
+
+
+def _adapter_service(backend: str, replies: list[dict[str, Any]], bodies: list[Any]) -> Any:
+    def transport(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        return httpx.Response(200, json=replies[min(len(bodies), len(replies)) - 1])
+
+    client = httpx.Client(transport=httpx.MockTransport(transport))
+    provider = (OpenAIProvider if backend == "openai" else AnthropicProvider)(
+        model="m", api_key="sk-test", http_client=client
+    )
+    return ToolLoopService(provider, tools=registry())
+
+
+def _openai(content: str | None, finish: str) -> dict[str, Any]:
+    return {
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": finish,
+            }
+        ],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 0, "total_tokens": 3},
+    }
+
+
+def _anthropic(text: str | None, stop: str) -> dict[str, Any]:
+    content = [{"type": "text", "text": text}] if text else []
+    return {
+        "model": "m",
+        "content": content,
+        "stop_reason": stop,
+        "usage": {"input_tokens": 3, "output_tokens": 0},
+    }
+
+
+@pytest.mark.parametrize(
+    ("backend", "reply", "reason"),
+    [
+        ("openai", _openai(None, "content_filter"), "content_filter"),
+        ("openai", _openai("", "length"), "length"),
+        ("openai", _openai("", "stop"), "completed"),
+        ("anthropic", _anthropic(None, "refusal"), "content_filter"),
+        ("anthropic", _anthropic(None, "max_tokens"), "length"),
+        ("anthropic", _anthropic(None, "end_turn"), "completed"),
+    ],
+)
+def test_an_empty_reply_is_stored_with_its_finish_reason_and_ends_the_run(
+    backend: str, reply: dict[str, Any], reason: str
+) -> None:
+    bodies: list[Any] = []
+    answer = _openai("Hello.", "stop") if backend == "openai" else _anthropic("Hello.", "end_turn")
+    service = _adapter_service(backend, [reply, answer], bodies)
+    conversation = create_conversation()
+    run = service.send(conversation, "hi")
+    assert (run.status, run.termination_reason) == ("completed", reason)
+    empty = conversation.messages.get(role="assistant")
+    assert (empty.content, empty.finish_reason) == ("", {"completed": "stop"}.get(reason, reason))
+    # The next run works, and the empty turn is not sent to the model.
+    assert service.send(conversation, "again").status == "completed"
+    sent = bodies[-1]["messages"]
+    assert all(m["role"] == "user" for m in sent)
+    texts = [
+        m["content"] if backend == "openai" else [b["text"] for b in m["content"]] for m in sent
+    ]
+    # Anthropic joins consecutive user turns into one message of two blocks.
+    assert texts == (["hi", "again"] if backend == "openai" else [["hi", "again"]])
+    assert load_messages(conversation)[-1] == ChatMessage.assistant("Hello.")
+
+
+def test_a_reply_made_storable_by_the_adapter_is_flagged() -> None:
+    bodies: list[Any] = []
+    service = _adapter_service("openai", [_openai("bad \x00 byte", "stop")], bodies)
+    conversation = create_conversation()
+    assert service.send(conversation, "hi").status == "completed"
+    reply = conversation.messages.get(role="assistant")
+    assert (reply.content, reply.metadata) == ("bad \ufffd byte", {"sanitized": True})

@@ -187,7 +187,6 @@ VIOLATIONS = [
     ({"role": "user"}, "missing_content", "content"),
     ({"role": "user", "content": ""}, "missing_content", "content"),
     ({"role": "system", "content": ""}, "missing_content", "content"),
-    ({"role": "assistant", "content": ""}, "missing_content", "content"),
     ({"role": "user", "content": 5}, "invalid_content", "content"),
     (
         {"role": "user", "content": "x", "tool_calls": [{"id": "a", "function": {"name": "f"}}]},
@@ -625,3 +624,10 @@ def test_tool_spec_wire_form_and_rules() -> None:
     with pytest.raises(InvalidMessage) as info:
         ToolSpec("ok", parameters={"type": "string"})
     assert info.value.code == "invalid_tool_schema"
+
+
+def test_an_assistant_turn_may_be_empty_an_empty_reply() -> None:
+    # A refusal or an output limit reached before any text: kept, with nothing to say.
+    message = ChatMessage.assistant("")
+    assert message.to_wire() == {"role": "assistant", "content": ""}
+    assert ChatMessage.from_dict(message.to_stored()) == message

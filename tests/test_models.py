@@ -56,7 +56,11 @@ INVALID_ROWS: list[tuple[dict[str, Any], str]] = [
     ({"role": "tool", "content": "x", "tool_call_id": ""}, "llmconv_message_tool_call_id_required"),
     ({"role": "user", "content": ""}, "llmconv_message_content_required"),
     ({"role": "system", "content": ""}, "llmconv_message_content_required"),
-    ({"role": "assistant", "content": ""}, "llmconv_message_content_required"),
+    ({"role": "system", "content": ""}, "llmconv_message_content_required"),
+    (
+        {"role": "user", "content": "x", "finish_reason": "stop"},
+        "llmconv_message_usage_assistant_only",
+    ),
     ({"role": "user", "content": "x", "is_error": True}, "llmconv_message_is_error_tool_only"),
     ({"role": "user", "content": "x", "model": "m"}, "llmconv_message_usage_assistant_only"),
     (

@@ -20,6 +20,7 @@ from django.db.models import Q
 from django.db.models.lookups import Exact
 from django.utils.translation import gettext_lazy as _
 
+from llm_conversations.completions import FinishReason
 from llm_conversations.db import JSONTypeOf
 from llm_conversations.messages import ChatMessage, InvalidMessage, Role, ToolCall
 
@@ -59,6 +60,7 @@ MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "is_error")
 MAX_ID_CHARS = 255
 
 ROLE_CHOICES = [(role.value, role.value) for role in Role]
+FINISH_REASON_CHOICES = [(reason.value, reason.value) for reason in FinishReason]
 
 
 class Message(models.Model):
@@ -91,6 +93,10 @@ class Message(models.Model):
     )
     provider = models.CharField(_("provider"), max_length=100, blank=True)
     model = models.CharField(_("model"), max_length=200, blank=True)
+    # Assistant turns a provider answered: why the model stopped.
+    finish_reason = models.CharField(
+        _("finish reason"), max_length=20, blank=True, choices=FINISH_REASON_CHOICES
+    )
     input_tokens = models.PositiveIntegerField(_("input tokens"), null=True, blank=True)
     output_tokens = models.PositiveIntegerField(_("output tokens"), null=True, blank=True)
     total_tokens = models.PositiveIntegerField(_("total tokens"), null=True, blank=True)
@@ -141,9 +147,7 @@ class Message(models.Model):
                 violation_error_code="missing_tool_call_id",
             ),
             models.CheckConstraint(
-                condition=~Q(content="")
-                | Q(role=Role.TOOL)
-                | Q(role=Role.ASSISTANT, tool_calls__isnull=False),
+                condition=~Q(content="") | Q(role__in=[Role.TOOL, Role.ASSISTANT]),
                 name="llmconv_message_content_required",
                 violation_error_code="missing_content",
             ),
@@ -157,6 +161,7 @@ class Message(models.Model):
                 | Q(
                     provider="",
                     model="",
+                    finish_reason="",
                     input_tokens__isnull=True,
                     output_tokens__isnull=True,
                     total_tokens__isnull=True,
@@ -192,6 +197,7 @@ class Message(models.Model):
         if self.role != Role.ASSISTANT and (
             self.provider
             or self.model
+            or self.finish_reason
             or any(
                 value is not None
                 for value in (
@@ -205,7 +211,9 @@ class Message(models.Model):
             raise ValidationError(
                 {
                     NON_FIELD_ERRORS: ValidationError(
-                        _("Provider, model and token usage belong to assistant messages only."),
+                        _(
+                            "Provider, model, finish reason and token usage belong to assistant messages only."
+                        ),
                         code="usage_not_allowed",
                     )
                 }

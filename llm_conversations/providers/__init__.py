@@ -4,7 +4,7 @@ See ``docs/providers.md`` for the settings of each backend.
 """
 
 from .anthropic import AnthropicProvider, to_anthropic_request
-from .base import Provider
+from .base import CompletionRequest, Provider
 from .echo import EchoProvider
 from .errors import (
     AuthenticationError,
@@ -26,6 +26,7 @@ __all__ = [
     "BACKENDS",
     "AnthropicProvider",
     "AuthenticationError",
+    "CompletionRequest",
     "EchoProvider",
     "GeminiProvider",
     "InvalidRequestError",

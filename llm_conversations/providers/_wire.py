@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import math
-import re
 import secrets
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall
+from llm_conversations.text import json_problem, storable_text
 from llm_conversations.tool_specs import ToolSpec
 
 ToolInput = ToolSpec | Mapping[str, Any]
@@ -118,36 +117,6 @@ def function_calls(items: Iterable[Mapping[str, Any]] | None, ids: CallIds) -> l
     return parts
 
 
-# NUL: PostgreSQL refuses it in text and JSON. A surrogate code point in a str
-# is always a lone one (JSON decoding joins valid pairs) and cannot be encoded
-# as UTF-8 by any database driver.
-_UNSTORABLE_CHARS = re.compile("[\x00\ud800-\udfff]")
-REPLACEMENT = "\ufffd"
-
-
-def storable_text(text: str) -> str:
-    """``text`` with NUL and lone surrogates replaced by U+FFFD."""
-    return _UNSTORABLE_CHARS.sub(REPLACEMENT, text)
-
-
-def is_storable(value: object) -> bool:
-    """Whether decoded JSON can be stored in a JSON column.
-
-    False for a string (key or value) with NUL or a lone surrogate and for a
-    non-finite number (``1e400`` decodes to infinity; ``NaN``/``Infinity``
-    literals are accepted by Python's decoder but by no JSON column).
-    """
-    if isinstance(value, str):
-        return _UNSTORABLE_CHARS.search(value) is None
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, Mapping):
-        return all(is_storable(k) and is_storable(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return all(is_storable(item) for item in value)
-    return True
-
-
 def storable_call(id: str, name: str, arguments: object) -> tuple[ToolCall, bool]:
     """A :class:`ToolCall` a database can store, and whether anything was changed.
 
@@ -165,10 +134,10 @@ def storable_call(id: str, name: str, arguments: object) -> tuple[ToolCall, bool
             decoded = json.loads(arguments)
         except ValueError:
             decoded = None
-        if isinstance(decoded, dict) and not is_storable(decoded):
+        if isinstance(decoded, dict) and json_problem(decoded) is not None:
             raw = storable_text(arguments)
             return ToolCall(clean_id, clean_name, raw_arguments=raw), True
-    elif isinstance(arguments, Mapping) and not is_storable(arguments):
+    elif isinstance(arguments, Mapping) and json_problem(arguments) is not None:
         raw = json.dumps(arguments, ensure_ascii=True)
         return ToolCall(clean_id, clean_name, raw_arguments=raw), True
     call = ToolCall.parse(id=clean_id, name=clean_name, arguments=arguments)

@@ -16,7 +16,7 @@ from llm_conversations.messages import ChatMessage, Role
 from llm_conversations.tool_specs import ToolSpec
 
 from ._wire import CallIds, int_or_zero, iter_sse, pass_through
-from .base import Provider
+from .base import CompletionRequest, Provider
 from .errors import (
     AuthenticationError,
     InvalidRequestError,
@@ -158,16 +158,11 @@ class AnthropicProvider(Provider):
             headers["x-api-key"] = self._api_key
         return headers
 
-    def build_request(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec],
-        options: dict[str, Any],
-        *,
-        stream: bool,
-    ) -> tuple[str, dict[str, Any]]:
-        body = to_anthropic_request(messages, tools, model=self.model, options=options)
-        if stream:
+    def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
+        body = to_anthropic_request(
+            request.messages, request.tools, model=self.model, options=request.options
+        )
+        if request.stream:
             body["stream"] = True
         return "/v1/messages", body
 

@@ -20,6 +20,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar
 
@@ -31,12 +32,14 @@ from llm_conversations.messages import (
     ChatMessage,
     InvalidMessage,
     MessageInput,
+    Role,
     ToolCall,
     as_chat_messages,
 )
+from llm_conversations.text import storable_text
 from llm_conversations.tool_specs import ToolSpec
 
-from ._wire import ToolInput, as_tool_specs, storable_call, storable_text
+from ._wire import ToolInput, as_tool_specs, storable_call
 from .errors import (
     AuthenticationError,
     InvalidRequestError,
@@ -111,6 +114,19 @@ def parse_retry_after(headers: httpx.Headers) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, moment.timestamp() - time.time())
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionRequest:
+    """What one call sends: the messages, the tools offered, options, and whether to stream.
+
+    ``messages`` leaves out empty assistant turns (see :meth:`Provider.complete`).
+    """
+
+    messages: tuple[ChatMessage, ...]
+    tools: tuple[ToolSpec, ...]
+    options: dict[str, Any]
+    stream: bool
 
 
 class Provider:
@@ -195,9 +211,7 @@ class Provider:
     ) -> CompletionResponse:
         """Send the conversation and return the parsed reply."""
         chat = as_chat_messages(messages)
-        path, body = self.build_request(
-            chat, as_tool_specs(tools), {**self.options, **options}, stream=False
-        )
+        path, body = self.build_request(self._request(chat, tools, options, stream=False))
         response, content = self._post(path, body, stream=False)
         data = self._decode(response, content)
         try:
@@ -220,9 +234,7 @@ class Provider:
         ``max_reply_chars`` raises :class:`InvalidResponseError` at once.
         """
         chat = as_chat_messages(messages)
-        path, body = self.build_request(
-            chat, as_tool_specs(tools), {**self.options, **options}, stream=True
-        )
+        path, body = self.build_request(self._request(chat, tools, options, stream=True))
         response, _ = self._post(path, body, stream=True)
         text_chars = 0
         try:
@@ -247,16 +259,26 @@ class Provider:
         finally:
             response.close()
 
-    # Hooks ----------------------------------------------------------------
-
-    def build_request(
+    def _request(
         self,
         messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec],
-        options: dict[str, Any],
+        tools: Iterable[ToolInput] | None,
+        options: Mapping[str, Any],
         *,
         stream: bool,
-    ) -> tuple[str, dict[str, Any]]:
+    ) -> CompletionRequest:
+        # An empty reply (a refusal, a cut-off) is kept in the conversation but
+        # tells a model nothing, and several protocols refuse an empty turn.
+        sent = tuple(
+            m for m in messages if m.content or m.tool_calls or m.role is not Role.ASSISTANT
+        )
+        return CompletionRequest(
+            sent, tuple(as_tool_specs(tools)), {**self.options, **options}, stream
+        )
+
+    # Hooks ----------------------------------------------------------------
+
+    def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
         """The URL path (after ``base_url``) and JSON body of one call."""
         raise NotImplementedError
 

@@ -17,7 +17,7 @@ from llm_conversations.messages import ChatMessage, Role
 from llm_conversations.tool_specs import ToolSpec
 
 from ._wire import CallIds, CallParts, int_or_zero, iter_sse, pass_through, tool_names_by_id
-from .base import Provider
+from .base import CompletionRequest, Provider
 from .errors import AuthenticationError, ProviderError
 from .events import StreamEvent
 from .stream import StreamAccumulator
@@ -173,17 +173,12 @@ class GeminiProvider(Provider):
     def auth_headers(self) -> dict[str, str]:
         return {"x-goog-api-key": self._api_key} if self._api_key else {}
 
-    def build_request(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec],
-        options: dict[str, Any],
-        *,
-        stream: bool,
-    ) -> tuple[str, dict[str, Any]]:
-        body = to_gemini_request(messages, tools, model=self.model, options=options)
+    def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
+        body = to_gemini_request(
+            request.messages, request.tools, model=self.model, options=request.options
+        )
         name = self.model.removeprefix("models/")
-        method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+        method = "streamGenerateContent?alt=sse" if request.stream else "generateContent"
         return f"/models/{name}:{method}", body
 
     def error_class(self, status: int, data: object) -> type[ProviderError]:

@@ -15,7 +15,7 @@ from llm_conversations.messages import ChatMessage, Role
 from llm_conversations.tool_specs import ToolSpec
 
 from ._wire import CallIds, function_calls, int_or_zero, iter_ndjson, pass_through, tool_names_by_id
-from .base import Provider
+from .base import CompletionRequest, Provider
 from .events import StreamEvent
 from .stream import StreamAccumulator
 
@@ -107,15 +107,14 @@ class OllamaProvider(Provider):
     backend = "ollama"
     default_base_url = "http://127.0.0.1:11434"
 
-    def build_request(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec],
-        options: dict[str, Any],
-        *,
-        stream: bool,
-    ) -> tuple[str, dict[str, Any]]:
-        body = to_ollama_request(messages, tools, model=self.model, stream=stream, options=options)
+    def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
+        body = to_ollama_request(
+            request.messages,
+            request.tools,
+            model=self.model,
+            stream=request.stream,
+            options=request.options,
+        )
         return "/api/chat", body
 
     def parse_response(

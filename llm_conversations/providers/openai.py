@@ -14,10 +14,9 @@ import httpx
 
 from llm_conversations.completions import CompletionResponse, FinishReason, Usage
 from llm_conversations.messages import ChatMessage
-from llm_conversations.tool_specs import ToolSpec
 
 from ._wire import CallIds, function_calls, int_or_zero, iter_sse
-from .base import Provider
+from .base import CompletionRequest, Provider
 from .events import StreamEvent
 from .stream import StreamAccumulator
 
@@ -62,21 +61,14 @@ class OpenAIProvider(Provider):
     backend = "openai"
     default_base_url = "https://api.openai.com/v1"
 
-    def build_request(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec],
-        options: dict[str, Any],
-        *,
-        stream: bool,
-    ) -> tuple[str, dict[str, Any]]:
-        body: dict[str, Any] = {**options, "model": self.model}
-        body["messages"] = [message.to_wire() for message in messages]
-        if tools:
-            body["tools"] = [spec.to_wire() for spec in tools]
-        if stream:
+    def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
+        body: dict[str, Any] = {**request.options, "model": self.model}
+        body["messages"] = [message.to_wire() for message in request.messages]
+        if request.tools:
+            body["tools"] = [spec.to_wire() for spec in request.tools]
+        if request.stream:
             body["stream"] = True
-            extra = options.get("stream_options")
+            extra = request.options.get("stream_options")
             body["stream_options"] = {**(extra or {}), "include_usage": True}
         return "/chat/completions", body
 

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from llm_conversations.completions import CompletionResponse, FinishReason, Usage
 from llm_conversations.messages import ToolCall
+from llm_conversations.text import storable_text
 
-from ._wire import storable_call, storable_text
+from ._wire import storable_call
 from .events import ResponseCompleted, TextDelta, ToolCallCompleted
 
 if TYPE_CHECKING:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from dataclasses import replace
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from llm_conversations.completions import CompletionResponse
+from llm_conversations.completions import CompletionResponse, FinishReason
 from llm_conversations.conf import conf
 from llm_conversations.exceptions import ConversationBusy, RunStateError, ToolError
 from llm_conversations.messages import (
@@ -264,21 +265,17 @@ class ToolLoopService:
             cut_short = closing and (worked or bool(response.tool_calls))
             if closing and response.tool_calls:
                 # Offered no tools, a model may still answer with calls; keep its words only.
-                response = CompletionResponse(
-                    response.content or "I stopped before finishing: too many tool rounds.",
-                    usage=response.usage,
-                    model=response.model,
-                    provider=response.provider,
-                    raw_finish_reason=response.raw_finish_reason,
+                response = replace(
+                    response,
+                    content=response.content or "I stopped before finishing: too many tool rounds.",
+                    tool_calls=(),
                 )
             reply = runs.store_reply(run, response)
             if reply is None:
                 return
             yield MessageStored(reply)
             if closing or not response.tool_calls:
-                reason = (
-                    TerminationReason.MAX_ITERATIONS if cut_short else TerminationReason.COMPLETED
-                )
+                reason = _end_reason(response, cut_short)
                 yield RunCompleted(runs.finish(run, RunStatus.COMPLETED, reason))
                 return
 
@@ -331,6 +328,15 @@ class ToolLoopService:
         """Cancel an active run; calls left unanswered get an error result so the
         conversation stays valid."""
         return runs.cancel_run(_run_pk(run))
+
+
+def _end_reason(response: CompletionResponse, cut_short: bool) -> TerminationReason:
+    """Why a run ends with this reply: the model's own stop, or the iteration limit."""
+    if response.finish_reason is FinishReason.CONTENT_FILTER:
+        return TerminationReason.CONTENT_FILTER
+    if response.finish_reason is FinishReason.LENGTH:
+        return TerminationReason.LENGTH
+    return TerminationReason.MAX_ITERATIONS if cut_short else TerminationReason.COMPLETED
 
 
 def _user_turn(message: MessageInput | str) -> ChatMessage:

@@ -245,17 +245,19 @@ def append_completion(
     run: Run | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> Message:
-    """Append the assistant turn of a provider reply with its provider, model and usage."""
+    """Append the assistant turn of a provider reply with its provider, model, usage and
+    finish reason; a reply the adapter had to make storable is flagged ``sanitized``."""
     usage = response.usage
     extra = {
         "provider": response.provider,
         "model": response.model,
+        "finish_reason": response.finish_reason.value,
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
         "total_tokens": usage.total_tokens,
         "cached_tokens": usage.cached_tokens,
         "run": run,
-        "metadata": metadata or {},
+        "metadata": {**(metadata or {}), **({"sanitized": True} if response.sanitized else {})},
     }
     return _append(conversation, [(response.to_message(), extra)], run)[0]
 
