@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import replace
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from django.db import IntegrityError, transaction
