@@ -101,12 +101,12 @@ atomic_seen: list[tuple[str, bool]] = []
 class ProbeProvider(EchoProvider):
     """The echo backend, noting whether a transaction is open when it is called.
 
-    ``EchoProvider.stream`` replies through ``complete``, so one hook sees both.
+    ``complete`` and ``stream`` both reach the ``send`` hook, so it sees both.
     """
 
-    def complete(self, messages: Any, **kwargs: Any) -> Any:
+    def send(self, request: Any) -> Any:
         atomic_seen.append(("provider", connection.in_atomic_block))
-        return super().complete(messages, **kwargs)
+        return super().send(request)
 
 
 @tool

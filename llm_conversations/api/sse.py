@@ -28,17 +28,7 @@ from rest_framework.utils.encoders import JSONEncoder
 from llm_conversations.api.representations import message_data, message_row
 from llm_conversations.api.serializers import RunSerializer
 from llm_conversations.models import Run, RunStatus
-from llm_conversations.services import ToolLoopService
-from llm_conversations.services.events import (
-    LoopEvent,
-    MessageStored,
-    RunCompleted,
-    RunFailed,
-    RunRequiresAction,
-    TextDelta,
-    ToolCallStarted,
-    ToolResultStored,
-)
+from llm_conversations.services import ToolLoopService, events
 
 __all__ = [
     "EVENT_STREAM",
@@ -117,26 +107,26 @@ def encode_event(name: str, data: dict[str, Any]) -> bytes:
     return f"event: {name}\ndata: {payload}\n\n".encode()
 
 
-def _describe(event: LoopEvent, run_id: str) -> tuple[RunEventName, dict[str, Any]]:
+def _describe(event: events.LoopEvent, run_id: str) -> tuple[RunEventName, dict[str, Any]]:
     match event:
-        case TextDelta(text=text):
+        case events.TextDelta(text=text):
             return RunEventName.TEXT_DELTA, {"run_id": run_id, "delta": text}
-        case ToolCallStarted(tool_call=call):
+        case events.ToolCallStarted(tool_call=call):
             return RunEventName.TOOL_CALL_STARTED, {"run_id": run_id, "tool_call": call.to_wire()}
-        case ToolResultStored(message=row):
+        case events.ToolResultStored(message=row):
             message = message_data(message_row(row))
             return RunEventName.TOOL_RESULT_STORED, {"run_id": run_id, "message": message}
-        case MessageStored(message=row):
+        case events.MessageStored(message=row):
             message = message_data(message_row(row))
             return RunEventName.MESSAGE_STORED, {"run_id": run_id, "message": message}
-        case RunRequiresAction(run=run):
+        case events.RunRequiresAction(run=run):
             return RunEventName.RUN_REQUIRES_ACTION, {
                 "run_id": run_id,
                 "run": RunSerializer(run).data,
             }
-        case RunCompleted(run=run):
+        case events.RunCompleted(run=run):
             return RunEventName.RUN_COMPLETED, {"run_id": run_id, "run": RunSerializer(run).data}
-        case RunFailed(run=run):
+        case events.RunFailed(run=run):
             return RunEventName.RUN_FAILED, {"run_id": run_id, "run": RunSerializer(run).data}
     raise TypeError(f"unknown loop event {event!r}")  # pragma: no cover
 
@@ -152,10 +142,10 @@ def _finish_quietly(service: ToolLoopService, run_id: Any) -> None:
 
 def _generate(service: ToolLoopService, run_id: Any) -> Generator[bytes, None, None]:
     key = str(run_id)
-    events = cast(Generator[LoopEvent, None, None], service.events(run_id, stream=True))
+    stream = cast(Generator[events.LoopEvent, None, None], service.events(run_id, stream=True))
     try:
         ended = False
-        for event in events:
+        for event in stream:
             name, data = _describe(event, key)
             ended = ended or name.ends_stream
             yield encode_event(name, data)
@@ -165,7 +155,7 @@ def _generate(service: ToolLoopService, run_id: Any) -> Generator[bytes, None, N
             name = _STATE_EVENTS.get(RunStatus(run.status), RunEventName.RUN_REQUIRES_ACTION)
             yield encode_event(name, {"run_id": key, "run": RunSerializer(run).data})
     except GeneratorExit:
-        events.close()
+        stream.close()
         _finish_quietly(service, run_id)
         raise
 

@@ -210,14 +210,7 @@ class Provider:
         **options: Any,
     ) -> CompletionResponse:
         """Send the conversation and return the parsed reply."""
-        chat = as_chat_messages(messages)
-        path, body = self.build_request(self._request(chat, tools, options, stream=False))
-        response, content = self._post(path, body, stream=False)
-        data = self._decode(response, content)
-        try:
-            return self.parse_response(data, chat)
-        except (KeyError, IndexError, TypeError, AttributeError, InvalidMessage) as exc:
-            raise self._bad_response(exc) from None
+        return self.send(self._request(messages, tools, options, stream=False))
 
     def stream(
         self,
@@ -233,12 +226,25 @@ class Provider:
         raises :class:`ProviderUnavailableError`. Text beyond
         ``max_reply_chars`` raises :class:`InvalidResponseError` at once.
         """
-        chat = as_chat_messages(messages)
-        path, body = self.build_request(self._request(chat, tools, options, stream=True))
+        return self.send_stream(self._request(messages, tools, options, stream=True))
+
+    def send(self, request: CompletionRequest) -> CompletionResponse:
+        """Make the call :meth:`complete` describes (a hook for providers without HTTP)."""
+        path, body = self.build_request(request)
+        response, content = self._post(path, body, stream=False)
+        data = self._decode(response, content)
+        try:
+            return self.parse_response(data, request.messages)
+        except (KeyError, IndexError, TypeError, AttributeError, InvalidMessage) as exc:
+            raise self._bad_response(exc) from None
+
+    def send_stream(self, request: CompletionRequest) -> Iterator[StreamEvent]:
+        """Make the call :meth:`stream` describes (a hook for providers without HTTP)."""
+        path, body = self.build_request(request)
         response, _ = self._post(path, body, stream=True)
         text_chars = 0
         try:
-            for event in self.parse_stream(response, chat):
+            for event in self.parse_stream(response, request.messages):
                 if isinstance(event, TextDelta):
                     # Checked as text arrives, so an endless reply stops being read.
                     text_chars += len(event.text)
@@ -261,7 +267,7 @@ class Provider:
 
     def _request(
         self,
-        messages: Sequence[ChatMessage],
+        messages: Iterable[MessageInput],
         tools: Iterable[ToolInput] | None,
         options: Mapping[str, Any],
         *,
@@ -269,9 +275,8 @@ class Provider:
     ) -> CompletionRequest:
         # An empty reply (a refusal, a cut-off) is kept in the conversation but
         # tells a model nothing, and several protocols refuse an empty turn.
-        sent = tuple(
-            m for m in messages if m.content or m.tool_calls or m.role is not Role.ASSISTANT
-        )
+        chat = as_chat_messages(messages)
+        sent = tuple(m for m in chat if m.content or m.tool_calls or m.role is not Role.ASSISTANT)
         return CompletionRequest(
             sent, tuple(as_tool_specs(tools)), {**self.options, **options}, stream
         )

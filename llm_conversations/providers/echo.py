@@ -9,21 +9,19 @@ with a short text quoting them. Usage is counted in characters, not tokens.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from llm_conversations.completions import CompletionResponse, FinishReason, Usage
 from llm_conversations.messages import (
     ChatMessage,
     InvalidMessage,
-    MessageInput,
     Role,
     ToolCall,
-    as_chat_messages,
 )
 
-from ._wire import CallIds, ToolInput, as_tool_specs, tool_names_by_id
-from .base import Provider
+from ._wire import CallIds, tool_names_by_id
+from .base import CompletionRequest, Provider
 from .errors import InvalidRequestError
 from .events import ResponseCompleted, StreamEvent, TextDelta, ToolCallCompleted
 
@@ -47,27 +45,13 @@ class EchoProvider(Provider):
     def __init__(self, *, model: str = "echo", **kwargs: Any) -> None:
         super().__init__(model=model, **kwargs)
 
-    def complete(
-        self,
-        messages: Iterable[MessageInput],
-        *,
-        tools: Iterable[ToolInput] | None = None,
-        **options: Any,
-    ) -> CompletionResponse:
+    def send(self, request: CompletionRequest) -> CompletionResponse:
         """Reply per the documented echo rules."""
-        chat = as_chat_messages(messages)
-        as_tool_specs(tools)  # validated like every adapter, otherwise unused
-        return self._reply(chat)
+        return self._reply(request.messages)
 
-    def stream(
-        self,
-        messages: Iterable[MessageInput],
-        *,
-        tools: Iterable[ToolInput] | None = None,
-        **options: Any,
-    ) -> Iterator[StreamEvent]:
-        """The same reply as :meth:`complete`, its text split into a few deltas."""
-        response = self.complete(messages, tools=tools, **options)
+    def send_stream(self, request: CompletionRequest) -> Iterator[StreamEvent]:
+        """The same reply as :meth:`send`, its text split into a few deltas."""
+        response = self.send(request)
         text = response.content
         size = max(1, -(-len(text) // STREAM_PIECES))
         for start in range(0, len(text), size):

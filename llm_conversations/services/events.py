@@ -18,6 +18,7 @@ __all__ = [
     "LoopEvent",
     "MessageStored",
     "RunCompleted",
+    "RunEvent",
     "RunFailed",
     "RunRequiresAction",
     "TextDelta",
@@ -34,38 +35,45 @@ class ToolCallStarted:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolResultStored:
-    """A tool turn answering a call was stored."""
-
+class _Stored:
     message: Message
 
 
+class ToolResultStored(_Stored):
+    """A tool turn answering a call was stored (``message``)."""
+
+    __slots__ = ()
+
+
+class MessageStored(_Stored):
+    """An assistant turn was stored (``message``)."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True, slots=True)
-class MessageStored:
-    """An assistant turn was stored."""
+class RunEvent:
+    """Where a run stands once the loop stops executing it (``run``)."""
 
-    message: Message
+    run: Run
 
 
-@dataclass(frozen=True, slots=True)
-class RunRequiresAction:
+class RunRequiresAction(RunEvent):
     """The run paused: ``run.waiting_calls`` need approval or outputs."""
 
-    run: Run
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class RunCompleted:
+class RunCompleted(RunEvent):
     """The run ended normally (``termination_reason`` says how)."""
 
-    run: Run
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class RunFailed:
+class RunFailed(RunEvent):
     """The run ended with an error (``run.error_type``, ``run.error_message``)."""
 
-    run: Run
+    __slots__ = ()
 
 
 LoopEvent = (

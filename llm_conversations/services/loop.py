@@ -47,6 +47,7 @@ from llm_conversations.services.events import (
     LoopEvent,
     MessageStored,
     RunCompleted,
+    RunEvent,
     RunFailed,
     RunRequiresAction,
     TextDelta,
@@ -190,7 +191,7 @@ class ToolLoopService:
         last: LoopEvent | None = None
         for last in self.events(run, stream=False):  # noqa: B007 - only the last one counts
             pass
-        if isinstance(last, RunCompleted | RunFailed | RunRequiresAction):
+        if isinstance(last, RunEvent):
             return last.run
         return Run.objects.get(pk=_run_pk(run))
 

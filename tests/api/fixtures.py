@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
-
 from llm_conversations.completions import CompletionResponse
-from llm_conversations.messages import MessageInput
-from llm_conversations.providers import EchoProvider, ProviderUnavailableError
+from llm_conversations.providers import (
+    CompletionRequest,
+    EchoProvider,
+    ProviderUnavailableError,
+)
 
 
 class BrokenProvider(EchoProvider):
@@ -15,9 +15,7 @@ class BrokenProvider(EchoProvider):
 
     backend = "broken"
 
-    def complete(
-        self, messages: Iterable[MessageInput], *, tools: Any = None, **options: Any
-    ) -> CompletionResponse:
+    def send(self, request: CompletionRequest) -> CompletionResponse:
         raise ProviderUnavailableError(
             "broken: the service is unavailable (HTTP 503).", provider=self.backend, status_code=503
         )
