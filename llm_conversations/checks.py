@@ -28,18 +28,22 @@ from llm_conversations.tools import ToolError, load_tool
 __all__ = ["check_providers", "check_settings", "check_tools"]
 
 
+def _wrong_type(setting: str, expected: str, value: object, check_id: str) -> list[CheckMessage]:
+    return [
+        Error(
+            f"{setting} must be {expected}.",
+            hint=f"Got {type(value).__name__}.",
+            id=check_id,
+        )
+    ]
+
+
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E001 not a dict, E002 unknown key, E003 not a positive integer, E004 limits,
     E005 not a duration."""
     value = getattr(settings, "LLM_CONVERSATIONS", {})
     if not isinstance(value, Mapping):
-        return [
-            Error(
-                "LLM_CONVERSATIONS must be a dict.",
-                hint=f"Got {type(value).__name__}.",
-                id="llm_conversations.E001",
-            )
-        ]
+        return _wrong_type("LLM_CONVERSATIONS", "a dict", value, "llm_conversations.E001")
     errors: list[CheckMessage] = []
     for key in sorted(set(value) - set(DEFAULTS), key=str):
         errors.append(
@@ -113,13 +117,9 @@ def check_tools(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E020 an entry that cannot be imported or is not a tool; E021 duplicate tool names."""
     paths = raw_setting("TOOLS")
     if isinstance(paths, str) or not isinstance(paths, list | tuple):
-        return [
-            Error(
-                "LLM_CONVERSATIONS['TOOLS'] must be a list of dotted paths.",
-                hint=f"Got {type(paths).__name__}.",
-                id="llm_conversations.E020",
-            )
-        ]
+        return _wrong_type(
+            "LLM_CONVERSATIONS['TOOLS']", "a list of dotted paths", paths, "llm_conversations.E020"
+        )
     errors: list[CheckMessage] = []
     seen: dict[str, str] = {}
     for path in paths:
