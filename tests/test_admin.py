@@ -16,10 +16,11 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from llm_conversations.admin import ConversationAdmin
+from llm_conversations.completions import CompletionResponse, FinishReason
 from llm_conversations.messages import ChatMessage, ToolCall
 from llm_conversations.models import Conversation, Message, Run
 from llm_conversations.providers import EchoProvider
-from llm_conversations.services import ToolLoopService, create_conversation
+from llm_conversations.services import ToolLoopService, append_completion, create_conversation
 from tests import loop_tools
 
 pytestmark = pytest.mark.django_db
@@ -433,3 +434,17 @@ def test_conversation_delete_cascades(staff_client: Client) -> None:
     assert not Conversation.objects.exists()
     assert not Message.objects.exists()
     assert not Run.objects.exists()
+
+
+def test_transcript_marks_empty_replies_stop_reasons_and_sanitized_turns(
+    staff_client: Client,
+) -> None:
+    conversation = create_conversation(title="marks", messages=[ChatMessage.user("hi")])
+    append_completion(
+        conversation,
+        CompletionResponse("", finish_reason=FinishReason.CONTENT_FILTER, sanitized=True),
+    )
+    page = staff_client.get(change_url(conversation)).content.decode()
+    assert "(empty reply)" in page
+    assert "stopped: content_filter" in page
+    assert 'class="llmconv-bad llmconv-sanitized"' in page
