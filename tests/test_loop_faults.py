@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llm_conversations.completions import CompletionResponse
-from llm_conversations.messages import ChatMessage, Role, ToolCall, check_sequence
+from llm_conversations.messages import ChatMessage, InvalidMessage, Role, ToolCall, check_sequence
 from llm_conversations.models import ACTIVE_RUN_STATUSES, Run, RunStatus
 from llm_conversations.providers import (
     AnthropicProvider,
@@ -327,3 +327,15 @@ def test_a_reply_made_storable_by_the_adapter_is_flagged() -> None:
     assert service.send(conversation, "hi").status == "completed"
     reply = conversation.messages.get(role="assistant")
     assert (reply.content, reply.metadata) == ("bad \ufffd byte", {"sanitized": True})
+
+
+@pytest.mark.parametrize(
+    ("text", "code"), [("a\x00b", "invalid_text"), ("a\ud800b", "invalid_text")]
+)
+def test_a_user_turn_no_database_stores_is_refused_naming_the_field(text: str, code: str) -> None:
+    conversation = create_conversation()
+    with pytest.raises(InvalidMessage) as info:
+        ToolLoopService(ScriptedProvider([]), tools=registry()).start(conversation, text)
+    assert (info.value.code, info.value.field) == (code, "message.content")
+    assert not Run.objects.filter(conversation=conversation).exists()
+    assert load_messages(conversation) == []

@@ -167,8 +167,9 @@ class ToolLoopService:
                 run.save(force_insert=True)
                 append_messages(conversation_id, [user_turn], run=run)
         except InvalidMessage as exc:
-            # A sequence rule: the history still waits for tool results.
-            raise InvalidMessage(exc.code, exc.message, field="message") from None
+            # The store names the turn messages[0]; here it is the message argument.
+            rest = (exc.field or "").removeprefix("messages[0]")
+            raise InvalidMessage(exc.code, exc.message, field=f"message{rest}") from None
         except IntegrityError:
             # The one-active-run constraint; SQLite does not name the violated index, so ask.
             if Run.objects.filter(
