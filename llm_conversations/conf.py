@@ -20,6 +20,11 @@ DEFAULTS: dict[str, Any] = {
     "TOOL_WORKERS": 4,
     "TOOL_TIMEOUT": 120.0,
     "RUN_TIMEOUT": 900.0,
+    "BACKGROUND_RUNS": False,
+    "TASK_BACKEND": "default",
+    "LEASE_SECONDS": 60,
+    "MAX_ATTEMPTS": 3,
+    "EVENT_RETENTION_DAYS": 7,
     "MAX_MESSAGE_CHARS": 100_000,
     "MAX_MESSAGES_PER_REQUEST": 100,
     "MAX_METADATA_KEYS": 50,
@@ -32,6 +37,9 @@ DEFAULTS: dict[str, Any] = {
 OPTIONAL_DURATIONS = ("TOOL_TIMEOUT", "RUN_TIMEOUT")
 
 POSITIVE_INTEGERS = (
+    "LEASE_SECONDS",
+    "MAX_ATTEMPTS",
+    "EVENT_RETENTION_DAYS",
     "MAX_ITERATIONS",
     "MAX_ITERATIONS_LIMIT",
     "TOOL_RESULT_MAX_CHARS",
@@ -104,6 +112,26 @@ class Settings:
     @property
     def RUN_TIMEOUT(self) -> float | None:
         return _duration(self._get("RUN_TIMEOUT"))
+
+    @property
+    def BACKGROUND_RUNS(self) -> bool:
+        return bool(self._get("BACKGROUND_RUNS"))
+
+    @property
+    def TASK_BACKEND(self) -> str:
+        return str(self._get("TASK_BACKEND"))
+
+    @property
+    def LEASE_SECONDS(self) -> int:
+        return int(self._get("LEASE_SECONDS"))
+
+    @property
+    def MAX_ATTEMPTS(self) -> int:
+        return int(self._get("MAX_ATTEMPTS"))
+
+    @property
+    def EVENT_RETENTION_DAYS(self) -> int:
+        return int(self._get("EVENT_RETENTION_DAYS"))
 
     @property
     def MAX_MESSAGE_CHARS(self) -> int:

@@ -494,12 +494,12 @@ def test_signals_report_messages_and_finished_runs(
     assert finished == ["completed"]
 
 
-# Per round: status check and history load (2), then the reply (run update,
-# then the store's lock, active-run check, tail, insert and count update, with
-# savepoints: 10),
-# then status check and history load again (2) and the tool results (run
-# update, then the store's 5 queries, with savepoints: 10).
-QUERIES_PER_TOOL_ROUND = 2 + 10 + 2 + 10
+# Per round: lease renewal and history load (2), then the reply (run update,
+# then the store's lock, active-run check, tail, insert and count update, the
+# event, with savepoints: 11),
+# then lease renewal and history load again (2) and the tool results (run
+# update, then the store's 5 queries, the events, with savepoints: 11).
+QUERIES_PER_TOOL_ROUND = 2 + 11 + 2 + 11
 
 
 def test_queries_per_round_are_constant() -> None:

@@ -8,6 +8,7 @@ from llm_conversations.models.conversations import (
     Message,
     chat_message_from_row,
 )
+from llm_conversations.models.events import RunEvent, RunEventType
 from llm_conversations.models.runs import (
     ACTIVE_RUN_STATUSES,
     Decision,
@@ -28,6 +29,8 @@ __all__ = [
     "Message",
     "PendingCall",
     "Run",
+    "RunEvent",
+    "RunEventType",
     "RunStatus",
     "TerminationReason",
     "WaitReason",

@@ -53,6 +53,7 @@ class TerminationReason(models.TextChoices):
     PROVIDER_ERROR = "provider_error", _("provider error")
     ERROR = "error", _("error")
     TIMEOUT = "timeout", _("run timed out")
+    WORKER_LOST = "worker_lost", _("the worker executing it was lost")
     CONTENT_FILTER = "content_filter", _("refused or filtered by the provider")
     LENGTH = "length", _("output limit reached")
     CANCELLED = "cancelled", _("cancelled")
@@ -132,6 +133,11 @@ class Run(models.Model):
     decisions = models.JSONField(_("decisions"), default=dict, blank=True)
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
+    # Who executes the run and until when (renewed while it works); a run whose
+    # lease expired is requeued by the reaper, up to MAX_ATTEMPTS attempts.
+    attempts = models.PositiveIntegerField(_("attempts"), default=0)
+    lease_owner = models.CharField(_("lease owner"), max_length=200, blank=True)
+    lease_expires_at = models.DateTimeField(_("lease expires at"), null=True, blank=True)
     started_at = models.DateTimeField(_("started at"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
 

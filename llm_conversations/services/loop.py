@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -42,7 +43,7 @@ from llm_conversations.providers import (
     ResponseCompleted,
     get_provider,
 )
-from llm_conversations.services import runs
+from llm_conversations.services import leases, runs
 from llm_conversations.services.events import (
     LoopEvent,
     MessageStored,
@@ -60,6 +61,7 @@ from llm_conversations.services.store import (
     conversation_pk,
     load_messages,
 )
+from llm_conversations.tasks import enqueue_run
 from llm_conversations.tool_specs import ToolSpec
 from llm_conversations.tools import ToolRegistry, default_registry
 
@@ -125,8 +127,10 @@ class ToolLoopService:
         provider: str | None = None,
         tools: Iterable[str] | None = None,
         max_iterations: int | None = None,
+        background: bool = False,
     ) -> Run:
-        """Store the user turn and a queued run, atomically; execute it with :meth:`execute`.
+        """Store the user turn and a queued run, atomically; execute it with :meth:`execute`,
+        or with ``background=True`` let a task worker execute it (queued once committed).
 
         ``message`` is the user turn: its text, a ``ChatMessage`` or its dict
         form. Errors name the argument in ``field`` (``message.content``,
@@ -166,6 +170,8 @@ class ToolLoopService:
                 run.offered_tools = offered.specs()
                 run.save(force_insert=True)
                 append_messages(conversation_id, [user_turn], run=run)
+                if background:
+                    transaction.on_commit(partial(enqueue_run, run.pk))
         except InvalidMessage as exc:
             # The store names the turn messages[0]; here it is the message argument.
             rest = (exc.field or "").removeprefix("messages[0]")
@@ -206,28 +212,38 @@ class ToolLoopService:
         a crash are executed; finished or waiting runs yield nothing.
         """
         row = Run.objects.get(pk=_run_pk(run))
-        if not runs.claim(row):
+        if not leases.claim(row, leases.new_owner()):
             return
         limit = conf.RUN_TIMEOUT
         deadline = None if limit is None else time.monotonic() + limit
+        mine = runs.held(row)
         try:
-            yield from self._rounds(row, stream, deadline)
+            with leases.Heartbeat(row) as heartbeat:
+                yield from self._rounds(row, stream, deadline, heartbeat)
         except ProviderError as exc:
-            yield RunFailed(
-                runs.finish(row, RunStatus.FAILED, TerminationReason.PROVIDER_ERROR, exc)
-            )
+            reason = TerminationReason.PROVIDER_ERROR
+            yield RunFailed(runs.finish(row, RunStatus.FAILED, reason, exc, where=mine))
         except Exception as exc:
             logger.exception("Run %s failed", row.pk)
-            yield RunFailed(runs.finish(row, RunStatus.FAILED, TerminationReason.ERROR, exc))
+            reason = TerminationReason.ERROR
+            yield RunFailed(runs.finish(row, RunStatus.FAILED, reason, exc, where=mine))
+        except GeneratorExit:
+            # The caller stopped early (a client went away): let another execution claim it.
+            leases.release(row)
+            raise
 
-    def _rounds(self, run: Run, stream: bool, deadline: float | None) -> Iterator[LoopEvent]:
+    def _rounds(
+        self, run: Run, stream: bool, deadline: float | None, heartbeat: leases.Heartbeat
+    ) -> Iterator[LoopEvent]:
         _, provider = self._provider_for(run.provider or None)
+        mine = runs.held(run)
         specs = run.offered_tools
         offered = ToolRegistry(
             self.registry.get(spec.name) for spec in specs if spec.name in self.registry
         )
         while True:
-            if runs.status_of(run) != RunStatus.RUNNING:
+            # One query renews the lease and says whether the run still runs here.
+            if heartbeat.lost.is_set() or not leases.renew(run):
                 return
             if deadline is not None and time.monotonic() > deadline:
                 late = RunStateError(
@@ -278,7 +294,7 @@ class ToolLoopService:
             yield MessageStored(reply)
             if closing or not response.tool_calls:
                 reason = _end_reason(response, cut_short)
-                yield RunCompleted(runs.finish(run, RunStatus.COMPLETED, reason))
+                yield RunCompleted(runs.finish(run, RunStatus.COMPLETED, reason, where=mine))
                 return
 
     def _call(
@@ -325,6 +341,18 @@ class ToolLoopService:
         An output is any value a tool may return, or ``{"output": ..., "is_error": bool}``.
         """
         return self._after_action(runs.submit_outputs(_run_pk(run), outputs), resume)
+
+    def retry(self, run: RunRef, *, background: bool = False) -> Run:
+        """Run a failed run again from its stored turns, as a new attempt.
+
+        Raises ``RunStateError("run_not_failed")`` for a run that did not fail
+        and ``ConversationBusy`` when another run of the conversation is active.
+        """
+        queued = runs.requeue_failed(_run_pk(run))
+        if background:
+            transaction.on_commit(partial(enqueue_run, queued.pk))
+            return queued
+        return self.execute(queued)
 
     def cancel(self, run: RunRef) -> Run:
         """Cancel an active run; calls left unanswered get an error result so the

@@ -16,15 +16,19 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from django.db import connections, transaction
-from django.db.models import F
-from django.db.models.functions import Coalesce
+from django.db import IntegrityError, connections, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext
 
 from llm_conversations.completions import CompletionResponse
 from llm_conversations.conf import conf
-from llm_conversations.exceptions import LLMConversationsError, RunStateError, ToolArgumentsError
+from llm_conversations.exceptions import (
+    ConversationBusy,
+    LLMConversationsError,
+    RunStateError,
+    ToolArgumentsError,
+)
 from llm_conversations.messages import ChatMessage, ToolCall
 from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,
@@ -32,10 +36,12 @@ from llm_conversations.models import (
     Message,
     PendingCall,
     Run,
+    RunEventType,
     RunStatus,
     TerminationReason,
     WaitReason,
 )
+from llm_conversations.services.run_log import record
 from llm_conversations.services.store import (
     append_completion,
     append_messages,
@@ -48,11 +54,11 @@ from llm_conversations.tools import ToolRegistry, tool_result_message
 __all__ = [
     "answer_calls",
     "cancel_run",
-    "claim",
     "decide",
     "finish",
+    "held",
     "pause",
-    "status_of",
+    "requeue_failed",
     "store_reply",
     "store_results",
     "submit_outputs",
@@ -71,26 +77,23 @@ UNANSWERED_DEFAULT = "The run failed before this tool call was answered."
 SERVER_ERROR = "The run failed on the server; the server log has the details."
 
 
-def status_of(run: Run) -> str:
-    """The run's status as stored now."""
-    return Run.objects.values_list("status", flat=True).get(pk=run.pk)
+def held(run: Run) -> Q:
+    """The run while this process holds its lease (any holder when it has none)."""
+    return Q(pk=run.pk, lease_owner=run.lease_owner)
 
 
-def claim(run: Run) -> bool:
-    """Mark a queued run (or one a crash left running) as running; False if it is not."""
-    claimed = Run.objects.filter(
-        pk=run.pk, status__in=(RunStatus.QUEUED, RunStatus.RUNNING)
-    ).update(status=RunStatus.RUNNING, started_at=Coalesce(F("started_at"), timezone.now()))
-    if claimed:
-        run.status = RunStatus.RUNNING
-    return bool(claimed)
+_RELEASED = {"lease_owner": "", "lease_expires_at": None}
 
 
 def pause(run: Run, waiting: Sequence[PendingCall]) -> Run:
-    """Wait for decisions or client-side outputs on ``waiting``."""
-    Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
-        status=RunStatus.REQUIRES_ACTION, pending_tool_calls=Run.stored_waiting(waiting)
-    )
+    """Wait for decisions or client-side outputs on ``waiting``; the lease is released."""
+    with transaction.atomic():
+        if Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
+            status=RunStatus.REQUIRES_ACTION,
+            pending_tool_calls=Run.stored_waiting(waiting),
+            **_RELEASED,
+        ):
+            record(run.pk, [(RunEventType.RUN_REQUIRES_ACTION, {})])
     run.refresh_from_db()
     return run
 
@@ -107,31 +110,49 @@ def error_text(error: BaseException) -> str:
     return SERVER_ERROR
 
 
+_END_EVENTS = {
+    RunStatus.COMPLETED: RunEventType.RUN_COMPLETED,
+    RunStatus.FAILED: RunEventType.RUN_FAILED,
+    RunStatus.CANCELLED: RunEventType.RUN_CANCELLED,
+}
+
+
 def finish(
-    run: Run, status: RunStatus, reason: TerminationReason, error: BaseException | None = None
+    run: Run,
+    status: RunStatus,
+    reason: TerminationReason,
+    error: BaseException | None = None,
+    *,
+    where: Q | None = None,
 ) -> Run:
     """End an active run; one that ended meanwhile keeps its state.
 
-    In the same transaction, every call the conversation leaves unanswered is
-    answered with an error result, so the conversation stays valid and usable
-    whatever ended the run.
+    ``where`` narrows which state may be ended (the loop passes its lease, the
+    reaper an expired lease). In the same transaction, every call the
+    conversation leaves unanswered is answered with an error result, so the
+    conversation stays valid and usable whatever ended the run.
     """
     fields: dict[str, Any] = {
         "status": status,
         "termination_reason": reason,
         "pending_tool_calls": [],
         "finished_at": timezone.now(),
+        **_RELEASED,
     }
     if error is not None:
         fields["error_type"] = type(error).__name__
         fields["error_message"] = error_text(error)
     with transaction.atomic():
-        ended = Run.objects.filter(pk=run.pk, status__in=ACTIVE_RUN_STATUSES).update(**fields)
+        ended = Run.objects.filter(where or Q(), pk=run.pk, status__in=ACTIVE_RUN_STATUSES).update(
+            **fields
+        )
         pending = pending_tool_call_ids(run.conversation_id) if ended else ()
         if pending:
             text = UNANSWERED.get(reason, UNANSWERED_DEFAULT)
             results = [tool_result_message(i, text, is_error=True) for i in pending]
             append_messages(run.conversation_id, results, run=run)
+        if ended:
+            record(run.pk, [(_END_EVENTS[status], {})])
     run.refresh_from_db()
     if ended:
         transaction.on_commit(partial(run_finished.send, sender=Run, run=run))
@@ -144,7 +165,7 @@ def store_reply(run: Run, response: CompletionResponse) -> Message | None:
     with transaction.atomic():
         # The conditional update locks the run; a run cancelled while the
         # provider answered matches nothing and keeps no late reply.
-        counted = Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+        counted = Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
             iterations=F("iterations") + 1,
             input_tokens=F("input_tokens") + usage.input_tokens,
             output_tokens=F("output_tokens") + usage.output_tokens,
@@ -154,6 +175,7 @@ def store_reply(run: Run, response: CompletionResponse) -> Message | None:
         if not counted:
             return None
         row = append_completion(run.conversation_id, response, run=run)
+        record(run.pk, [(RunEventType.MESSAGE_STORED, {"message": str(row.pk)})])
     run.iterations += 1
     return row
 
@@ -171,11 +193,13 @@ def store_results(run: Run, results: list[ChatMessage]) -> list[Message] | None:
     with transaction.atomic():
         # Lock the run; one cancelled while its tools ran has answered
         # the calls already, so these late results are dropped.
-        if not Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+        if not Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
             updated_at=timezone.now()
         ):
             return None
-        return append_messages(run.conversation_id, storable, run=run, metadata=metadata)
+        rows = append_messages(run.conversation_id, storable, run=run, metadata=metadata)
+        record(run.pk, [(RunEventType.TOOL_RESULT_STORED, {"message": str(r.pk)}) for r in rows])
+    return rows
 
 
 # Tools ---------------------------------------------------------------------------
@@ -297,6 +321,30 @@ def submit_outputs(run_id: uuid.UUID | str, outputs: Mapping[str, Any]) -> Run:
         results = [_output_message(call_id, outputs[call_id]) for call_id in submitted]
         append_messages(run.conversation_id, results, run=run)
         run.save(update_fields=["pending_tool_calls", "status", "updated_at"])
+    return run
+
+
+def requeue_failed(run_id: uuid.UUID | str) -> Run:
+    """Queue a failed run again; its error is cleared and the next claim is a new attempt."""
+    try:
+        with transaction.atomic():
+            requeued = Run.objects.filter(pk=run_id, status=RunStatus.FAILED).update(
+                status=RunStatus.QUEUED,
+                termination_reason="",
+                error_type="",
+                error_message="",
+                finished_at=None,
+            )
+    except IntegrityError:
+        # The one-active-run constraint: another run of the conversation is active.
+        raise ConversationBusy() from None
+    run = Run.objects.get(pk=run_id)
+    if not requeued:
+        raise RunStateError(
+            "run_not_failed",
+            gettext("only a failed run can be retried; this one is %(status)s.")
+            % {"status": run.status},
+        )
     return run
 
 

@@ -1,0 +1,72 @@
+"""The durable event log of a run: what happened, in order, for clients to follow.
+
+Events are written inside the transactions that change the run (each holds the
+run's row lock), so one run's events are committed in the order of their ids
+and a reader that resumes after the last id it saw misses nothing.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+__all__ = ["RunEvent", "RunEventType"]
+
+
+class RunEventType(models.TextChoices):
+    """What an event says; the name a Server-Sent Event carries."""
+
+    RUN_RUNNING = "run.running", _("run started executing")
+    TEXT_DELTA = "text.delta", _("text")
+    TOOL_CALL_STARTED = "tool_call.started", _("tool call started")
+    TOOL_RESULT_STORED = "tool_result.stored", _("tool result stored")
+    MESSAGE_STORED = "message.stored", _("message stored")
+    RUN_REQUIRES_ACTION = "run.requires_action", _("run requires action")
+    RUN_COMPLETED = "run.completed", _("run completed")
+    RUN_FAILED = "run.failed", _("run failed")
+    RUN_CANCELLED = "run.cancelled", _("run cancelled")
+
+    @property
+    def ends_stream(self) -> bool:
+        """Whether the run stops executing after this event (it ended or waits)."""
+        return self in _ENDING
+
+
+_ENDING = frozenset(
+    {
+        RunEventType.RUN_REQUIRES_ACTION,
+        RunEventType.RUN_COMPLETED,
+        RunEventType.RUN_FAILED,
+        RunEventType.RUN_CANCELLED,
+    }
+)
+
+
+class RunEvent(models.Model):
+    """One event of a run; ``id`` orders the events of a run and resumes a reader.
+
+    ``data`` holds ids, not copies: ``{"message": <id>}`` for stored turns,
+    ``{"delta": <text>}`` for text, ``{"tool_call": <wire form>}`` for a call
+    about to run, ``{"attempt": n}`` when a worker starts executing.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(
+        "llm_conversations.Run",
+        on_delete=models.CASCADE,
+        related_name="events",
+        verbose_name=_("run"),
+    )
+    type = models.CharField(_("type"), max_length=40, choices=RunEventType.choices)
+    data = models.JSONField(_("data"), default=dict, blank=True)
+    created_at = models.DateTimeField(_("created at"), default=timezone.now, db_index=True)
+
+    class Meta:
+        verbose_name = _("run event")
+        verbose_name_plural = _("run events")
+        ordering = ["id"]
+        indexes = [models.Index(fields=["run", "id"], name="llmconv_event_run_id")]
+
+    def __str__(self) -> str:
+        return f"{self.type} #{self.id}"

@@ -1,0 +1,164 @@
+"""Who executes a run: leases, their renewal, and recovering runs whose worker died.
+
+A process claims a run with a conditional update that sets a lease (an owner
+and an expiry) and counts the attempt; it renews the lease between steps and,
+while a model or a tool works, from a heartbeat thread. Every write the loop
+makes is conditional on still holding the lease, so two processes never both
+execute one run. :func:`reap_runs` requeues runs whose lease expired, up to
+``MAX_ATTEMPTS`` attempts, then fails them with ``worker_lost``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import partial
+
+from django.db import connections, transaction
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from llm_conversations.conf import conf
+from llm_conversations.exceptions import RunStateError
+from llm_conversations.models import Run, RunEventType, RunStatus, TerminationReason
+from llm_conversations.services.run_log import record
+from llm_conversations.services.runs import finish
+
+__all__ = ["Heartbeat", "Reaped", "claim", "new_owner", "reap_runs", "release", "renew"]
+
+logger = logging.getLogger("llm_conversations.leases")
+
+
+def new_owner() -> str:
+    """A lease owner naming this process (host and pid) and one execution."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _expiry() -> datetime:
+    return timezone.now() + timedelta(seconds=conf.LEASE_SECONDS)
+
+
+def claim(run: Run, owner: str) -> bool:
+    """Take the run if it is queued, or running with no lease or an expired one.
+
+    Counts the attempt and logs ``run.running``. False when another process
+    holds it or it is finished or waiting.
+    """
+    now = timezone.now()
+    claimable = (
+        Q(status=RunStatus.QUEUED)
+        | Q(status=RunStatus.RUNNING, lease_expires_at__isnull=True)
+        | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
+    )
+    with transaction.atomic():
+        claimed = Run.objects.filter(claimable, pk=run.pk).update(
+            status=RunStatus.RUNNING,
+            lease_owner=owner,
+            lease_expires_at=_expiry(),
+            attempts=F("attempts") + 1,
+            started_at=Coalesce(F("started_at"), now),
+        )
+        if claimed:
+            run.refresh_from_db()
+            record(run.pk, [(RunEventType.RUN_RUNNING, {"attempt": run.attempts})])
+    return bool(claimed)
+
+
+def renew(run: Run) -> bool:
+    """Extend this process's lease; False when the run stopped running or changed hands."""
+    return bool(
+        Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING, lease_owner=run.lease_owner).update(
+            lease_expires_at=_expiry()
+        )
+    )
+
+
+def release(run: Run) -> None:
+    """Give up this process's lease on a run it still holds, so it can be claimed at once."""
+    Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING, lease_owner=run.lease_owner).update(
+        lease_owner="", lease_expires_at=None
+    )
+
+
+class Heartbeat:
+    """Renews a lease from a thread while a model or a tool works.
+
+    ``lost`` is set when the run stopped running or changed hands, so the loop
+    stops at its next step instead of writing what nobody will keep. A run the
+    thread's connection cannot see (a test's uncommitted transaction) is left alone.
+    """
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+        self._stop = threading.Event()
+        self.lost = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"lease-{run.pk}", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        interval = conf.LEASE_SECONDS / 3
+        try:
+            while not self._stop.wait(interval):
+                if renew(self._run):
+                    continue
+                if Run.objects.filter(pk=self._run.pk).exists():
+                    self.lost.set()
+                    return
+        except Exception:
+            logger.exception("Renewing the lease of run %s failed", self._run.pk)
+        finally:
+            connections.close_all()
+
+
+@dataclass(frozen=True, slots=True)
+class Reaped:
+    """What one pass of :func:`reap_runs` did: run ids requeued and failed."""
+
+    requeued: tuple[uuid.UUID, ...]
+    failed: tuple[uuid.UUID, ...]
+
+
+def reap_runs(now: datetime | None = None) -> Reaped:
+    """Requeue running runs whose lease expired, or fail them after ``MAX_ATTEMPTS``.
+
+    A failed run's unanswered calls are answered (see ``finish``). Requeued runs
+    are enqueued for a worker once the change is committed.
+    """
+    from llm_conversations.tasks import enqueue_run
+
+    moment = now or timezone.now()
+    expired = Q(status=RunStatus.RUNNING, lease_expires_at__lt=moment)
+    requeued: list[uuid.UUID] = []
+    failed: list[uuid.UUID] = []
+    for run in Run.objects.filter(expired).only("pk", "attempts", "conversation_id"):
+        if run.attempts < conf.MAX_ATTEMPTS:
+            with transaction.atomic():
+                if Run.objects.filter(expired, pk=run.pk).update(
+                    status=RunStatus.QUEUED, lease_owner="", lease_expires_at=None
+                ):
+                    requeued.append(run.pk)
+                    transaction.on_commit(partial(enqueue_run, run.pk))
+            continue
+        lost = RunStateError(
+            "worker_lost",
+            f"the worker executing the run stopped answering {run.attempts} times.",
+        )
+        ended = finish(run, RunStatus.FAILED, TerminationReason.WORKER_LOST, lost, where=expired)
+        if ended.status == RunStatus.FAILED:
+            failed.append(run.pk)
+    if requeued or failed:
+        logger.warning("Reaped runs: %d requeued, %d failed", len(requeued), len(failed))
+    return Reaped(tuple(requeued), tuple(failed))

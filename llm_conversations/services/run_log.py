@@ -1,0 +1,77 @@
+"""Writing a run's durable event log.
+
+Every writer holds the run's row lock in the transaction that writes: the state
+changes in :mod:`llm_conversations.services.runs` lock it already, and live
+events (text, calls about to run) take it with a conditional update that also
+says whether the run still runs. So the events of one run commit in id order.
+Text arrives in many small pieces; :class:`TextBuffer` joins them so the log
+holds one event per ``TEXT_FLUSH_CHARS`` characters or ``TEXT_FLUSH_SECONDS``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from llm_conversations.models import Run, RunEvent, RunEventType, RunStatus
+
+__all__ = ["TEXT_FLUSH_CHARS", "TEXT_FLUSH_SECONDS", "TextBuffer", "record", "record_live"]
+
+TEXT_FLUSH_CHARS = 256
+TEXT_FLUSH_SECONDS = 0.05
+
+EventItem = tuple[RunEventType, dict[str, Any]]
+
+
+def record(run_id: uuid.UUID, items: Sequence[EventItem]) -> list[RunEvent]:
+    """Append events; the caller's transaction holds the run's row lock."""
+    return RunEvent.objects.bulk_create(
+        [RunEvent(run_id=run_id, type=kind, data=data) for kind, data in items]
+    )
+
+
+def record_live(run: Run, items: Sequence[EventItem]) -> list[RunEvent] | None:
+    """Append events of a running run; ``None`` (nothing written) if it stopped running.
+
+    A run cancelled meanwhile writes nothing more after its ``run.cancelled``.
+    """
+    with transaction.atomic():
+        if not Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
+            updated_at=timezone.now()
+        ):
+            return None
+        return record(run.pk, items)
+
+
+class TextBuffer:
+    """Joins text pieces into events of at most ``TEXT_FLUSH_CHARS`` characters,
+    written at least every ``TEXT_FLUSH_SECONDS`` while text arrives."""
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+        self._pieces: list[str] = []
+        self._size = 0
+        self._since = 0.0
+
+    def add(self, text: str) -> bool:
+        """Buffer ``text``; write when full or due. False once the run stopped running."""
+        if not self._pieces:
+            self._since = time.monotonic()
+        self._pieces.append(text)
+        self._size += len(text)
+        if self._size >= TEXT_FLUSH_CHARS or time.monotonic() - self._since >= TEXT_FLUSH_SECONDS:
+            return self.flush()
+        return True
+
+    def flush(self) -> bool:
+        """Write what is buffered. False when the run stopped running (nothing written)."""
+        if not self._pieces:
+            return True
+        text = "".join(self._pieces)
+        self._pieces, self._size = [], 0
+        return record_live(self._run, [(RunEventType.TEXT_DELTA, {"delta": text})]) is not None

@@ -1,0 +1,44 @@
+"""Tasks of Django's Tasks framework: executing runs in the background, reaping lost ones.
+
+``django.tasks`` on Django 6.x, the ``django-tasks`` backport on 5.2. The tasks
+use the backend named by ``LLM_CONVERSATIONS["TASK_BACKEND"]`` (an alias of the
+project's ``TASKS`` setting): the database backend (``django-tasks-db``, worker
+``manage.py db_worker``) by default, or a broker-backed one (``django-tasks-rq``).
+Arguments are run ids as text, so any backend can serialise them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from llm_conversations.conf import conf
+
+try:
+    from django.tasks import task
+except ImportError:  # Django 5.2: the backport
+    from django_tasks import task  # type: ignore[no-redef]
+
+__all__ = ["enqueue_run", "execute_run", "reap_lost_runs"]
+
+
+@task()
+def execute_run(run_id: str) -> str:
+    """Execute a queued run until it ends or waits; returns its status."""
+    from llm_conversations.services import ToolLoopService
+
+    return str(ToolLoopService().execute(run_id).status)
+
+
+@task()
+def reap_lost_runs() -> dict[str, int]:
+    """Requeue or fail runs whose worker died (schedule it every minute or so)."""
+    from llm_conversations.services.leases import reap_runs
+
+    reaped = reap_runs()
+    return {"requeued": len(reaped.requeued), "failed": len(reaped.failed)}
+
+
+def enqueue_run(run_id: uuid.UUID | str) -> Any:
+    """Queue ``execute_run`` for a run on the configured task backend."""
+    return execute_run.using(backend=conf.TASK_BACKEND).enqueue(str(run_id))
