@@ -62,6 +62,8 @@ def test_every_id_in_the_code_has_a_broken_setting_here() -> None:
     assert set(ID.findall(source)) == set(BROKEN)
 
 
+# Django 6.1 runs the model checks against the database (JSONField support).
+@pytest.mark.django_db
 @pytest.mark.parametrize("check_id", sorted(BROKEN))
 def test_run_checks_reports_each_id(check_id: str) -> None:
     value, debug = BROKEN[check_id]
@@ -70,6 +72,8 @@ def test_run_checks_reports_each_id(check_id: str) -> None:
     assert check_id in reported
 
 
+# Django 6.1 runs the model checks against the database (JSONField support).
+@pytest.mark.django_db
 @pytest.mark.parametrize("check_id", sorted(BROKEN))
 def test_manage_py_check_reports_each_id(check_id: str) -> None:
     value, debug = BROKEN[check_id]
@@ -83,6 +87,8 @@ def test_manage_py_check_reports_each_id(check_id: str) -> None:
             assert check_id in stderr.getvalue()
 
 
+# Django 6.1 runs the model checks against the database (JSONField support).
+@pytest.mark.django_db
 def test_manage_py_check_is_quiet_for_valid_settings() -> None:
     stderr = io.StringIO()
     with override_settings(LLM_CONVERSATIONS={}, DEBUG=True):

@@ -497,9 +497,10 @@ def test_signals_report_messages_and_finished_runs(
 # Per round: lease renewal and history load (2), then the reply (run update,
 # then the store's lock, active-run check, tail, insert and count update, the
 # event, with savepoints: 11),
-# then lease renewal and history load again (2) and the tool results (run
-# update, then the store's 5 queries, the events, with savepoints: 11).
-QUERIES_PER_TOOL_ROUND = 2 + 11 + 2 + 11
+# then lease renewal and history load again (2), the tool_call.started events
+# (run update and insert, with savepoints: 4) and the tool results (run update,
+# then the store's 5 queries, the events, with savepoints: 11).
+QUERIES_PER_TOOL_ROUND = 2 + 11 + 2 + 4 + 11
 
 
 def test_queries_per_round_are_constant() -> None:

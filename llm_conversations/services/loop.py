@@ -34,6 +34,7 @@ from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,
     Decision,
     Run,
+    RunEventType,
     RunStatus,
     TerminationReason,
 )
@@ -43,7 +44,7 @@ from llm_conversations.providers import (
     ResponseCompleted,
     get_provider,
 )
-from llm_conversations.services import leases, runs
+from llm_conversations.services import leases, run_log, runs
 from llm_conversations.services.events import (
     LoopEvent,
     MessageStored,
@@ -260,10 +261,16 @@ class ToolLoopService:
                 if waiting:
                     yield RunRequiresAction(runs.pause(run, waiting))
                     return
-                for call in calls:
-                    if run.decision(call.id) is not Decision.DENIED:
-                        yield ToolCallStarted(call)
-                rows = runs.store_results(run, runs.answer_calls(calls, offered, run))
+                started = [c for c in calls if run.decision(c.id) is not Decision.DENIED]
+                logged = [
+                    (RunEventType.TOOL_CALL_STARTED, {"tool_call": c.to_wire()}) for c in started
+                ]
+                if logged and run_log.record_live(run, logged) is None:
+                    return
+                for call in started:
+                    yield ToolCallStarted(call)
+                results = runs.answer_calls(calls, offered, run, stop=heartbeat.lost)
+                rows = runs.store_results(run, results)
                 if rows is None:
                     return
                 for row in rows:
@@ -274,12 +281,18 @@ class ToolLoopService:
             closing = run.iterations + 1 >= run.max_iterations
             worked = run.iterations > 0
             response: CompletionResponse | None = None
+            text = run_log.TextBuffer(run)
             for event in self._call(provider, history, [] if closing else specs, stream):
+                if heartbeat.lost.is_set():
+                    return  # cancelled or taken over: nothing more from this execution
                 if isinstance(event, CompletionResponse):
                     response = event
-                else:
+                elif text.add(event.text):
                     yield event
-            assert response is not None
+                else:
+                    return
+            if response is None or not text.flush():
+                return
             cut_short = closing and (worked or bool(response.tool_calls))
             if closing and response.tool_calls:
                 # Offered no tools, a model may still answer with calls; keep its words only.

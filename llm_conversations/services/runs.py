@@ -8,6 +8,7 @@ revived. ``run_finished`` is sent once the end is committed.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -67,6 +68,7 @@ __all__ = [
 
 DENIED = "The operator denied this tool call."
 TIMED_OUT = "The tool did not answer within {seconds:g} seconds."
+STOPPED = "The run stopped before this tool call finished."
 # What a call still unanswered when its run ends is answered with, by reason.
 UNANSWERED = {
     TerminationReason.CANCELLED: "The run was cancelled before this tool call ran.",
@@ -235,12 +237,20 @@ def _timeout(call: ToolCall, offered: ToolRegistry) -> float | None:
     return declared if declared is not None else conf.TOOL_TIMEOUT
 
 
-def answer_calls(calls: Sequence[ToolCall], offered: ToolRegistry, run: Run) -> list[ChatMessage]:
+def answer_calls(
+    calls: Sequence[ToolCall],
+    offered: ToolRegistry,
+    run: Run,
+    *,
+    stop: threading.Event | None = None,
+) -> list[ChatMessage]:
     """Answer each call, in call order.
 
     Calls run on a bounded thread pool when there are several or a timeout
     applies; a call still running at its timeout is answered with an error
     result and its thread is left to finish on its own (Python cannot stop it).
+    When ``stop`` is set (the run was cancelled elsewhere) waiting ends at once
+    and the calls not done are answered as stopped; the caller stores nothing.
     """
 
     def answer(call: ToolCall) -> ChatMessage:
@@ -270,6 +280,13 @@ def answer_calls(calls: Sequence[ToolCall], offered: ToolRegistry, run: Run) -> 
             done, _ = wait(pending, timeout=0.05, return_when=FIRST_COMPLETED)
             for future in done:
                 results[futures[future]] = future.result()
+            if stop is not None and stop.is_set():
+                for future in pending:
+                    index = futures[future]
+                    results.setdefault(
+                        index, tool_result_message(calls[index].id, STOPPED, is_error=True)
+                    )
+                break
             now = time.monotonic()
             for future in pending:
                 index = futures[future]

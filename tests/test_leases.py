@@ -1,0 +1,242 @@
+"""Leases, recovery, background execution and the durable event log of runs."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from llm_conversations.completions import CompletionResponse
+from llm_conversations.exceptions import RunStateError
+from llm_conversations.messages import ChatMessage, ToolCall, check_sequence
+from llm_conversations.models import Run, RunEvent, RunStatus
+from llm_conversations.providers import Provider
+from llm_conversations.services import ToolLoopService, create_conversation, load_messages
+from llm_conversations.services.leases import claim, new_owner, reap_runs
+from llm_conversations.tasks import enqueue_run
+from llm_conversations.tools import ToolRegistry, tool
+
+
+class CallsThenAnswers(Provider):
+    """Asks for one call of ``tool_name`` until a result is stored, then answers."""
+
+    backend = "scripted"
+    uses_http = False
+
+    def __init__(self, tool_name: str = "noop", **settings: Any) -> None:
+        super().__init__(**{"model": "scripted", **settings})
+        self.tool_name = tool_name
+        self.calls = 0
+
+    def send(self, request: Any) -> CompletionResponse:
+        self.calls += 1
+        if request.messages[-1].role == "tool":
+            return CompletionResponse("done")
+        return CompletionResponse("", (ToolCall(f"c{self.calls}", self.tool_name),))
+
+
+@tool
+def noop() -> str:
+    """Does nothing."""
+    return "ok"
+
+
+def service(provider: Provider | None = None, *tools: Any) -> ToolLoopService:
+    return ToolLoopService(provider or CallsThenAnswers(), tools=ToolRegistry(tools or [noop]))
+
+
+def expire(run: Run) -> None:
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.RUNNING,
+        lease_owner="gone-host:1:dead",
+        lease_expires_at=timezone.now() - timedelta(seconds=1),
+    )
+
+
+@pytest.mark.django_db
+class TestClaims:
+    def test_a_run_held_by_a_live_lease_is_not_executed_twice(self) -> None:
+        loop = service()
+        run = loop.start(create_conversation(), "hi")
+        assert claim(run, new_owner())
+        assert list(loop.events(run.pk)) == []  # another execution finds it held
+        run.refresh_from_db()
+        assert (run.status, run.attempts) == ("running", 1)
+
+    def test_an_expired_lease_is_claimed_as_a_new_attempt(self) -> None:
+        loop = service()
+        run = loop.start(create_conversation(), "hi")
+        expire(run)
+        done = loop.execute(run.pk)
+        assert (done.status, done.attempts, done.lease_owner) == ("completed", 1, "")
+        assert done.lease_expires_at is None
+
+    def test_the_event_log_records_each_step_in_order(self) -> None:
+        run = service().send(create_conversation(), "hi")
+        events = list(RunEvent.objects.filter(run=run).values_list("type", "data"))
+        messages = list(run.messages.order_by("position").values_list("pk", flat=True))
+        assert [kind for kind, _ in events] == [
+            "run.running",
+            "message.stored",
+            "tool_call.started",
+            "tool_result.stored",
+            "message.stored",
+            "run.completed",
+        ]
+        assert events[0][1] == {"attempt": 1}
+        assert events[2][1]["tool_call"]["id"] == "c1"
+        stored = [data["message"] for kind, data in events if kind.endswith(".stored")]
+        assert stored == [str(pk) for pk in messages[1:]]  # after the user turn
+
+
+@pytest.mark.django_db
+class TestRecovery:
+    def test_the_reaper_requeues_a_lost_run_and_a_worker_finishes_it(
+        self, django_capture_on_commit_callbacks: Any, settings: Any
+    ) -> None:
+        settings.LLM_CONVERSATIONS = {
+            **settings.LLM_CONVERSATIONS,
+            "TOOLS": ["tests.test_leases.noop"],
+            "PROVIDERS": {"s": {"BACKEND": "tests.test_leases.CallsThenAnswers", "MODEL": "s"}},
+            "DEFAULT_PROVIDER": "s",
+        }
+        run = ToolLoopService().start(create_conversation(), "hi")
+        expire(run)
+        Run.objects.filter(pk=run.pk).update(attempts=1)
+        with django_capture_on_commit_callbacks(execute=True):
+            reaped = reap_runs()
+        assert (reaped.requeued, reaped.failed) == ((run.pk,), ())
+        run.refresh_from_db()
+        # The default task backend runs the task at once: the run was finished.
+        assert (run.status, run.attempts) == ("completed", 2)
+
+    def test_a_run_lost_too_often_fails_with_its_calls_answered(self, settings: Any) -> None:
+        settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "MAX_ATTEMPTS": 2}
+        loop = service()
+        conversation = create_conversation()
+        run = loop.start(conversation, "hi")
+        # A worker stored the model's call, then died.
+        claim(run, new_owner())
+        from llm_conversations.services.runs import store_reply
+
+        store_reply(run, CompletionResponse("", (ToolCall("lost", "noop"),)))
+        expire(run)
+        Run.objects.filter(pk=run.pk).update(attempts=2)
+        assert reap_runs().failed == (run.pk,)
+        run.refresh_from_db()
+        assert (run.status, run.termination_reason) == ("failed", "worker_lost")
+        history = load_messages(conversation)
+        assert check_sequence(history) == ()
+        assert history[-1].tool_call_id == "lost"
+        assert history[-1].is_error
+        assert loop.send(conversation, "again").status == "completed"
+
+    def test_a_live_lease_is_never_reaped(self) -> None:
+        run = service().start(create_conversation(), "hi")
+        claim(run, new_owner())
+        assert reap_runs().requeued == ()
+        run.refresh_from_db()
+        assert run.status == "running"
+
+
+@pytest.mark.django_db
+class TestBackgroundAndRetry:
+    def test_a_background_start_is_executed_by_the_task_backend(
+        self, django_capture_on_commit_callbacks: Any, settings: Any
+    ) -> None:
+        settings.LLM_CONVERSATIONS = {
+            **settings.LLM_CONVERSATIONS,
+            "TOOLS": ["tests.test_leases.noop"],
+            "PROVIDERS": {"s": {"BACKEND": "tests.test_leases.CallsThenAnswers", "MODEL": "s"}},
+            "DEFAULT_PROVIDER": "s",
+        }
+        with django_capture_on_commit_callbacks(execute=False) as callbacks:
+            run = ToolLoopService().start(create_conversation(), "hi", background=True)
+        assert run.status == "queued"
+        # Enqueued only once the start is committed (after message_appended).
+        (enqueue,) = [c for c in callbacks if getattr(c, "func", None) is enqueue_run]
+        enqueue()
+        run.refresh_from_db()
+        assert run.status == "completed"
+
+    def test_retry_runs_a_failed_run_again_from_its_turns(self) -> None:
+        class FailsOnce(CallsThenAnswers):
+            def send(self, request: Any) -> CompletionResponse:
+                if self.calls == 0:
+                    self.calls += 1
+                    raise RuntimeError("boom")
+                return super().send(request)
+
+        loop = service(FailsOnce())
+        conversation = create_conversation()
+        failed = loop.send(conversation, "hi")
+        assert failed.status == "failed"
+        retried = loop.retry(failed.pk)
+        assert (retried.pk, retried.status, retried.attempts) == (failed.pk, "completed", 2)
+        assert retried.error_message == ""
+        assert [m.role for m in load_messages(conversation)] == [
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+        ]
+        with pytest.raises(RunStateError) as info:
+            loop.retry(retried.pk)
+        assert info.value.code == "run_not_failed"
+
+
+@pytest.mark.django_db(transaction=True)
+class TestHeartbeat:
+    def test_the_lease_is_renewed_while_a_tool_works(self, settings: Any) -> None:
+        settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "LEASE_SECONDS": 1}
+        seen: list[Any] = []
+
+        @tool(name="slow")
+        def slow() -> str:
+            first = Run.objects.values_list("lease_expires_at", flat=True).get()
+            time.sleep(1.5)
+            seen.append((first, Run.objects.values_list("lease_expires_at", flat=True).get()))
+            # Another process cannot take the run meanwhile.
+            seen.append(claim(Run.objects.get(), new_owner()))
+            return "done"
+
+        run = service(CallsThenAnswers("slow"), slow).send(create_conversation(), "hi")
+        assert run.status == "completed"
+        (first, later), taken = seen
+        assert later > first + timedelta(seconds=0.9)
+        assert taken is False
+
+    def test_a_cancel_from_elsewhere_stops_the_run_while_its_tool_works(
+        self, settings: Any
+    ) -> None:
+        settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "LEASE_SECONDS": 1}
+        started = threading.Event()
+
+        @tool(name="slow")
+        def slow() -> str:
+            started.set()
+            time.sleep(1.5)
+            return "late"
+
+        loop = service(CallsThenAnswers("slow"), slow)
+        conversation = create_conversation()
+        run = loop.start(conversation, "hi")
+        worker = threading.Thread(target=loop.execute, args=(run.pk,))
+        worker.start()
+        assert started.wait(5)
+        ToolLoopService().cancel(run.pk)
+        worker.join(10)
+        run.refresh_from_db()
+        assert (run.status, run.termination_reason) == ("cancelled", "cancelled")
+        history = load_messages(conversation)
+        assert check_sequence(history) == ()
+        assert [m.content for m in history if m.role == "tool"] == [
+            "The run was cancelled before this tool call ran."
+        ]
+        types = list(RunEvent.objects.filter(run=run).values_list("type", flat=True))
+        assert types[-1] == "run.cancelled"
+        assert ChatMessage.tool_result("c1", "late") not in history
