@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
@@ -36,6 +35,7 @@ from llm_conversations.providers import (
     ToolCallCompleted,
 )
 
+from ..http_server import Respond, serving, stop_event
 from .conftest import API_KEY, Recorder, sse
 
 HELLO = [ChatMessage.user("hello")]
@@ -144,18 +144,6 @@ def test_openai_finish_reason_without_done_is_a_whole_reply(make_provider):
 # Deadlines over a real socket -----------------------------------------------
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    stop: threading.Event
-
-
-def stop_event(handler: BaseHTTPRequestHandler) -> threading.Event:
-    """Set when the test ends, so a handler stops sending."""
-    server = handler.server
-    assert isinstance(server, _Server)
-    return server.stop
-
-
 def _drip_body(handler: BaseHTTPRequestHandler) -> None:
     handler.send_response(200)
     handler.send_header("content-type", "application/json")
@@ -197,33 +185,14 @@ def _drip_keepalives(handler: BaseHTTPRequestHandler) -> None:
 
 
 @pytest.fixture
-def serve() -> Iterator[Callable[[Callable[[BaseHTTPRequestHandler], None]], str]]:
+def serve() -> Iterator[Callable[[Respond], str]]:
     """Serve ``respond`` on 127.0.0.1; returns the base URL."""
-    servers: list[_Server] = []
+    with contextlib.ExitStack() as stack:
 
-    def start(respond: Callable[[BaseHTTPRequestHandler], None]) -> str:
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.0"
+        def start(respond: Respond) -> str:
+            return stack.enter_context(serving(respond)).root + "/v1"
 
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers["content-length"]))
-                with contextlib.suppress(OSError):  # the client hung up, as it should
-                    respond(self)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        server = _Server(("127.0.0.1", 0), Handler)
-        server.stop = threading.Event()
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}/v1"
-
-    yield start
-    for server in servers:
-        server.stop.set()
-        server.shutdown()
-        server.server_close()
+        yield start
 
 
 def test_timeout_bounds_a_whole_call_that_drips_one_byte_a_second(serve):

@@ -1,0 +1,83 @@
+"""Fixtures of the fault-injection suite: the fake provider server, settings, a client."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from llm_conversations.providers import get_provider
+
+from . import tools
+from .server import API_KEY, FakeProvider
+
+BACKENDS = ("openai", "anthropic", "gemini", "ollama")
+TIMEOUT = 0.5
+MAX_REPLY_CHARS = 2000
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeProvider]:
+    """The fake provider server, started for one test and always shut down."""
+    provider = FakeProvider()
+    server = provider.start()
+    try:
+        yield provider
+    finally:
+        tools.release.set()
+        server.close()
+        tools.release.clear()
+
+
+Configure = Callable[..., list[float]]
+
+
+@pytest.fixture
+def configure(settings: Any, fake: FakeProvider) -> Configure:
+    """Point one provider entry per backend at ``fake``; returns ``backend``'s retry sleeps.
+
+    ``entry`` overrides keys of every entry (``MAX_RETRIES``, ``TIMEOUT``). The
+    providers sleep between retries through a recorder, so retries cost no time.
+    """
+
+    def apply(backend: str, **entry: Any) -> list[float]:
+        urls = fake.base_urls()
+        settings.LLM_CONVERSATIONS = {
+            "DEFAULT_PROVIDER": "openai",
+            "PROVIDERS": {
+                name: {
+                    "BACKEND": name,
+                    "MODEL": "fault-model",
+                    "API_KEY": API_KEY,
+                    "BASE_URL": urls[name],
+                    "TIMEOUT": TIMEOUT,
+                    "CONNECT_TIMEOUT": TIMEOUT,
+                    "MAX_RETRIES": 1,
+                    **entry,
+                }
+                for name in BACKENDS
+            },
+            "TOOLS": tools.TOOLS,
+            "MAX_REPLY_CHARS": MAX_REPLY_CHARS,
+        }
+        sleeps: list[float] = []
+        # Only the provider under test is built (each build makes an httpx client).
+        get_provider(backend)._sleep = sleeps.append
+        return sleeps
+
+    return apply
+
+
+@pytest.fixture
+def user(db: None) -> User:
+    return User.objects.create_user("alice", password="alice-pw")
+
+
+@pytest.fixture
+def client(user: User) -> APIClient:
+    api = APIClient()
+    api.force_authenticate(user)
+    return api
