@@ -12,6 +12,7 @@ from typing import Any
 
 from llm_conversations.deprecation import deprecated_method
 from llm_conversations.exceptions import InvalidMessage
+from llm_conversations.text import json_problem
 
 __all__ = ["ToolCall", "check_tool_calls"]
 
@@ -85,7 +86,10 @@ class ToolCall:
         """Build a call from arguments given as a JSON string, a dict, or ``None``.
 
         ``None`` and ``""`` mean no arguments. Anything that does not decode to a
-        JSON object is kept raw and flagged (see :attr:`malformed`).
+        JSON object is kept raw and flagged (see :attr:`malformed`), and so is
+        JSON text whose object no database can store (a NUL or a lone surrogate
+        escaped in it, a number like ``1e400``): the text itself stays storable,
+        so a call read back from the database is malformed again.
         """
         if arguments is None or arguments == "":
             return cls(id=id, name=name, type=type)
@@ -96,7 +100,7 @@ class ToolCall:
                 decoded = json.loads(arguments)
             except ValueError:
                 decoded = None
-            if isinstance(decoded, dict):
+            if isinstance(decoded, dict) and json_problem(decoded) is None:
                 return cls(id=id, name=name, arguments=decoded, type=type)
             return cls(id=id, name=name, type=type, raw_arguments=arguments)
         # A list or number sent as a decoded value: keep its JSON text.

@@ -631,3 +631,14 @@ def test_an_assistant_turn_may_be_empty_an_empty_reply() -> None:
     message = ChatMessage.assistant("")
     assert message.to_wire() == {"role": "assistant", "content": ""}
     assert ChatMessage.from_dict(message.to_stored()) == message
+
+
+@pytest.mark.parametrize(
+    "text", ['{"city": "Pa\\u0000ris"}', '{"city": "\\ud800"}', '{"n": 1e400}', '{"n": NaN}']
+)
+def test_arguments_text_whose_object_no_database_stores_stays_raw(text: str) -> None:
+    call = ToolCall.parse(id="c", name="f", arguments=text)
+    assert call.malformed
+    assert call.raw_arguments == text
+    # Read back from its stored form, it is malformed again.
+    assert ToolCall.from_dict(call.to_stored()) == call

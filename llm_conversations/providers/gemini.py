@@ -188,11 +188,14 @@ class GeminiProvider(Provider):
         return super().error_class(status, data)
 
     def _parts(
-        self, data: Mapping[str, Any], ids: CallIds
+        self, data: Mapping[str, Any], ids: CallIds, *, stream: bool = False
     ) -> tuple[list[str], list[CallParts], str | None]:
         candidates = data.get("candidates") or []
         if not candidates:
             blocked = (data.get("promptFeedback") or {}).get("blockReason")
+            if not blocked and not stream:
+                # Neither an answer nor a blocked prompt: not a reply at all.
+                raise KeyError("candidates")
             return [], [], blocked
         candidate = candidates[0]
         texts: list[str] = []
@@ -235,7 +238,7 @@ class GeminiProvider(Provider):
             if chunk.get("error"):
                 raise self.stream_error(chunk)
             reply.chunk(chunk)
-            texts, calls, reason = self._parts(chunk, ids)
+            texts, calls, reason = self._parts(chunk, ids, stream=True)
             for piece in texts:
                 if text := reply.text(piece):
                     yield text

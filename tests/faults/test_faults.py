@@ -134,7 +134,6 @@ class Scenario:
     entry: dict[str, Any] = field(default_factory=dict)
     check: Callable[[Result], None] | None = None
     # (backend, mode) -> why the current code fails it.
-    known: dict[tuple[str, str], str] = field(default_factory=dict)
 
 
 def attempts(n: int, sleeps: list[float] | None = None) -> Callable[[Result], None]:
@@ -221,25 +220,6 @@ def everywhere(reason: str, backends: tuple[str, ...] = BACKENDS) -> dict[tuple[
     return {(backend, mode): reason for backend in backends for mode in MODES}
 
 
-# Failures of the current code, kept as strict xfails until it is fixed.
-NUL_ARGUMENTS = (
-    "a call whose arguments hold \\u0000 is stored as malformed, but the history reloads it "
-    "as a well-formed call: the tool runs with a NUL in its arguments (result not is_error)"
-)
-SURROGATE_ARGUMENTS = (
-    "the next model request after a call whose arguments hold \\ud800 fails: "
-    "UnicodeEncodeError ('surrogates not allowed') encoding the history, run failed/error, HTTP 500"
-)
-INFINITE_ARGUMENTS = (
-    "the next model request after a call whose arguments hold 1e400 fails: ValueError "
-    "('Out of range float values are not JSON compliant') encoding the history, run "
-    "failed/error, HTTP 500"
-)
-GEMINI_NO_CANDIDATES = (
-    "a generateContent body without candidates or promptFeedback is read as an empty reply "
-    "(completed/completed) instead of an unreadable response (failed/provider_error)"
-)
-
 SCENARIOS: dict[str, Scenario] = {
     "429 Retry-After 0, then success": Scenario(
         actions=(status(429, "0"),), outcome=COMPLETED, check=attempts(2, [0.0])
@@ -275,7 +255,6 @@ SCENARIOS: dict[str, Scenario] = {
     "JSON missing the protocol's fields": Scenario(
         every_time=missing_fields,
         check=no_reply,
-        known={("gemini", "plain"): GEMINI_NO_CANDIDATES},
     ),
     "empty reply": Scenario(actions=(reply(""),), outcome=COMPLETED, check=stored_text("")),
     "refusal": Scenario(actions=(reply("", finish="filter"),), outcome=refusal_outcome),
@@ -298,19 +277,16 @@ SCENARIOS: dict[str, Scenario] = {
         actions=args('{"city": "Pa\\u0000ris"}'),
         outcome=COMPLETED,
         check=malformed_call,
-        known=everywhere(NUL_ARGUMENTS),
     ),
     "lone surrogate in tool-call arguments": Scenario(
         actions=args('{"city": "Pa\\ud800ris"}'),
         outcome=COMPLETED,
         check=malformed_call,
-        known=everywhere(SURROGATE_ARGUMENTS),
     ),
     "1e400 in tool-call arguments": Scenario(
         actions=args('{"city": 1e400}'),
         outcome=COMPLETED,
         check=malformed_call,
-        known=everywhere(INFINITE_ARGUMENTS, ("anthropic", "gemini", "ollama")),
     ),
     "reply over MAX_REPLY_CHARS": Scenario(
         every_time=reply("x" * (MAX_REPLY_CHARS + 500)),
@@ -344,12 +320,7 @@ def cases() -> list[Any]:
     for name, scenario in SCENARIOS.items():
         for backend in BACKENDS:
             for mode in scenario.modes:
-                marks = []
-                if reason := scenario.known.get((backend, mode)):
-                    marks.append(pytest.mark.xfail(strict=True, reason=reason))
-                params.append(
-                    pytest.param(name, backend, mode, id=f"{backend}-{mode}-{name}", marks=marks)
-                )
+                params.append(pytest.param(name, backend, mode, id=f"{backend}-{mode}-{name}"))
     return params
 
 
