@@ -23,6 +23,9 @@ DEFAULTS: dict[str, Any] = {
     "MAX_MESSAGE_CHARS": 100_000,
     "MAX_MESSAGES_PER_REQUEST": 100,
     "MAX_METADATA_KEYS": 50,
+    # Bytes of one request body: room for a MAX_MESSAGE_CHARS message escaped
+    # as JSON (\uXXXX pairs take 12 bytes a character) and more.
+    "MAX_REQUEST_BYTES": 2 * 1024 * 1024,
     "PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "AUTHENTICATION_CLASSES": None,
 }
@@ -38,6 +41,7 @@ POSITIVE_INTEGERS = (
     "MAX_MESSAGE_CHARS",
     "MAX_MESSAGES_PER_REQUEST",
     "MAX_METADATA_KEYS",
+    "MAX_REQUEST_BYTES",
 )
 
 
@@ -108,6 +112,10 @@ class Settings:
     @property
     def MAX_METADATA_KEYS(self) -> int:
         return int(self._get("MAX_METADATA_KEYS"))
+
+    @property
+    def MAX_REQUEST_BYTES(self) -> int:
+        return int(self._get("MAX_REQUEST_BYTES"))
 
     @property
     def PERMISSION_CLASSES(self) -> list[str]:

@@ -14,6 +14,7 @@ from llm_conversations.api.errors import ApiError
 from llm_conversations.conf import conf
 from llm_conversations.exceptions import join_field
 from llm_conversations.messages import Role
+from llm_conversations.text import json_problem
 
 __all__ = [
     "MESSAGES_INPUT_SCHEMA",
@@ -106,30 +107,19 @@ def message_items(data: Any) -> list[Any]:
 
 
 def check_text(value: Any, path: str = "") -> None:
-    """Refuse NUL characters and lone surrogates anywhere in request data.
+    """Refuse request data that no supported database stores, naming the field.
 
-    PostgreSQL cannot store either in text or JSON columns; refusing them here
-    makes the same request a 400 on every database instead of a server error.
+    Applies the one storable-text policy (:func:`llm_conversations.text.json_problem`):
+    NUL characters and lone surrogates (``invalid_text``), numbers that are not
+    finite (``invalid_number``, e.g. ``1e400``) and nesting deeper than
+    ``MAX_JSON_DEPTH`` (``too_deep``), anywhere in ``value``, keys included.
+    The same request is then a 400 on every database, never a server error.
     """
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise ApiError(400, "invalid", "Null characters are not allowed.", field=path or None)
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ApiError(
-                400,
-                "invalid",
-                "Text must be valid Unicode (no lone surrogates).",
-                field=path or None,
-            ) from None
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            check_text(key, path)
-            check_text(item, f"{path}.{key}" if path else str(key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            check_text(item, f"{path}[{index}]")
+    problem = json_problem(value, path)
+    if problem is not None:
+        raise ApiError(
+            400, problem.code, f"{problem.why} is not allowed.", field=problem.path or None
+        )
 
 
 def rebase_field(field: str | None, prefix: str) -> str | None:

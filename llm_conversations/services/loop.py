@@ -29,7 +29,6 @@ from llm_conversations.messages import (
     unanswered_tool_call_ids,
 )
 from llm_conversations.models import (
-    ACTIVE_RUN_STATUSES,
     Decision,
     Run,
     RunStatus,
@@ -57,6 +56,7 @@ from llm_conversations.services.store import (
     append_messages,
     conversation_pk,
     load_messages,
+    lock_idle_conversation,
 )
 from llm_conversations.tool_specs import ToolSpec
 from llm_conversations.tools import ToolRegistry, default_registry
@@ -64,6 +64,9 @@ from llm_conversations.tools import ToolRegistry, default_registry
 __all__ = ["ConversationBusy", "RunStateError", "ToolLoopService"]
 
 logger = logging.getLogger("llm_conversations.loop")
+
+# The unique constraint admitting one active run per conversation (models/runs.py).
+ONE_ACTIVE_RUN = "llmconv_one_active_run"
 
 RunRef = Run | uuid.UUID | str
 """A run or its id."""
@@ -155,6 +158,9 @@ class ToolLoopService:
         conversation_id = conversation_pk(conversation)
         try:
             with transaction.atomic():
+                # Under the conversation's lock, an active run is seen before
+                # the insert: concurrent starts queue here, not on the index.
+                lock_idle_conversation(conversation_id)
                 run = Run(
                     conversation_id=conversation_id,
                     provider=name,
@@ -167,11 +173,9 @@ class ToolLoopService:
         except InvalidMessage as exc:
             # A sequence rule: the history still waits for tool results.
             raise InvalidMessage(exc.code, exc.message, field="message") from None
-        except IntegrityError:
-            # The one-active-run constraint; SQLite does not name the violated index, so ask.
-            if Run.objects.filter(
-                conversation_id=conversation_id, status__in=ACTIVE_RUN_STATUSES
-            ).exists():
+        except IntegrityError as exc:
+            # The one-active-run constraint, for a run inserted without the lock.
+            if _violates_one_active_run(exc):
                 raise ConversationBusy() from None
             raise
         return run
@@ -331,6 +335,19 @@ class ToolLoopService:
         """Cancel an active run; calls left unanswered get an error result so the
         conversation stays valid."""
         return runs.cancel_run(_run_pk(run))
+
+
+def _violates_one_active_run(error: IntegrityError) -> bool:
+    """Whether ``error`` is a violation of ``llmconv_one_active_run``.
+
+    PostgreSQL names the constraint; SQLite names the indexed column.
+    """
+    cause = error.__cause__
+    diag = getattr(cause, "diag", None)
+    if getattr(diag, "constraint_name", None) == ONE_ACTIVE_RUN:
+        return True
+    text = str(error)
+    return ONE_ACTIVE_RUN in text or f"{Run._meta.db_table}.conversation_id" in text
 
 
 def _user_turn(message: MessageInput | str) -> ChatMessage:
