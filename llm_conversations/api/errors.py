@@ -130,7 +130,8 @@ def as_api_error(exc: Exception) -> ApiError | None:
         # Django's DATA_UPLOAD_MAX_MEMORY_SIZE, for a body with a Content-Length.
         return ApiError(413, "too_large", "The request body is too large.")
     if isinstance(exc, DjangoPermissionDenied):
-        return ApiError(403, "permission_denied", str(exc) or "Permission denied.")
+        # Stable words: the exception's own text is for the log, not the client.
+        return ApiError(403, "permission_denied", "Permission denied.")
     if isinstance(exc, exceptions.ValidationError):
         return _from_validation(exc)
     if isinstance(exc, exceptions.APIException):

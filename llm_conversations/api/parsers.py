@@ -24,7 +24,6 @@ from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpRequest
-from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -149,14 +148,19 @@ class BoundedJSONParser(BaseParser):
         try:
             text = raw.decode(encoding)
         except (UnicodeDecodeError, LookupError):
-            raise ParseError(f"JSON parse error - the body is not valid {encoding}.") from None
+            raise ApiError(400, "parse_error", f"The body is not valid {encoding}.") from None
         try:
             data = json.loads(text, parse_constant=_any_constant)
         except RecursionError:
             raise ApiError(
                 400, "too_deep", f"JSON may nest at most {MAX_JSON_DEPTH} levels deep."
             ) from None
-        except ValueError as exc:
-            raise ParseError(f"JSON parse error - {exc}") from None
+        except json.JSONDecodeError as exc:
+            raise ApiError(
+                400,
+                "parse_error",
+                "The body is not valid JSON.",
+                details={"line": exc.lineno, "column": exc.colno},
+            ) from None
         check_text(data, "messages" if isinstance(data, list) else "")
         return data

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping
 from enum import StrEnum
 from typing import Any, cast
@@ -54,6 +55,10 @@ __all__ = [
 logger = logging.getLogger("llm_conversations.api")
 
 EVENT_STREAM = "text/event-stream"
+
+# While text streams in, the run's status is read at most this often (seconds):
+# a run cancelled by another request ends its stream at the next delta after it.
+STATUS_CHECK_SECONDS = 0.25
 
 
 class RunEventName(StrEnum):
@@ -150,12 +155,24 @@ def _finish_quietly(service: ToolLoopService, run_id: Any) -> None:
         logger.exception("Finishing run %s after the client disconnected failed", run_id)
 
 
+def _still_running(run_id: Any) -> bool:
+    status = Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
+    return status == RunStatus.RUNNING
+
+
 def _generate(service: ToolLoopService, run_id: Any) -> Generator[bytes, None, None]:
     key = str(run_id)
     events = cast(Generator[LoopEvent, None, None], service.events(run_id, stream=True))
     try:
         ended = False
+        checked = time.monotonic()
         for event in events:
+            if isinstance(event, TextDelta) and time.monotonic() - checked >= STATUS_CHECK_SECONDS:
+                checked = time.monotonic()
+                if not _still_running(run_id):
+                    # Cancelled meanwhile: stop the reply; the run's own event ends the stream.
+                    events.close()
+                    break
             name, data = _describe(event, key)
             ended = ended or name.ends_stream
             yield encode_event(name, data)

@@ -11,12 +11,13 @@ from django.contrib.auth.models import User
 from django.test import AsyncClient
 from rest_framework.test import APIClient
 
+from llm_conversations.api import sse
 from llm_conversations.api.sse import AsyncEventStream, RunEventStream
 from llm_conversations.messages import Role, check_sequence
 from llm_conversations.models import Conversation, Message, Run, RunStatus
 from llm_conversations.services import ToolLoopService, create_conversation, load_messages
 from tests import loop_tools
-from tests.api.conftest import calls_text, parse_sse
+from tests.api.conftest import API_SETTINGS, calls_text, parse_sse
 
 pytestmark = pytest.mark.django_db
 
@@ -229,3 +230,24 @@ def test_asgi_stream_closed_early_finishes_the_run(conversation: Conversation) -
     run.refresh_from_db()
     assert run.status == "completed"
     assert_valid(conversation)
+
+
+def test_a_run_cancelled_mid_reply_sends_nothing_after_run_cancelled(
+    client: APIClient,
+    conversation: Conversation,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    providers = {
+        **API_SETTINGS["PROVIDERS"],
+        "cancelled": {"BACKEND": "tests.api.fixtures.CancelledMidReply", "MODEL": "x"},
+    }
+    settings.LLM_CONVERSATIONS = {**API_SETTINGS, "PROVIDERS": providers}
+    monkeypatch.setattr(sse, "STATUS_CHECK_SECONDS", 0)
+    response = stream_run(client, conversation, message="hi", provider="cancelled")
+    events = parse_sse(b"".join(response.streaming_content))
+    assert [name for name, _ in events] == ["text.delta", "run.cancelled"]
+    assert events[0][1]["delta"] == "before "
+    assert events[-1][1]["run"]["status"] == "cancelled"
+    assert_valid(conversation)
+    assert [m.role for m in load_messages(conversation)] == [Role.USER, Role.USER]
