@@ -14,14 +14,15 @@ from llm_conversations.api.errors import ApiError
 from llm_conversations.conf import conf
 from llm_conversations.exceptions import join_field
 from llm_conversations.messages import Role
+from llm_conversations.models import MAX_ID_CHARS
 from llm_conversations.text import json_problem
 
 __all__ = [
-    "MESSAGES_INPUT_SCHEMA",
-    "MESSAGE_INPUT_SCHEMA",
     "ROLE_CHOICES",
     "check_text",
+    "message_input_schema",
     "message_items",
+    "messages_input_schema",
     "rebase_field",
     "too_large",
 ]
@@ -31,43 +32,64 @@ ROLE_CHOICES = [role.value for role in Role]
 
 # The request form of a message, as a plain schema: requests take one message
 # or a list, which serializers cannot express. The message rules, not this
-# schema, decide what is valid.
+# schema, decide what is valid; the limits are the API's and the columns'.
+# Built when the schema is generated, so the limits are the settings' own.
 _ARGUMENTS_SCHEMA = {
     "oneOf": [
         {"type": "string", "description": "JSON text of the arguments object."},
         {"type": "object", "additionalProperties": True},
     ]
 }
-MESSAGE_INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "A message in the OpenAI form; arguments as JSON text or an object.",
-    "properties": {
-        "role": {"type": "string", "enum": ROLE_CHOICES},
-        "content": {"type": "string", "nullable": True},
-        "tool_calls": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "id": {"type": "string"},
-                    "type": {"type": "string", "enum": ["function"]},
-                    "function": {
-                        "type": "object",
-                        "properties": {"name": {"type": "string"}, "arguments": _ARGUMENTS_SCHEMA},
-                        "required": ["name"],
+
+
+def message_input_schema() -> dict[str, Any]:
+    """The request form of one message, with the limits the server enforces."""
+    return {
+        "type": "object",
+        "description": "A message in the OpenAI form; arguments as JSON text or an object.",
+        "properties": {
+            "role": {"type": "string", "enum": ROLE_CHOICES},
+            "content": {"type": "string", "nullable": True, "maxLength": conf.MAX_MESSAGE_CHARS},
+            "tool_calls": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string", "maxLength": MAX_ID_CHARS},
+                        "type": {"type": "string", "enum": ["function"]},
+                        "function": {
+                            "type": "object",
+                            "properties": {
+                                "name": {"type": "string"},
+                                "arguments": _ARGUMENTS_SCHEMA,
+                            },
+                            "required": ["name"],
+                        },
                     },
+                    "required": ["id", "function"],
                 },
-                "required": ["id", "function"],
             },
+            "tool_call_id": {"type": "string", "maxLength": MAX_ID_CHARS},
+            "is_error": {"type": "boolean"},
         },
-        "tool_call_id": {"type": "string"},
-        "is_error": {"type": "boolean"},
-    },
-    "required": ["role"],
-}
-MESSAGES_INPUT_SCHEMA: dict[str, Any] = {
-    "oneOf": [MESSAGE_INPUT_SCHEMA, {"type": "array", "items": MESSAGE_INPUT_SCHEMA, "minItems": 1}]
-}
+        "required": ["role"],
+    }
+
+
+def messages_input_schema() -> dict[str, Any]:
+    """A message POST body: one message or 1 to ``MAX_MESSAGES_PER_REQUEST`` of them."""
+    one = message_input_schema()
+    return {
+        "oneOf": [
+            one,
+            {
+                "type": "array",
+                "items": one,
+                "minItems": 1,
+                "maxItems": conf.MAX_MESSAGES_PER_REQUEST,
+            },
+        ]
+    }
 
 
 def too_large(field: str) -> ApiError:

@@ -9,6 +9,7 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import Http404, HttpRequest
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from rest_framework import serializers
 from rest_framework.authentication import BaseAuthentication
 from rest_framework.permissions import BasePermission
 from rest_framework.renderers import JSONRenderer
@@ -28,6 +29,7 @@ __all__ = [
     "error_responses",
     "owned_conversations",
     "parse_uuid",
+    "valid_query",
 ]
 
 _ERROR_DESCRIPTIONS = {
@@ -64,6 +66,19 @@ def parse_uuid(value: Any) -> uuid.UUID:
         return uuid.UUID(str(value))
     except ValueError:
         raise Http404 from None
+
+
+def valid_query(
+    serializer_class: type[serializers.Serializer[Any]], request: Request
+) -> serializers.Serializer[Any]:
+    """The query parameters, validated: a parameter sent empty or malformed is a 400.
+
+    Read as a plain dict (the last value of each), so ``?order=`` is an empty
+    value to refuse rather than a missing one to default.
+    """
+    query = serializer_class(data=request.query_params.dict())
+    query.is_valid(raise_exception=True)
+    return query
 
 
 def owned_conversations(request: Request) -> QuerySet[Conversation]:
