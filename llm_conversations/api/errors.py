@@ -30,6 +30,7 @@ logger = logging.getLogger("llm_conversations.api")
 # validation failure is reported as ``invalid``.
 PUBLIC_VALIDATION_CODES = frozenset(
     {
+        "duplicate_tool_output",
         "too_large",
         "too_many_messages",
         "too_many_metadata_keys",

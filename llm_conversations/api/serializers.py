@@ -47,8 +47,9 @@ def _type_problem(field: serializers.Field[Any, Any, Any, Any], value: Any) -> s
     if isinstance(field, serializers.BooleanField):
         return None if isinstance(value, bool) else "Must be a boolean."
     if isinstance(field, serializers.IntegerField):
-        wrong = isinstance(value, bool) or not isinstance(value, int)
-        return "Must be an integer." if wrong else None
+        # JSON Schema's integer: 2 or 2.0, not 2.5, "2" or true.
+        integral = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        return None if integral and not isinstance(value, bool) else "Must be an integer."
     if isinstance(field, serializers.CharField):
         return None if isinstance(value, str) else "Must be a string."
     if isinstance(field, serializers.ListField):
@@ -297,10 +298,13 @@ class RunCreateSerializer(StrictTypes[Any]):
 
     message = UserMessageField(help_text="The user turn: text or a message object.")
     provider = serializers.CharField(
-        required=False, help_text="A key of `PROVIDERS`; the default provider when omitted."
+        required=False,
+        min_length=1,
+        trim_whitespace=False,
+        help_text="A key of `PROVIDERS`; the default provider when omitted.",
     )
     tools = serializers.ListField(
-        child=serializers.CharField(),
+        child=serializers.CharField(min_length=1, trim_whitespace=False),
         required=False,
         allow_null=True,
         help_text="Names of the tools to offer (see `/tools/`); all of them when omitted.",
@@ -397,7 +401,7 @@ class ToolDecisionSerializer(StrictTypes[Any]):
     """Approve or deny calls waiting for approval."""
 
     tool_call_ids = serializers.ListField(
-        child=serializers.CharField(),
+        child=serializers.CharField(min_length=1, trim_whitespace=False),
         required=False,
         allow_null=True,
         help_text="The calls to decide; all calls waiting for approval when omitted.",
@@ -408,7 +412,9 @@ class ToolDecisionSerializer(StrictTypes[Any]):
 class ToolOutputSerializer(StrictTypes[Any]):
     """The output of one client-side call."""
 
-    tool_call_id = serializers.CharField(max_length=MAX_ID_CHARS)
+    tool_call_id = serializers.CharField(
+        min_length=1, max_length=MAX_ID_CHARS, trim_whitespace=False
+    )
     output = ToolOutputField(
         allow_null=True, help_text="Text, or any JSON value (stored as JSON text)."
     )
@@ -418,14 +424,16 @@ class ToolOutputSerializer(StrictTypes[Any]):
 class SubmitToolOutputsSerializer(StrictTypes[Any]):
     """Outputs of client-side calls."""
 
-    tool_outputs = ToolOutputSerializer(many=True, allow_empty=False)
+    tool_outputs = serializers.ListField(child=ToolOutputSerializer(), min_length=1)
     stream = serializers.BooleanField(required=False, default=False)
 
     def validate_tool_outputs(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """One output per call, each within ``MAX_MESSAGE_CHARS``."""
         ids = [item["tool_call_id"] for item in value]
         if len(set(ids)) != len(ids):
-            raise serializers.ValidationError("each tool_call_id may appear once.")
+            raise serializers.ValidationError(
+                "each tool_call_id may appear once.", code="duplicate_tool_output"
+            )
         for index, item in enumerate(value):
             output = item["output"]
             if isinstance(output, str) and len(output) > conf.MAX_MESSAGE_CHARS:

@@ -39,7 +39,7 @@ def test_metadata_takes_any_json_value_null_included(client: APIClient) -> None:
         ("runs", {"message": "hi", "stream": "true"}, "stream"),
         ("runs", {"message": "hi", "stream": 1}, "stream"),
         ("runs", {"message": "hi", "max_iterations": "3"}, "max_iterations"),
-        ("runs", {"message": "hi", "max_iterations": 2.0}, "max_iterations"),
+        ("runs", {"message": "hi", "max_iterations": 2.5}, "max_iterations"),
         ("runs", {"message": "hi", "max_iterations": True}, "max_iterations"),
         ("runs", {"message": "hi", "provider": 1}, "provider"),
         ("runs", {"message": "hi", "tools": ["get_time", 3]}, "tools"),

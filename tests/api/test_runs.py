@@ -246,7 +246,7 @@ def test_submit_tool_outputs_of_client_side_calls(
                     {"tool_call_id": "p", "output": "b"},
                 ]
             },
-            "invalid",
+            "duplicate_tool_output",
             "tool_outputs",
         ),
         (
