@@ -150,7 +150,11 @@ def lock_idle_conversation(conversation: ConversationRef) -> None:
     the first sees the active run (``ConversationBusy``). Raises
     ``Conversation.DoesNotExist`` when the conversation is gone.
     """
-    _lock(conversation_pk(conversation), None)
+    try:
+        _lock(conversation_pk(conversation), None)
+    except ConversationBusy:
+        # The message a refused start has always had.
+        raise ConversationBusy() from None
 
 
 def _check_storable(items: Sequence[tuple[ChatMessage, dict[str, Any]]]) -> None:
