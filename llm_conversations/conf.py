@@ -29,6 +29,9 @@ DEFAULTS: dict[str, Any] = {
     "MAX_MESSAGES_PER_REQUEST": 100,
     "MAX_METADATA_KEYS": 50,
     "MAX_REPLY_CHARS": 200_000,
+    # Bytes of one request body: room for a MAX_MESSAGE_CHARS message escaped
+    # as JSON (\uXXXX pairs take 12 bytes a character) and more.
+    "MAX_REQUEST_BYTES": 2 * 1024 * 1024,
     "PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "AUTHENTICATION_CLASSES": None,
 }
@@ -48,6 +51,7 @@ POSITIVE_INTEGERS = (
     "MAX_MESSAGES_PER_REQUEST",
     "MAX_METADATA_KEYS",
     "MAX_REPLY_CHARS",
+    "MAX_REQUEST_BYTES",
 )
 
 
@@ -148,6 +152,10 @@ class Settings:
     @property
     def MAX_REPLY_CHARS(self) -> int:
         return int(self._get("MAX_REPLY_CHARS"))
+
+    @property
+    def MAX_REQUEST_BYTES(self) -> int:
+        return int(self._get("MAX_REQUEST_BYTES"))
 
     @property
     def PERMISSION_CLASSES(self) -> list[str]:

@@ -9,22 +9,28 @@ project's ``REST_FRAMEWORK`` settings need no change.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from django.core.exceptions import ObjectDoesNotExist, RequestDataTooBig
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import RequestDataTooBig
+from django.db import DatabaseError, IntegrityError
 from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.response import Response
+from rest_framework.views import set_rollback
 
 from llm_conversations.exceptions import LLMConversationsError
 
 __all__ = ["ApiError", "api_exception_handler", "as_api_error", "error_body"]
 
+logger = logging.getLogger("llm_conversations.api")
+
 # Validation codes that are part of the documented contract; any other
 # validation failure is reported as ``invalid``.
 PUBLIC_VALIDATION_CODES = frozenset(
     {
+        "duplicate_tool_output",
         "too_large",
         "too_many_messages",
         "too_many_metadata_keys",
@@ -118,12 +124,15 @@ def as_api_error(exc: Exception) -> ApiError | None:
     if isinstance(exc, exceptions.NotFound):
         # DRF's own wording says why, e.g. "Invalid page." from pagination.
         return ApiError(404, "not_found", str(exc.detail))
-    if isinstance(exc, Http404):
+    if isinstance(exc, Http404 | ObjectDoesNotExist):
+        # ObjectDoesNotExist: the object was deleted while the request ran.
         return ApiError(404, "not_found", "Not found.")
     if isinstance(exc, RequestDataTooBig):
-        return ApiError(400, "too_large", "The request body is too large.")
+        # Django's DATA_UPLOAD_MAX_MEMORY_SIZE, for a body with a Content-Length.
+        return ApiError(413, "too_large", "The request body is too large.")
     if isinstance(exc, DjangoPermissionDenied):
-        return ApiError(403, "permission_denied", str(exc) or "Permission denied.")
+        # Stable words: the exception's own text is for the log, not the client.
+        return ApiError(403, "permission_denied", "Permission denied.")
     if isinstance(exc, exceptions.ValidationError):
         return _from_validation(exc)
     if isinstance(exc, exceptions.APIException):
@@ -133,14 +142,34 @@ def as_api_error(exc: Exception) -> ApiError | None:
     return None
 
 
+def _from_database(exc: DatabaseError) -> ApiError:
+    """The last resort for a database error that no owner turned into a library error.
+
+    Each is a bug to fix where it arises, so it is logged with its traceback;
+    the client gets the error format with a stable message and no SQL.
+    """
+    logger.error("Database error in an API request", exc_info=exc)
+    if isinstance(exc, IntegrityError):
+        # A constraint refused a write: a concurrent change the services did not foresee.
+        return ApiError(409, "conflict", "The request conflicts with a concurrent change.")
+    return ApiError(500, "server_error", "The server could not complete the request.")
+
+
 def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF exception handler: every known failure becomes the one error format.
 
-    Unknown exceptions return ``None`` so Django reports them as server errors.
+    Database errors are logged and answered in the error format (409
+    ``conflict`` for a constraint, 500 ``server_error`` otherwise); other
+    unknown exceptions return ``None`` so Django reports them as server errors.
+    Like DRF's own handler, it marks an ``ATOMIC_REQUESTS`` transaction for
+    rollback.
     """
     error = as_api_error(exc)
+    if error is None and isinstance(exc, DatabaseError):
+        error = _from_database(exc)
     if error is None:
         return None
+    set_rollback()
     headers: dict[str, str] = {}
     if isinstance(exc, exceptions.APIException):
         # Keep WWW-Authenticate and Retry-After, which DRF's own handler sets.

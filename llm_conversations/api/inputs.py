@@ -8,19 +8,22 @@ everywhere else.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from llm_conversations.api.errors import ApiError
 from llm_conversations.conf import conf
 from llm_conversations.exceptions import join_field
 from llm_conversations.messages import Role
+from llm_conversations.models import MAX_ID_CHARS
+from llm_conversations.text import json_problem
 
 __all__ = [
-    "MESSAGES_INPUT_SCHEMA",
-    "MESSAGE_INPUT_SCHEMA",
     "ROLE_CHOICES",
     "check_text",
+    "message_input_schema",
     "message_items",
+    "messages_input_schema",
     "rebase_field",
     "too_large",
 ]
@@ -30,43 +33,64 @@ ROLE_CHOICES = [role.value for role in Role]
 
 # The request form of a message, as a plain schema: requests take one message
 # or a list, which serializers cannot express. The message rules, not this
-# schema, decide what is valid.
+# schema, decide what is valid; the limits are the API's and the columns'.
+# Built when the schema is generated, so the limits are the settings' own.
 _ARGUMENTS_SCHEMA = {
     "oneOf": [
         {"type": "string", "description": "JSON text of the arguments object."},
         {"type": "object", "additionalProperties": True},
     ]
 }
-MESSAGE_INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "A message in the OpenAI form; arguments as JSON text or an object.",
-    "properties": {
-        "role": {"type": "string", "enum": ROLE_CHOICES},
-        "content": {"type": "string", "nullable": True},
-        "tool_calls": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "id": {"type": "string"},
-                    "type": {"type": "string", "enum": ["function"]},
-                    "function": {
-                        "type": "object",
-                        "properties": {"name": {"type": "string"}, "arguments": _ARGUMENTS_SCHEMA},
-                        "required": ["name"],
+
+
+def message_input_schema() -> dict[str, Any]:
+    """The request form of one message, with the limits the server enforces."""
+    return {
+        "type": "object",
+        "description": "A message in the OpenAI form; arguments as JSON text or an object.",
+        "properties": {
+            "role": {"type": "string", "enum": ROLE_CHOICES},
+            "content": {"type": "string", "nullable": True, "maxLength": conf.MAX_MESSAGE_CHARS},
+            "tool_calls": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "id": {"type": "string", "maxLength": MAX_ID_CHARS},
+                        "type": {"type": "string", "enum": ["function"]},
+                        "function": {
+                            "type": "object",
+                            "properties": {
+                                "name": {"type": "string"},
+                                "arguments": _ARGUMENTS_SCHEMA,
+                            },
+                            "required": ["name"],
+                        },
                     },
+                    "required": ["id", "function"],
                 },
-                "required": ["id", "function"],
             },
+            "tool_call_id": {"type": "string", "maxLength": MAX_ID_CHARS},
+            "is_error": {"type": "boolean"},
         },
-        "tool_call_id": {"type": "string"},
-        "is_error": {"type": "boolean"},
-    },
-    "required": ["role"],
-}
-MESSAGES_INPUT_SCHEMA: dict[str, Any] = {
-    "oneOf": [MESSAGE_INPUT_SCHEMA, {"type": "array", "items": MESSAGE_INPUT_SCHEMA, "minItems": 1}]
-}
+        "required": ["role"],
+    }
+
+
+def messages_input_schema() -> dict[str, Any]:
+    """A message POST body: one message or 1 to ``MAX_MESSAGES_PER_REQUEST`` of them."""
+    one = message_input_schema()
+    return {
+        "oneOf": [
+            one,
+            {
+                "type": "array",
+                "items": one,
+                "minItems": 1,
+                "maxItems": conf.MAX_MESSAGES_PER_REQUEST,
+            },
+        ]
+    }
 
 
 def too_large(field: str) -> ApiError:
@@ -102,34 +126,44 @@ def message_items(data: Any) -> list[Any]:
         content = item.get("content") if isinstance(item, dict) else None
         if isinstance(content, str) and len(content) > conf.MAX_MESSAGE_CHARS:
             raise too_large(join_field(prefix.format(index), "content") or "content")
+        _check_argument_text(item, prefix.format(index))
     return items
 
 
-def check_text(value: Any, path: str = "") -> None:
-    """Refuse NUL characters and lone surrogates anywhere in request data.
+def _check_argument_text(item: Any, prefix: str) -> None:
+    """Arguments sent as JSON text are checked as the object they decode to.
 
-    PostgreSQL cannot store either in text or JSON columns; refusing them here
-    makes the same request a 400 on every database instead of a server error.
+    A client's ``"{\"x\": \"\\u0000\"}"`` holds a NUL once decoded: refused
+    like any other NUL in a request. (A model's such arguments are kept raw,
+    as a malformed call, instead.)
     """
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise ApiError(400, "invalid", "Null characters are not allowed.", field=path or None)
+    calls = item.get("tool_calls") if isinstance(item, dict) else None
+    for i, call in enumerate(calls if isinstance(calls, list) else ()):
+        function = call.get("function") if isinstance(call, dict) else None
+        text = function.get("arguments") if isinstance(function, dict) else None
+        if not isinstance(text, str):
+            continue
         try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ApiError(
-                400,
-                "invalid",
-                "Text must be valid Unicode (no lone surrogates).",
-                field=path or None,
-            ) from None
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            check_text(key, path)
-            check_text(item, f"{path}.{key}" if path else str(key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            check_text(item, f"{path}[{index}]")
+            decoded = json.loads(text)
+        except (ValueError, RecursionError):
+            continue  # not JSON: stored as a malformed call, answered with an error
+        check_text(decoded, join_field(prefix, f"tool_calls[{i}].function.arguments") or "")
+
+
+def check_text(value: Any, path: str = "") -> None:
+    """Refuse request data that no supported database stores, naming the field.
+
+    Applies the one storable-text policy (:func:`llm_conversations.text.json_problem`):
+    NUL characters and lone surrogates (``invalid_text``), numbers that are not
+    finite (``invalid_number``, e.g. ``1e400``) and nesting deeper than
+    ``MAX_JSON_DEPTH`` (``too_deep``), anywhere in ``value``, keys included.
+    The same request is then a 400 on every database, never a server error.
+    """
+    problem = json_problem(value, path)
+    if problem is not None:
+        raise ApiError(
+            400, problem.code, f"{problem.why} is not allowed.", field=problem.path or None
+        )
 
 
 def rebase_field(field: str | None, prefix: str) -> str | None:

@@ -1,5 +1,11 @@
 """OpenAPI descriptions that serializers cannot express on their own.
 
+Every limit the server enforces is stated, read from the settings when the
+schema is generated: ``MAX_MESSAGE_CHARS`` (``maxLength`` of content, of a
+run's message text and of a tool's text output), ``MAX_MESSAGES_PER_REQUEST``
+(``maxItems``), ``MAX_METADATA_KEYS`` (``maxProperties``) and
+``MAX_ITERATIONS_LIMIT`` (``maximum``).
+
 An event stream is described one event at a time: ``event`` names it and
 ``data`` is JSON text whose decoded form is a ``StreamEvent`` object
 (``contentMediaType`` / ``contentSchema``, which schema-driven tools check).
@@ -9,12 +15,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.extensions import OpenApiSerializerFieldExtension
+from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
+from drf_spectacular.plumbing import build_basic_type
 from drf_spectacular.settings import spectacular_settings
+from drf_spectacular.types import OpenApiTypes
 from rest_framework import serializers
 
-from llm_conversations.api.serializers import StreamEventSerializer
+from llm_conversations.api.inputs import message_input_schema, messages_input_schema
+from llm_conversations.api.serializers import (
+    MaxIterationsField,
+    MessagesInputSerializer,
+    MetadataField,
+    StreamEventSerializer,
+    ToolOutputField,
+    UserMessageField,
+)
 from llm_conversations.api.sse import RunEventName
+from llm_conversations.conf import conf
 
 __all__ = ["ServerSentEventSerializer", "describe_run_events"]
 
@@ -52,3 +69,70 @@ class ServerSentEventSerializer(serializers.Serializer[Any]):
 
     event = serializers.ChoiceField(choices=[name.value for name in RunEventName])
     data = EventDataField()  # type: ignore[assignment]  # a field, not .data
+
+
+def _described(field: Any, schema: dict[str, Any]) -> dict[str, Any]:
+    help_text = getattr(field, "help_text", None)
+    return {**schema, "description": str(help_text)} if help_text else schema
+
+
+class MetadataFieldExtension(OpenApiSerializerFieldExtension):
+    """Metadata: an object of any JSON values, at most ``MAX_METADATA_KEYS`` keys."""
+
+    target_class = MetadataField
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        return _described(
+            self.target,
+            {
+                "type": "object",
+                "additionalProperties": {},
+                "maxProperties": conf.MAX_METADATA_KEYS,
+            },
+        )
+
+
+class MaxIterationsFieldExtension(OpenApiSerializerFieldExtension):
+    """``max_iterations``: 1 to ``MAX_ITERATIONS_LIMIT``."""
+
+    target_class = MaxIterationsField
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        schema = build_basic_type(OpenApiTypes.INT) or {"type": "integer"}
+        return _described(
+            self.target, {**schema, "minimum": 1, "maximum": conf.MAX_ITERATIONS_LIMIT}
+        )
+
+
+class ToolOutputFieldExtension(OpenApiSerializerFieldExtension):
+    """Any JSON value; ``maxLength`` constrains only a text output, as the server does."""
+
+    target_class = ToolOutputField
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        text = {"type": "string", "maxLength": conf.MAX_MESSAGE_CHARS}
+        others = [{"type": name} for name in ("object", "array", "number", "boolean")]
+        return _described(self.target, {"anyOf": [text, *others]})
+
+
+class UserMessageFieldExtension(OpenApiSerializerFieldExtension):
+    """A run's user turn: its text or a message object, within ``MAX_MESSAGE_CHARS``."""
+
+    target_class = UserMessageField
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        text = {
+            "type": "string",
+            "description": "The text of a user message.",
+            "maxLength": conf.MAX_MESSAGE_CHARS,
+        }
+        return _described(self.target, {"oneOf": [text, message_input_schema()]})
+
+
+class MessagesInputExtension(OpenApiSerializerExtension):
+    """A message POST body: one message or a list of 1 to ``MAX_MESSAGES_PER_REQUEST``."""
+
+    target_class = MessagesInputSerializer
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        return messages_input_schema()

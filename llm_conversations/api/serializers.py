@@ -13,21 +13,19 @@ path for long histories; a test keeps the two field sets equal.
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
+from rest_framework.exceptions import ErrorDetail
 
 from llm_conversations.api.errors import ApiError
-from llm_conversations.api.inputs import (
-    MESSAGE_INPUT_SCHEMA,
-    MESSAGES_INPUT_SCHEMA,
-    ROLE_CHOICES,
-    too_large,
-)
+from llm_conversations.api.inputs import ROLE_CHOICES, too_large
 from llm_conversations.api.representations import message_data, message_row
 from llm_conversations.conf import conf
 from llm_conversations.models import (
+    MAX_ID_CHARS,
     Conversation,
     Decision,
     Message,
@@ -36,6 +34,69 @@ from llm_conversations.models import (
     RunStatus,
     WaitReason,
 )
+
+_T = TypeVar("_T")
+
+# Strict input types ----------------------------------------------------------
+
+
+def _type_problem(field: serializers.Field[Any, Any, Any, Any], value: Any) -> str | None:
+    """Why ``value`` has the wrong JSON type for ``field``; DRF would coerce it."""
+    if value is None:
+        return None  # the field's own allow_null decides
+    if isinstance(field, serializers.BooleanField):
+        return None if isinstance(value, bool) else "Must be a boolean."
+    if isinstance(field, serializers.IntegerField):
+        # JSON Schema's integer: 2 or 2.0, not 2.5, "2" or true.
+        integral = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+        return None if integral and not isinstance(value, bool) else "Must be an integer."
+    if isinstance(field, serializers.CharField):
+        return None if isinstance(value, str) else "Must be a string."
+    if isinstance(field, serializers.ListField):
+        if not isinstance(value, list):
+            return "Must be a list."
+        for item in value:
+            problem = _type_problem(field.child, item)
+            if problem:
+                return f"Each item: {problem[0].lower()}{problem[1:]}"
+    return None
+
+
+class StrictTypes(serializers.Serializer[_T]):
+    """Input in the declared JSON types only: ``0`` is not a string, ``"true"`` not a boolean."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            errors = {
+                name: [ErrorDetail(problem, code="invalid")]
+                for name, field in self.fields.items()
+                if not field.read_only
+                and name in data
+                and (problem := _type_problem(field, data[name]))
+            }
+            if errors:
+                raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)
+
+
+class MetadataField(serializers.DictField):
+    """A JSON object of any values (``null`` included), at most ``MAX_METADATA_KEYS`` keys."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(child=serializers.JSONField(allow_null=True), **kwargs)
+
+
+class MaxIterationsField(serializers.IntegerField):
+    """``max_iterations``: 1 to ``MAX_ITERATIONS_LIMIT`` (checked by the service)."""
+
+
+class ToolOutputField(serializers.JSONField):
+    """A tool's output: any JSON value; text within ``MAX_MESSAGE_CHARS``."""
+
+
+class MessagesInputSerializer(serializers.Serializer[Any]):
+    """A message POST body: one message object or a list of them (schema only)."""
+
 
 # Errors ---------------------------------------------------------------------
 
@@ -63,14 +124,17 @@ class ErrorSerializer(serializers.Serializer[Any]):
 
 # Conversations ----------------------------------------------------------------
 
+ORDERING_FIELDS = ("created_at", "updated_at", "title", "message_count")
+_ORDER_ONE = f"-?(?:{'|'.join(ORDERING_FIELDS)})"
+ORDERING_PATTERN = f"^{_ORDER_ONE}(?:,{_ORDER_ONE})*$"
 
-class ConversationSerializer(serializers.ModelSerializer[Conversation]):
+
+class ConversationSerializer(StrictTypes[Conversation], serializers.ModelSerializer[Conversation]):
     """A conversation with its message count, last activity and active run."""
 
-    metadata = serializers.DictField(
-        child=serializers.JSONField(),
+    metadata = MetadataField(
         required=False,
-        help_text="Free-form JSON object; at most `MAX_METADATA_KEYS` keys.",
+        help_text="Free-form JSON object of any values; at most `MAX_METADATA_KEYS` keys.",
     )
     active_run = serializers.UUIDField(
         read_only=True, allow_null=True, help_text="The run in progress, if any."
@@ -167,8 +231,27 @@ class MessagePageSerializer(serializers.Serializer[Any]):
     has_more = serializers.BooleanField()
 
 
+class ConversationListQuerySerializer(serializers.Serializer[Any]):
+    """Query parameters of the conversation list; each, when present, must be valid."""
+
+    page = serializers.IntegerField(required=False, min_value=1, help_text="1-based page.")
+    page_size = serializers.IntegerField(
+        required=False, min_value=1, max_value=100, help_text="Page size, 1-100 (default 20)."
+    )
+    search = serializers.CharField(
+        required=False, allow_blank=True, help_text="Words the title contains."
+    )
+    ordering = serializers.RegexField(
+        ORDERING_PATTERN,
+        required=False,
+        help_text="Comma-separated fields, `-` first for descending: "
+        + ", ".join(f"`{name}`" for name in ORDERING_FIELDS)
+        + ".",
+    )
+
+
 class MessageListQuerySerializer(serializers.Serializer[Any]):
-    """Query parameters of the message list."""
+    """Query parameters of the message list; each, when present, must be valid."""
 
     after = serializers.UUIDField(
         required=False, help_text="A message id: list the messages after it in `order`."
@@ -187,14 +270,6 @@ class MessageListQuerySerializer(serializers.Serializer[Any]):
 # Runs -------------------------------------------------------------------------
 
 
-@extend_schema_field(
-    {
-        "oneOf": [
-            {"type": "string", "description": "The text of a user message."},
-            MESSAGE_INPUT_SCHEMA,
-        ]
-    }
-)
 class UserMessageField(serializers.JSONField):
     """A user message: its text, or the message object, passed on as sent.
 
@@ -218,20 +293,23 @@ class UserMessageField(serializers.JSONField):
         return data
 
 
-class RunCreateSerializer(serializers.Serializer[Any]):
+class RunCreateSerializer(StrictTypes[Any]):
     """Start a run: store the user turn, then answer it with the tool loop."""
 
     message = UserMessageField(help_text="The user turn: text or a message object.")
     provider = serializers.CharField(
-        required=False, help_text="A key of `PROVIDERS`; the default provider when omitted."
+        required=False,
+        min_length=1,
+        trim_whitespace=False,
+        help_text="A key of `PROVIDERS`; the default provider when omitted.",
     )
     tools = serializers.ListField(
-        child=serializers.CharField(),
+        child=serializers.CharField(min_length=1, trim_whitespace=False),
         required=False,
         allow_null=True,
         help_text="Names of the tools to offer (see `/tools/`); all of them when omitted.",
     )
-    max_iterations = serializers.IntegerField(
+    max_iterations = MaxIterationsField(
         required=False,
         help_text="Model calls before the loop closes the run: 1 to `MAX_ITERATIONS_LIMIT`.",
     )
@@ -319,11 +397,11 @@ class StreamEventSerializer(serializers.Serializer[Any]):
     run = RunSerializer(required=False)
 
 
-class ToolDecisionSerializer(serializers.Serializer[Any]):
+class ToolDecisionSerializer(StrictTypes[Any]):
     """Approve or deny calls waiting for approval."""
 
     tool_call_ids = serializers.ListField(
-        child=serializers.CharField(),
+        child=serializers.CharField(min_length=1, trim_whitespace=False),
         required=False,
         allow_null=True,
         help_text="The calls to decide; all calls waiting for approval when omitted.",
@@ -331,27 +409,31 @@ class ToolDecisionSerializer(serializers.Serializer[Any]):
     stream = serializers.BooleanField(required=False, default=False)
 
 
-class ToolOutputSerializer(serializers.Serializer[Any]):
+class ToolOutputSerializer(StrictTypes[Any]):
     """The output of one client-side call."""
 
-    tool_call_id = serializers.CharField()
-    output = serializers.JSONField(
+    tool_call_id = serializers.CharField(
+        min_length=1, max_length=MAX_ID_CHARS, trim_whitespace=False
+    )
+    output = ToolOutputField(
         allow_null=True, help_text="Text, or any JSON value (stored as JSON text)."
     )
     is_error = serializers.BooleanField(required=False, default=False)
 
 
-class SubmitToolOutputsSerializer(serializers.Serializer[Any]):
+class SubmitToolOutputsSerializer(StrictTypes[Any]):
     """Outputs of client-side calls."""
 
-    tool_outputs = ToolOutputSerializer(many=True, allow_empty=False)
+    tool_outputs = serializers.ListField(child=ToolOutputSerializer(), min_length=1)
     stream = serializers.BooleanField(required=False, default=False)
 
     def validate_tool_outputs(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """One output per call, each within ``MAX_MESSAGE_CHARS``."""
         ids = [item["tool_call_id"] for item in value]
         if len(set(ids)) != len(ids):
-            raise serializers.ValidationError("each tool_call_id may appear once.")
+            raise serializers.ValidationError(
+                "each tool_call_id may appear once.", code="duplicate_tool_output"
+            )
         for index, item in enumerate(value):
             output = item["output"]
             if isinstance(output, str) and len(output) > conf.MAX_MESSAGE_CHARS:
@@ -373,17 +455,23 @@ class ToolSerializer(serializers.Serializer[Any]):
 
 
 __all__ = [
-    "MESSAGES_INPUT_SCHEMA",
-    "MESSAGE_INPUT_SCHEMA",
+    "ORDERING_FIELDS",
+    "ConversationListQuerySerializer",
     "ConversationSerializer",
     "ErrorSerializer",
+    "MaxIterationsField",
     "MessageListQuerySerializer",
     "MessagePageSerializer",
     "MessageSerializer",
+    "MessagesInputSerializer",
+    "MetadataField",
     "RunCreateSerializer",
     "RunSerializer",
     "StreamEventSerializer",
+    "StrictTypes",
     "SubmitToolOutputsSerializer",
     "ToolDecisionSerializer",
+    "ToolOutputField",
     "ToolSerializer",
+    "UserMessageField",
 ]

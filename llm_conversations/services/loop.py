@@ -31,7 +31,6 @@ from llm_conversations.messages import (
     unanswered_tool_call_ids,
 )
 from llm_conversations.models import (
-    ACTIVE_RUN_STATUSES,
     Decision,
     Run,
     RunEventType,
@@ -61,6 +60,7 @@ from llm_conversations.services.store import (
     append_messages,
     conversation_pk,
     load_messages,
+    lock_idle_conversation,
 )
 from llm_conversations.tasks import enqueue_run
 from llm_conversations.tool_specs import ToolSpec
@@ -69,6 +69,9 @@ from llm_conversations.tools import ToolRegistry, default_registry
 __all__ = ["ConversationBusy", "RunStateError", "ToolLoopService"]
 
 logger = logging.getLogger("llm_conversations.loop")
+
+# The unique constraint admitting one active run per conversation (models/runs.py).
+ONE_ACTIVE_RUN = "llmconv_one_active_run"
 
 RunRef = Run | uuid.UUID | str
 """A run or its id."""
@@ -162,6 +165,9 @@ class ToolLoopService:
         conversation_id = conversation_pk(conversation)
         try:
             with transaction.atomic():
+                # Under the conversation's lock, an active run is seen before
+                # the insert: concurrent starts queue here, not on the index.
+                lock_idle_conversation(conversation_id)
                 run = Run(
                     conversation_id=conversation_id,
                     provider=name,
@@ -177,11 +183,9 @@ class ToolLoopService:
             # The store names the turn messages[0]; here it is the message argument.
             rest = (exc.field or "").removeprefix("messages[0]")
             raise InvalidMessage(exc.code, exc.message, field=f"message{rest}") from None
-        except IntegrityError:
-            # The one-active-run constraint; SQLite does not name the violated index, so ask.
-            if Run.objects.filter(
-                conversation_id=conversation_id, status__in=ACTIVE_RUN_STATUSES
-            ).exists():
+        except IntegrityError as exc:
+            # The one-active-run constraint, for a run inserted without the lock.
+            if _violates_one_active_run(exc):
                 raise ConversationBusy() from None
             raise
         return run
@@ -283,15 +287,16 @@ class ToolLoopService:
             response: CompletionResponse | None = None
             text = run_log.TextBuffer(run)
             for event in self._call(provider, history, [] if closing else specs, stream):
-                if heartbeat.lost.is_set():
-                    return  # cancelled or taken over: nothing more from this execution
                 if isinstance(event, CompletionResponse):
                     response = event
-                elif text.add(event.text):
-                    yield event
+                    written = text.flush()
                 else:
-                    return
-            if response is None or not text.flush():
+                    written = text.add(event.text)
+                if text.stopped or heartbeat.lost.is_set():
+                    return  # cancelled or taken over: nothing more from this execution
+                if written:
+                    yield TextDelta(written)
+            if response is None:
                 return
             cut_short = closing and (worked or bool(response.tool_calls))
             if closing and response.tool_calls:
@@ -380,6 +385,19 @@ def _end_reason(response: CompletionResponse, cut_short: bool) -> TerminationRea
     if response.finish_reason is FinishReason.LENGTH:
         return TerminationReason.LENGTH
     return TerminationReason.MAX_ITERATIONS if cut_short else TerminationReason.COMPLETED
+
+
+def _violates_one_active_run(error: IntegrityError) -> bool:
+    """Whether ``error`` is a violation of ``llmconv_one_active_run``.
+
+    PostgreSQL names the constraint; SQLite names the indexed column.
+    """
+    cause = error.__cause__
+    diag = getattr(cause, "diag", None)
+    if getattr(diag, "constraint_name", None) == ONE_ACTIVE_RUN:
+        return True
+    text = str(error)
+    return ONE_ACTIVE_RUN in text or f"{Run._meta.db_table}.conversation_id" in text
 
 
 def _user_turn(message: MessageInput | str) -> ChatMessage:

@@ -49,29 +49,40 @@ def record_live(run: Run, items: Sequence[EventItem]) -> list[RunEvent] | None:
 
 
 class TextBuffer:
-    """Joins text pieces into events of at most ``TEXT_FLUSH_CHARS`` characters,
-    written at least every ``TEXT_FLUSH_SECONDS`` while text arrives."""
+    """Joins text pieces into events of at most about ``TEXT_FLUSH_CHARS`` characters,
+    written at least every ``TEXT_FLUSH_SECONDS`` while text arrives.
+
+    Text is handed on only once written, so a reader of the log and a live
+    stream see the same pieces, and nothing is sent after a cancel.
+    """
 
     def __init__(self, run: Run) -> None:
         self._run = run
         self._pieces: list[str] = []
         self._size = 0
         self._since = 0.0
+        self.stopped = False
 
-    def add(self, text: str) -> bool:
-        """Buffer ``text``; write when full or due. False once the run stopped running."""
+    def add(self, text: str) -> str | None:
+        """Buffer ``text``; the joined text when it was written, else ``None``.
+
+        Sets :attr:`stopped` (and writes nothing) once the run stopped running.
+        """
         if not self._pieces:
             self._since = time.monotonic()
         self._pieces.append(text)
         self._size += len(text)
         if self._size >= TEXT_FLUSH_CHARS or time.monotonic() - self._since >= TEXT_FLUSH_SECONDS:
             return self.flush()
-        return True
+        return None
 
-    def flush(self) -> bool:
-        """Write what is buffered. False when the run stopped running (nothing written)."""
-        if not self._pieces:
-            return True
+    def flush(self) -> str | None:
+        """Write what is buffered; the text written, or ``None`` (nothing, or stopped)."""
+        if not self._pieces or self.stopped:
+            return None
         text = "".join(self._pieces)
         self._pieces, self._size = [], 0
-        return record_live(self._run, [(RunEventType.TEXT_DELTA, {"delta": text})]) is not None
+        if record_live(self._run, [(RunEventType.TEXT_DELTA, {"delta": text})]) is None:
+            self.stopped = True
+            return None
+        return text

@@ -50,6 +50,7 @@ __all__ = [
     "create_conversation",
     "delete_conversation",
     "load_messages",
+    "lock_idle_conversation",
     "pending_tool_call_ids",
 ]
 
@@ -139,6 +140,21 @@ def _lock(conversation_id: uuid.UUID, run: Run | None) -> int:
             "another run of this conversation is still active; wait for it or cancel it."
         )
     return count
+
+
+def lock_idle_conversation(conversation: ConversationRef) -> None:
+    """In a transaction: lock the conversation row, refusing it while a run is active.
+
+    ``ToolLoopService.start`` takes this lock before inserting a run, so
+    concurrent starts of one conversation are serialised and every one but
+    the first sees the active run (``ConversationBusy``). Raises
+    ``Conversation.DoesNotExist`` when the conversation is gone.
+    """
+    try:
+        _lock(conversation_pk(conversation), None)
+    except ConversationBusy:
+        # The message a refused start has always had.
+        raise ConversationBusy() from None
 
 
 def _check_storable(items: Sequence[tuple[ChatMessage, dict[str, Any]]]) -> None:

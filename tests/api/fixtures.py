@@ -1,13 +1,22 @@
-"""A provider that always fails, for the API's provider-error paths."""
+"""Providers for the API's failure paths: one always fails, one is cancelled mid-reply."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from typing import Any
+
 from llm_conversations.completions import CompletionResponse
+from llm_conversations.messages import MessageInput
+from llm_conversations.models import Run, RunStatus
 from llm_conversations.providers import (
     CompletionRequest,
     EchoProvider,
     ProviderUnavailableError,
+    ResponseCompleted,
+    StreamEvent,
+    TextDelta,
 )
+from llm_conversations.services import ToolLoopService
 
 
 class BrokenProvider(EchoProvider):
@@ -19,3 +28,19 @@ class BrokenProvider(EchoProvider):
         raise ProviderUnavailableError(
             "broken: the service is unavailable (HTTP 503).", provider=self.backend, status_code=503
         )
+
+
+class CancelledMidReply(EchoProvider):
+    """Streams a reply during which another request cancels the run."""
+
+    backend = "cancelled_mid_reply"
+
+    def stream(
+        self, messages: Iterable[MessageInput], *, tools: Any = None, **options: Any
+    ) -> Iterator[StreamEvent]:
+        yield TextDelta("before ")
+        run = Run.objects.get(status=RunStatus.RUNNING)
+        ToolLoopService().cancel(run.pk)
+        for _ in range(5):
+            yield TextDelta("after ")
+        yield ResponseCompleted(CompletionResponse("before after", provider=self.backend))

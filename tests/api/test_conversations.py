@@ -41,8 +41,8 @@ def test_create_ignores_read_only_fields(client: APIClient) -> None:
         ({"metadata": [1, 2]}, "invalid", "metadata"),
         ({"metadata": None}, "invalid", "metadata"),
         ({"title": "x" * 201}, "invalid", "title"),
-        ({"title": "a\x00b"}, "invalid", "title"),
-        ({"metadata": {"k": "a\x00b"}}, "invalid", "metadata.k"),
+        ({"title": "a\x00b"}, "invalid_text", "title"),
+        ({"metadata": {"k": "a\x00b"}}, "invalid_text", "metadata.k"),
     ],
 )
 def test_create_validation_errors(

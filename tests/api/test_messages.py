@@ -264,7 +264,7 @@ def test_post_a_list_with_arguments_as_text_or_object(
             "messages[1].content",
         ),
         ([{"role": "user", "content": "x"}] * 6, "too_many_messages", None),
-        ({"role": "user", "content": "nul\x00"}, "invalid", "content"),
+        ({"role": "user", "content": "nul\x00"}, "invalid_text", "content"),
         ([], "invalid", None),
         ("text", "invalid", None),
         (
@@ -299,14 +299,14 @@ def test_message_json_is_valid_json_text(client: APIClient, history: Conversatio
             assert isinstance(json.loads(call["function"]["arguments"]), dict)
 
 
-def test_a_body_over_djangos_upload_limit_is_400_too_large(
+def test_a_body_over_djangos_upload_limit_is_413_too_large(
     client: APIClient, conversation: Conversation, settings: Any
 ) -> None:
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
     response = client.post(
         url(conversation), {"role": "user", "content": "x" * 20_000}, format="json"
     )
-    assert (response.status_code, response.json()["error"]["code"]) == (400, "too_large")
+    assert (response.status_code, response.json()["error"]["code"]) == (413, "too_large")
 
 
 def test_post_during_an_active_run_is_409_and_stores_nothing(

@@ -246,7 +246,7 @@ def test_submit_tool_outputs_of_client_side_calls(
                     {"tool_call_id": "p", "output": "b"},
                 ]
             },
-            "invalid",
+            "duplicate_tool_output",
             "tool_outputs",
         ),
         (
@@ -309,3 +309,20 @@ def test_runs_status_values_match_the_model() -> None:
         "failed",
         "cancelled",
     }
+
+
+def test_error_messages_are_stable_words_without_exception_text(
+    client: APIClient, conversation: Conversation
+) -> None:
+    response = start(client, conversation, message="hi", provider="broken")
+    run = Run.objects.get()
+    # The provider's own words are in the run's recorded error, not in the message.
+    assert response.json()["error"]["message"] == (
+        f"The provider failed; run {run.pk} records the error."
+    )
+    response = client.generic(
+        "POST", runs_url(conversation), '{"message": ', content_type="application/json"
+    )
+    error = response.json()["error"]
+    assert (error["code"], error["message"]) == ("parse_error", "The body is not valid JSON.")
+    assert error["details"] == {"line": 1, "column": 13}

@@ -16,7 +16,7 @@ from llm_conversations.messages import Role, check_sequence
 from llm_conversations.models import Conversation, Message, Run, RunStatus
 from llm_conversations.services import ToolLoopService, create_conversation, load_messages
 from tests import loop_tools
-from tests.api.conftest import calls_text, parse_sse
+from tests.api.conftest import API_SETTINGS, calls_text, parse_sse
 
 pytestmark = pytest.mark.django_db
 
@@ -54,12 +54,11 @@ def test_a_whole_streamed_run_with_tool_calls(
         "tool_call.started",
         "tool_result.stored",
         "tool_result.stored",
-        "text.delta",
-        "text.delta",
-        "text.delta",
+        "text.delta",  # the echo backend's three pieces, joined as the run's log keeps them
         "message.stored",
         "run.completed",
     ]
+    assert events[5][1]["delta"] == events[6][1]["message"]["content"]
     run = Run.objects.get()
     assert all(data["run_id"] == str(run.pk) for _, data in events)
     calls = events[0][1]["message"]["tool_calls"]
@@ -229,3 +228,27 @@ def test_asgi_stream_closed_early_finishes_the_run(conversation: Conversation) -
     run.refresh_from_db()
     assert run.status == "completed"
     assert_valid(conversation)
+
+
+def test_a_run_cancelled_mid_reply_sends_nothing_after_run_cancelled(
+    client: APIClient,
+    conversation: Conversation,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    providers = {
+        **API_SETTINGS["PROVIDERS"],
+        "cancelled": {"BACKEND": "tests.api.fixtures.CancelledMidReply", "MODEL": "x"},
+    }
+    settings.LLM_CONVERSATIONS = {**API_SETTINGS, "PROVIDERS": providers}
+    response = stream_run(client, conversation, message="hi", provider="cancelled")
+    events = parse_sse(b"".join(response.streaming_content))
+    # Text is sent once written to the run's log, which a cancelled run refuses:
+    # nothing of the reply after the cancel reaches the client.
+    names = [name for name, _ in events]
+    assert names[-1] == "run.cancelled"
+    assert set(names[:-1]) <= {"text.delta"}
+    assert all("after" not in data["delta"] for name, data in events if name == "text.delta")
+    assert events[-1][1]["run"]["status"] == "cancelled"
+    assert_valid(conversation)
+    assert [m.role for m in load_messages(conversation)] == [Role.USER, Role.USER]

@@ -6,11 +6,11 @@ import uuid
 from typing import Any
 
 from django.db.models import OuterRef, QuerySet, Subquery
-from django.http import Http404
+from django.http import Http404, HttpRequest
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
+from rest_framework import serializers
 from rest_framework.authentication import BaseAuthentication
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import BasePermission
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 
 from llm_conversations.api.errors import api_exception_handler
 from llm_conversations.api.inputs import check_text
+from llm_conversations.api.parsers import BodyRequest, BoundedJSONParser
 from llm_conversations.api.permissions import authentication_classes, permission_classes
 from llm_conversations.api.serializers import ErrorSerializer
 from llm_conversations.models import ACTIVE_RUN_STATUSES, Conversation, Run
@@ -28,6 +29,7 @@ __all__ = [
     "error_responses",
     "owned_conversations",
     "parse_uuid",
+    "valid_query",
 ]
 
 _ERROR_DESCRIPTIONS = {
@@ -66,6 +68,19 @@ def parse_uuid(value: Any) -> uuid.UUID:
         raise Http404 from None
 
 
+def valid_query(
+    serializer_class: type[serializers.Serializer[Any]], request: Request
+) -> serializers.Serializer[Any]:
+    """The query parameters, validated: a parameter sent empty or malformed is a 400.
+
+    Read as a plain dict (the last value of each), so ``?order=`` is an empty
+    value to refuse rather than a missing one to default.
+    """
+    query = serializer_class(data=request.query_params.dict())
+    query.is_valid(raise_exception=True)
+    return query
+
+
 def owned_conversations(request: Request) -> QuerySet[Conversation]:
     """The caller's conversations, each annotated with its active run id.
 
@@ -89,7 +104,7 @@ class ApiView(APIView):
     authentication classes come from ``LLM_CONVERSATIONS`` on each request.
     """
 
-    parser_classes = [JSONParser]
+    parser_classes = [BoundedJSONParser]
     renderer_classes = [JSONRenderer]
     # The router matches any segment as an id; the views answer 404 for one
     # that is not a UUID, in the API's error format.
@@ -104,14 +119,26 @@ class ApiView(APIView):
     def get_authenticators(self) -> list[BaseAuthentication]:
         return [cls() for cls in authentication_classes()]
 
+    def initialize_request(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Request:
+        """A :class:`BodyRequest`: bodies without a ``Content-Length`` are read too."""
+        # DRF's own (a viewset also picks its action there), then the same as a BodyRequest.
+        drf_request = super().initialize_request(request, *args, **kwargs)
+        return BodyRequest(
+            request,
+            parsers=drf_request.parsers,
+            authenticators=self.get_authenticators(),
+            negotiator=drf_request.negotiator,
+            parser_context=drf_request.parser_context,
+        )
+
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         super().initial(request, *args, **kwargs)
         for key, values in request.query_params.lists():
-            check_text(key)
             for value in values:
-                check_text(value, key)
+                check_text({key: value})
         if request.method in ("POST", "PUT", "PATCH"):
-            check_text(request.data)
+            # Every body is read and checked (size, depth, text) before the view runs.
+            _ = request.data
 
     def get_conversation(self) -> Conversation:
         """The caller's conversation named by the URL, or 404."""

@@ -14,17 +14,20 @@ from llm_conversations.api.errors import ApiError
 from llm_conversations.api.inputs import message_items, rebase_field
 from llm_conversations.api.representations import MESSAGE_COLUMNS, message_data, message_row
 from llm_conversations.api.serializers import (
-    MESSAGES_INPUT_SCHEMA,
+    ORDERING_FIELDS,
+    ConversationListQuerySerializer,
     ConversationSerializer,
     MessageListQuerySerializer,
     MessagePageSerializer,
     MessageSerializer,
+    MessagesInputSerializer,
 )
 from llm_conversations.api.views.base import (
     CONVERSATION_ID,
     ApiView,
     error_responses,
     owned_conversations,
+    valid_query,
 )
 from llm_conversations.messages import InvalidMessage
 from llm_conversations.models import Conversation, Message
@@ -44,6 +47,7 @@ class ConversationPagination(PageNumberPagination):
 @extend_schema_view(
     list=extend_schema(
         summary="List conversations",
+        parameters=[ConversationListQuerySerializer],
         responses={200: ConversationSerializer(many=True), **error_responses(400)},
     ),
     create=extend_schema(
@@ -68,12 +72,17 @@ class ConversationViewSet(ApiView, viewsets.ModelViewSet[Conversation]):
     pagination_class = ConversationPagination
     filter_backends = [filters.SearchFilter, filters.OrderingFilter]
     search_fields = ["title"]
-    ordering_fields = ["created_at", "updated_at", "title", "message_count"]
+    ordering_fields = list(ORDERING_FIELDS)
     ordering = ["-updated_at"]
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
     def get_queryset(self) -> Any:
         return owned_conversations(self.request)
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """A page of the caller's conversations; a bad query value is a 400."""
+        valid_query(ConversationListQuerySerializer, request)
+        return super().list(request, *args, **kwargs)
 
     def perform_create(self, serializer: serializers.BaseSerializer[Conversation]) -> None:
         # A new conversation has no active_run annotation; the field shows null.
@@ -89,7 +98,7 @@ class ConversationViewSet(ApiView, viewsets.ModelViewSet[Conversation]):
 @extend_schema_view(
     create=extend_schema(
         summary="Append messages",
-        request={"application/json": MESSAGES_INPUT_SCHEMA},
+        request={"application/json": MessagesInputSerializer},
         responses={201: MessagePageSerializer, **error_responses(400, 409, 415)},
     ),
 )
@@ -114,8 +123,7 @@ class MessageViewSet(ApiView, viewsets.GenericViewSet[Message]):
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """A page of messages after the ``after`` cursor, in ``order``."""
         conversation = self.get_conversation()
-        query = MessageListQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
+        query = valid_query(MessageListQuerySerializer, request)
         after, limit = query.validated_data.get("after"), query.validated_data["limit"]
         ascending = query.validated_data["order"] == "asc"
         rows = Message.objects.filter(conversation_id=conversation.pk)

@@ -128,14 +128,12 @@ class RunViewSet(ApiView, viewsets.GenericViewSet[Run]):
                 raise ApiError(
                     502,
                     "provider_error",
-                    f"The provider failed; run {run.pk} records the error: {run.error_message}",
+                    f"The provider failed; run {run.pk} records the error.",
                     details={"run": data},
                 )
+            # Stable words: what went wrong is in the run's error and the server's log.
             raise ApiError(
-                500,
-                "run_failed",
-                f"Run {run.pk} failed on the server ({run.error_type}).",
-                details={"run": data},
+                500, "run_failed", f"Run {run.pk} failed on the server.", details={"run": data}
             )
         return Response(data, status=ok)
 
