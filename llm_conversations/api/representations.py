@@ -27,6 +27,7 @@ MESSAGE_COLUMNS = (
     "run_id",
     "created_at",
     "model",
+    "finish_reason",
     "input_tokens",
     "output_tokens",
     "total_tokens",
@@ -51,6 +52,7 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
     data["run"] = row["run_id"]
     data["created_at"] = row["created_at"]
     data["model"] = (row["model"] or None) if assistant else None
+    data["finish_reason"] = (row["finish_reason"] or None) if assistant else None
     data["usage"] = (
         {
             "input_tokens": row["input_tokens"],

@@ -23,6 +23,7 @@ from rest_framework.exceptions import ErrorDetail
 from llm_conversations.api.errors import ApiError
 from llm_conversations.api.inputs import ROLE_CHOICES, too_large
 from llm_conversations.api.representations import message_data, message_row
+from llm_conversations.completions import FinishReason
 from llm_conversations.conf import conf
 from llm_conversations.models import (
     MAX_ID_CHARS,
@@ -213,6 +214,14 @@ class MessageSerializer(serializers.Serializer[Message]):
     run = serializers.UUIDField(allow_null=True, help_text="The run that stored this turn.")
     created_at = serializers.DateTimeField()
     model = serializers.CharField(allow_null=True, help_text="Assistant turns: the model.")
+    finish_reason = serializers.ChoiceField(
+        choices=[reason.value for reason in FinishReason],
+        allow_null=True,
+        help_text=(
+            "Assistant turns a provider answered: why the model stopped. An empty "
+            'reply (`content` `""`, no calls) with `content_filter` is a refusal.'
+        ),
+    )
     usage = UsageSerializer(allow_null=True, help_text="Assistant turns: token usage.")
 
     def to_representation(self, instance: Message) -> dict[str, Any]:

@@ -73,6 +73,7 @@ def test_representation_is_the_openai_form_plus_stored_fields(
         "run": None,
         "created_at": data[0]["created_at"],
         "model": None,
+        "finish_reason": None,
         "usage": None,
     }
     call_turn = data[2]
@@ -85,7 +86,7 @@ def test_representation_is_the_openai_form_plus_stored_fields(
         },
         {"id": "c2", "type": "function", "function": {"name": "get_time", "arguments": "{}"}},
     ]
-    assert call_turn["model"] == "gpt-test"
+    assert (call_turn["model"], call_turn["finish_reason"]) == ("gpt-test", "stop")
     assert call_turn["usage"] == {
         "input_tokens": 10,
         "output_tokens": 5,
@@ -96,7 +97,7 @@ def test_representation_is_the_openai_form_plus_stored_fields(
     assert "tool_call_id" not in data[5]
     assert "tool_calls" not in data[5]
     # An assistant turn that no provider answered has no model or usage.
-    assert (data[5]["model"], data[5]["usage"]) == (None, None)
+    assert (data[5]["model"], data[5]["usage"], data[5]["finish_reason"]) == (None, None, None)
     # The wire fields read back into the same message.
     stored = load_messages(history)
     wire = [
