@@ -1,27 +1,18 @@
-"""The provider base class: one pooled httpx client, retries, key redaction.
+"""The provider base class: one pooled httpx client, replies, key redaction.
 
 Subclasses implement four hooks: ``build_request`` (path and JSON body),
-``auth_headers``, ``parse_response`` and ``parse_stream``. Everything about
-sending, retrying, deadlines, size caps and turning HTTP failures into typed
-errors lives here once.
-
-Deadlines: ``timeout`` bounds a whole non-streamed attempt (connect, send and
-the whole body, checked as bytes arrive) and, for a stream, the arrival of the
-response headers; after that a stream may fall silent for at most ``timeout``
-between two pieces. ``connect_timeout`` bounds the connection alone.
+``auth_headers``, ``parse_response`` and ``parse_stream``. Sending, retrying,
+deadlines, size caps and turning HTTP failures into typed errors live once in
+:mod:`~llm_conversations.providers.http`, mixed into :class:`Provider`.
 """
 
 from __future__ import annotations
 
-import codecs
 import json
 import logging
-import random
-import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar
 
 import httpx
@@ -50,6 +41,7 @@ from .errors import (
     RateLimitError,
 )
 from .events import StreamEvent, TextDelta
+from .http import HttpTransport, backoff_delay, parse_retry_after
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -66,8 +58,6 @@ __all__ = [
 logger = logging.getLogger("llm_conversations.providers")
 
 REDACTED = "[redacted]"
-BACKOFF_BASE = 0.5
-BACKOFF_MAX = 8.0
 # The defaults of a PROVIDERS entry's TIMEOUT (seconds per attempt),
 # CONNECT_TIMEOUT, MAX_RETRIES and MAX_RETRY_AFTER (the longest Retry-After
 # slept through inside a request); the registry imports them rather than
@@ -79,41 +69,6 @@ DEFAULT_MAX_RETRY_AFTER = 60.0
 # Provider text quoted in an error is cut to this many characters, after the
 # key is redacted (cutting first could leave part of the key behind).
 ERROR_TEXT_LIMIT = 500
-# A body may hold its reply's text as JSON: up to 4 UTF-8 bytes per character
-# plus the envelope. A stream repeats its envelope around every few
-# characters (an OpenAI chunk is ~200 bytes for one token), so it gets more.
-BODY_BYTES_PER_CHAR = 4
-STREAM_BYTES_PER_CHAR = 64
-BODY_ENVELOPE_BYTES = 64 * 1024
-_LINE_END = re.compile(r"\r\n|\r|\n")
-
-
-def backoff_delay(attempt: int) -> float:
-    """Exponential backoff with jitter: half fixed, half random, capped."""
-    ceiling = min(BACKOFF_MAX, BACKOFF_BASE * 2**attempt)
-    return float(ceiling / 2 + random.uniform(0, ceiling / 2))
-
-
-def parse_retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        moment = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, moment.timestamp() - time.time())
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +84,7 @@ class CompletionRequest:
     stream: bool
 
 
-class Provider:
+class Provider(HttpTransport):
     """One configured model behind one wire protocol.
 
     ``options`` are default request options, overridden per call by the
@@ -359,35 +314,6 @@ class Provider:
             provider=self.backend,
         )
 
-    def lines(self, response: httpx.Response) -> Iterator[str]:
-        """The text lines of a streamed body, its size capped.
-
-        Lines end at CR, LF or CRLF (what both SSE and NDJSON allow). More
-        than ``STREAM_BYTES_PER_CHAR * max_reply_chars`` decoded bytes raise
-        :class:`InvalidResponseError`, so a runaway stream is not read whole.
-        """
-        cap = STREAM_BYTES_PER_CHAR * self.max_reply_chars + BODY_ENVELOPE_BYTES
-        decoder = codecs.getincrementaldecoder(response.encoding or "utf-8")(errors="replace")
-        total = 0
-        pending = ""
-        for chunk in response.iter_bytes():
-            total += len(chunk)
-            if total > cap:
-                raise self._too_large(cap)
-            # Only the new text can end a line (and a CR held back from before).
-            scan_from = max(0, len(pending) - 1)
-            pending += decoder.decode(chunk)
-            # A trailing CR may be the first half of a CRLF split across chunks.
-            end = len(pending) - 1 if pending.endswith("\r") else len(pending)
-            start = 0
-            for match in _LINE_END.finditer(pending, scan_from, end):
-                yield pending[start : match.start()]
-                start = match.end()
-            pending = pending[start:]
-        pending += decoder.decode(b"", final=True)
-        if pending:
-            yield from _LINE_END.split(pending.removesuffix("\r"))
-
     def completion(
         self,
         *,
@@ -445,156 +371,6 @@ class Provider:
             return [self.redact_data(item) for item in data]
         return data
 
-    # HTTP -----------------------------------------------------------------
-
-    def _timeouts(self) -> httpx.Timeout:
-        # Each wait for the network (read, write, pool) is bounded by TIMEOUT;
-        # the attempt as a whole is bounded in _post and _read_body.
-        return httpx.Timeout(self.timeout, connect=self.connect_timeout)
-
-    def _post(
-        self, path: str, body: dict[str, Any], *, stream: bool
-    ) -> tuple[httpx.Response, bytes]:
-        """Send with retries: the response, and its body unless it is an open stream.
-
-        Bodies are always received as a stream so their size is capped and the
-        attempt's deadline checked as bytes arrive.
-        """
-        assert self._client is not None, "this provider makes no HTTP calls"
-        url = self.base_url + path
-        headers = {"accept": "text/event-stream" if stream else "application/json"}
-        headers.update(self.auth_headers())
-        attempt = 0
-        while True:
-            request = self._client.build_request(
-                "POST", url, json=body, headers=headers, timeout=self._timeouts()
-            )
-            started = time.monotonic()
-            error: ProviderError
-            try:
-                response = self._client.send(request, stream=True)
-                if stream and response.status_code < 400:
-                    if time.monotonic() - started > self.timeout:
-                        # The headers trickled in past the deadline for the first byte.
-                        response.close()
-                        raise self._deadline_passed()
-                    return response, b""
-                content = self._read_body(response, started)
-            except httpx.TimeoutException as exc:
-                error = ProviderTimeout(
-                    f"{self.backend}: no answer within {self.timeout:g}s ({type(exc).__name__}).",
-                    provider=self.backend,
-                )
-            except httpx.TransportError as exc:
-                # httpx messages name hosts, not headers; redact anyway.
-                detail = self.error_text(str(exc)) or type(exc).__name__
-                error = ProviderUnavailableError(
-                    f"{self.backend}: connection failed: {detail}", provider=self.backend
-                )
-            except ProviderTimeout as exc:
-                error = exc
-            else:
-                if response.status_code < 400:
-                    return response, content
-                error = self._error_from_response(response, content)
-            delay = self._retry_delay(error, attempt)
-            if delay is None:
-                raise error
-            attempt += 1
-            logger.warning(
-                "%s call failed (%s); retry %d of %d in %.2fs.",
-                self.backend,
-                error,
-                attempt,
-                self.max_retries,
-                delay,
-            )
-            self._sleep(delay)
-
-    def _read_body(self, response: httpx.Response, started: float) -> bytes:
-        """The whole (decoded) body, within the attempt's deadline and the size cap."""
-        cap = BODY_BYTES_PER_CHAR * self.max_reply_chars + BODY_ENVELOPE_BYTES
-        content = bytearray()
-        try:
-            for chunk in response.iter_bytes():
-                content += chunk
-                if len(content) > cap:
-                    raise self._too_large(cap)
-                if time.monotonic() - started > self.timeout:
-                    raise self._deadline_passed()
-        finally:
-            response.close()
-        return bytes(content)
-
-    def _deadline_passed(self) -> ProviderTimeout:
-        return ProviderTimeout(
-            f"{self.backend}: the answer took longer than TIMEOUT ({self.timeout:g}s).",
-            provider=self.backend,
-        )
-
-    def _too_large(self, cap: int) -> InvalidResponseError:
-        return InvalidResponseError(
-            f"{self.backend}: the response is larger than {cap} bytes, the cap derived "
-            f"from MAX_REPLY_CHARS ({self.max_reply_chars}); it was not read further.",
-            provider=self.backend,
-        )
-
-    def _retry_delay(self, error: ProviderError, attempt: int) -> float | None:
-        if not error.retryable or attempt >= self.max_retries:
-            return None
-        if error.retry_after is not None:
-            if error.retry_after > self.max_retry_after:
-                raise self._wait_refused(error) from None
-            return error.retry_after
-        return backoff_delay(attempt)
-
-    def _wait_refused(self, error: ProviderError) -> ProviderError:
-        # The same error, saying why it was not retried.
-        return type(error)(
-            f"{error.message} (the provider asked to wait {error.retry_after:g}s, "
-            f"more than MAX_RETRY_AFTER={self.max_retry_after:g}s, so it was not retried)",
-            provider=error.provider,
-            status_code=error.status_code,
-            provider_message=error.provider_message,
-            retry_after=error.retry_after,
-        )
-
-    def _error_from_response(self, response: httpx.Response, content: bytes) -> ProviderError:
-        status = response.status_code
-        try:
-            data: object = json.loads(content)
-        except ValueError:
-            data = None
-        text = self.error_message(data) or _text(response, content) or response.reason_phrase
-        provider_message = self.error_text(text)
-        return self.error_class(status, data)(
-            f"{self.backend} returned HTTP {status}: {provider_message}",
-            provider=self.backend,
-            status_code=status,
-            provider_message=provider_message,
-            retry_after=parse_retry_after(response.headers),
-        )
-
-    def _decode(self, response: httpx.Response, content: bytes) -> Mapping[str, Any]:
-        try:
-            data = json.loads(content)
-        except ValueError:
-            data = None
-        if not isinstance(data, Mapping):
-            raise InvalidResponseError(
-                f"{self.backend} returned a body that is not a JSON object.",
-                provider=self.backend,
-                status_code=response.status_code,
-            )
-        return data
-
-    def _bad_response(self, exc: Exception) -> InvalidResponseError:
-        return InvalidResponseError(
-            f"{self.backend} returned an unreadable response: "
-            f"{type(exc).__name__}: {self.error_text(str(exc))}",
-            provider=self.backend,
-        )
-
     def stream_error(self, data: object) -> ProviderError:
         """An error object that arrived inside a stream."""
         message = self.error_text(self.error_message(data) or json.dumps(data))
@@ -603,7 +379,3 @@ class Provider:
             provider=self.backend,
             provider_message=message,
         )
-
-
-def _text(response: httpx.Response, content: bytes) -> str:
-    return content.decode(response.encoding or "utf-8", errors="replace")

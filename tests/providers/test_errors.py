@@ -18,7 +18,7 @@ from llm_conversations.providers import (
     ProviderUnavailableError,
     RateLimitError,
 )
-from llm_conversations.providers.base import BACKOFF_MAX
+from llm_conversations.providers.http import BACKOFF_MAX
 
 from .conftest import API_KEY, Recorder
 

@@ -1,0 +1,296 @@
+"""HTTP for the adapters: sending with retries, deadlines and size caps, reading
+bodies and streams, and turning failed responses into typed errors.
+
+Deadlines: ``timeout`` bounds a whole non-streamed attempt (connect, send and
+the whole body, checked as bytes arrive) and, for a stream, the arrival of the
+response headers; after that a stream may fall silent for at most ``timeout``
+between two pieces. ``connect_timeout`` bounds the connection alone.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import logging
+import random
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping
+from email.utils import parsedate_to_datetime
+from typing import Any, ClassVar, Protocol
+
+import httpx
+
+from .errors import (
+    InvalidResponseError,
+    ProviderError,
+    ProviderTimeout,
+    ProviderUnavailableError,
+)
+
+__all__ = ["HttpTransport", "backoff_delay", "parse_retry_after"]
+
+logger = logging.getLogger("llm_conversations.providers")
+
+BACKOFF_BASE = 0.5
+BACKOFF_MAX = 8.0
+# A body may hold its reply's text as JSON: up to 4 UTF-8 bytes per character
+# plus the envelope. A stream repeats its envelope around every few
+# characters (an OpenAI chunk is ~200 bytes for one token), so it gets more.
+BODY_BYTES_PER_CHAR = 4
+STREAM_BYTES_PER_CHAR = 64
+BODY_ENVELOPE_BYTES = 64 * 1024
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
+def backoff_delay(attempt: int) -> float:
+    """Exponential backoff with jitter: half fixed, half random, capped."""
+    ceiling = min(BACKOFF_MAX, BACKOFF_BASE * 2**attempt)
+    return float(ceiling / 2 + random.uniform(0, ceiling / 2))
+
+
+def parse_retry_after(headers: httpx.Headers) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        moment = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, moment.timestamp() - time.time())
+
+
+class _Adapter(Protocol):
+    """What :class:`HttpTransport` needs of the provider it is mixed into."""
+
+    backend: ClassVar[str]
+    base_url: str
+    timeout: float
+    connect_timeout: float
+    max_retries: int
+    max_retry_after: float
+    _client: httpx.Client | None
+    _sleep: Callable[[float], None]
+
+    @property
+    def max_reply_chars(self) -> int: ...
+
+    def auth_headers(self) -> dict[str, str]: ...
+
+    def error_message(self, data: object) -> str | None: ...
+
+    def error_class(self, status: int, data: object) -> type[ProviderError]: ...
+
+    def error_text(self, text: str) -> str: ...
+
+    def _too_large(self, cap: int) -> InvalidResponseError: ...
+
+    def _deadline_passed(self) -> ProviderTimeout: ...
+
+    def _read_body(self, response: httpx.Response, started: float) -> bytes: ...
+
+    def _timeouts(self) -> httpx.Timeout: ...
+
+    def _retry_delay(self, error: ProviderError, attempt: int) -> float | None: ...
+
+    def _wait_refused(self, error: ProviderError) -> ProviderError: ...
+
+    def _error_from_response(self, response: httpx.Response, content: bytes) -> ProviderError: ...
+
+
+class HttpTransport:
+    """Mixed into :class:`~llm_conversations.providers.base.Provider`: its HTTP."""
+
+    def lines(self: _Adapter, response: httpx.Response) -> Iterator[str]:
+        """The text lines of a streamed body, its size capped.
+
+        Lines end at CR, LF or CRLF (what both SSE and NDJSON allow). More
+        than ``STREAM_BYTES_PER_CHAR * max_reply_chars`` decoded bytes raise
+        :class:`InvalidResponseError`, so a runaway stream is not read whole.
+        """
+        cap = STREAM_BYTES_PER_CHAR * self.max_reply_chars + BODY_ENVELOPE_BYTES
+        decoder = codecs.getincrementaldecoder(response.encoding or "utf-8")(errors="replace")
+        total = 0
+        pending = ""
+        for chunk in response.iter_bytes():
+            total += len(chunk)
+            if total > cap:
+                raise self._too_large(cap)
+            # Only the new text can end a line (and a CR held back from before).
+            scan_from = max(0, len(pending) - 1)
+            pending += decoder.decode(chunk)
+            # A trailing CR may be the first half of a CRLF split across chunks.
+            end = len(pending) - 1 if pending.endswith("\r") else len(pending)
+            start = 0
+            for match in _LINE_END.finditer(pending, scan_from, end):
+                yield pending[start : match.start()]
+                start = match.end()
+            pending = pending[start:]
+        pending += decoder.decode(b"", final=True)
+        if pending:
+            yield from _LINE_END.split(pending.removesuffix("\r"))
+
+    def _timeouts(self: _Adapter) -> httpx.Timeout:
+        # Each wait for the network (read, write, pool) is bounded by TIMEOUT;
+        # the attempt as a whole is bounded in _post and _read_body.
+        return httpx.Timeout(self.timeout, connect=self.connect_timeout)
+
+    def _post(
+        self: _Adapter, path: str, body: dict[str, Any], *, stream: bool
+    ) -> tuple[httpx.Response, bytes]:
+        """Send with retries: the response, and its body unless it is an open stream.
+
+        Bodies are always received as a stream so their size is capped and the
+        attempt's deadline checked as bytes arrive.
+        """
+        assert self._client is not None, "this provider makes no HTTP calls"
+        url = self.base_url + path
+        headers = {"accept": "text/event-stream" if stream else "application/json"}
+        headers.update(self.auth_headers())
+        attempt = 0
+        while True:
+            request = self._client.build_request(
+                "POST", url, json=body, headers=headers, timeout=self._timeouts()
+            )
+            started = time.monotonic()
+            error: ProviderError
+            try:
+                response = self._client.send(request, stream=True)
+                if stream and response.status_code < 400:
+                    if time.monotonic() - started > self.timeout:
+                        # The headers trickled in past the deadline for the first byte.
+                        response.close()
+                        raise self._deadline_passed()
+                    return response, b""
+                content = self._read_body(response, started)
+            except httpx.TimeoutException as exc:
+                error = ProviderTimeout(
+                    f"{self.backend}: no answer within {self.timeout:g}s ({type(exc).__name__}).",
+                    provider=self.backend,
+                )
+            except httpx.TransportError as exc:
+                # httpx messages name hosts, not headers; redact anyway.
+                detail = self.error_text(str(exc)) or type(exc).__name__
+                error = ProviderUnavailableError(
+                    f"{self.backend}: connection failed: {detail}", provider=self.backend
+                )
+            except ProviderTimeout as exc:
+                error = exc
+            else:
+                if response.status_code < 400:
+                    return response, content
+                error = self._error_from_response(response, content)
+            delay = self._retry_delay(error, attempt)
+            if delay is None:
+                raise error
+            attempt += 1
+            logger.warning(
+                "%s call failed (%s); retry %d of %d in %.2fs.",
+                self.backend,
+                error,
+                attempt,
+                self.max_retries,
+                delay,
+            )
+            self._sleep(delay)
+
+    def _read_body(self: _Adapter, response: httpx.Response, started: float) -> bytes:
+        """The whole (decoded) body, within the attempt's deadline and the size cap."""
+        cap = BODY_BYTES_PER_CHAR * self.max_reply_chars + BODY_ENVELOPE_BYTES
+        content = bytearray()
+        try:
+            for chunk in response.iter_bytes():
+                content += chunk
+                if len(content) > cap:
+                    raise self._too_large(cap)
+                if time.monotonic() - started > self.timeout:
+                    raise self._deadline_passed()
+        finally:
+            response.close()
+        return bytes(content)
+
+    def _deadline_passed(self: _Adapter) -> ProviderTimeout:
+        return ProviderTimeout(
+            f"{self.backend}: the answer took longer than TIMEOUT ({self.timeout:g}s).",
+            provider=self.backend,
+        )
+
+    def _too_large(self: _Adapter, cap: int) -> InvalidResponseError:
+        return InvalidResponseError(
+            f"{self.backend}: the response is larger than {cap} bytes, the cap derived "
+            f"from MAX_REPLY_CHARS ({self.max_reply_chars}); it was not read further.",
+            provider=self.backend,
+        )
+
+    def _retry_delay(self: _Adapter, error: ProviderError, attempt: int) -> float | None:
+        if not error.retryable or attempt >= self.max_retries:
+            return None
+        if error.retry_after is not None:
+            if error.retry_after > self.max_retry_after:
+                raise self._wait_refused(error) from None
+            return error.retry_after
+        return backoff_delay(attempt)
+
+    def _wait_refused(self: _Adapter, error: ProviderError) -> ProviderError:
+        # The same error, saying why it was not retried.
+        return type(error)(
+            f"{error.message} (the provider asked to wait {error.retry_after:g}s, "
+            f"more than MAX_RETRY_AFTER={self.max_retry_after:g}s, so it was not retried)",
+            provider=error.provider,
+            status_code=error.status_code,
+            provider_message=error.provider_message,
+            retry_after=error.retry_after,
+        )
+
+    def _error_from_response(
+        self: _Adapter, response: httpx.Response, content: bytes
+    ) -> ProviderError:
+        status = response.status_code
+        try:
+            data: object = json.loads(content)
+        except ValueError:
+            data = None
+        text = self.error_message(data) or _text(response, content) or response.reason_phrase
+        provider_message = self.error_text(text)
+        return self.error_class(status, data)(
+            f"{self.backend} returned HTTP {status}: {provider_message}",
+            provider=self.backend,
+            status_code=status,
+            provider_message=provider_message,
+            retry_after=parse_retry_after(response.headers),
+        )
+
+    def _decode(self: _Adapter, response: httpx.Response, content: bytes) -> Mapping[str, Any]:
+        try:
+            data = json.loads(content)
+        except ValueError:
+            data = None
+        if not isinstance(data, Mapping):
+            raise InvalidResponseError(
+                f"{self.backend} returned a body that is not a JSON object.",
+                provider=self.backend,
+                status_code=response.status_code,
+            )
+        return data
+
+    def _bad_response(self: _Adapter, exc: Exception) -> InvalidResponseError:
+        return InvalidResponseError(
+            f"{self.backend} returned an unreadable response: "
+            f"{type(exc).__name__}: {self.error_text(str(exc))}",
+            provider=self.backend,
+        )
+
+
+def _text(response: httpx.Response, content: bytes) -> str:
+    return content.decode(response.encoding or "utf-8", errors="replace")
