@@ -9,7 +9,6 @@ deadlines, size caps and turning HTTP failures into typed errors live once in
 from __future__ import annotations
 
 import json
-import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -55,7 +54,6 @@ __all__ = [
     "parse_retry_after",
 ]
 
-logger = logging.getLogger("llm_conversations.providers")
 
 REDACTED = "[redacted]"
 # The defaults of a PROVIDERS entry's TIMEOUT (seconds per attempt),
