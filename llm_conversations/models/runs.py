@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import models
+from django.db import IntegrityError, models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
@@ -43,6 +43,7 @@ class RunStatus(models.TextChoices):
 
 
 ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.REQUIRES_ACTION)
+ONE_ACTIVE_RUN = "llmconv_one_active_run"
 
 
 class TerminationReason(models.TextChoices):
@@ -149,7 +150,7 @@ class Run(models.Model):
             models.UniqueConstraint(
                 fields=["conversation"],
                 condition=Q(status__in=ACTIVE_RUN_STATUSES),
-                name="llmconv_one_active_run",
+                name=ONE_ACTIVE_RUN,
                 violation_error_code="conversation_busy",
             ),
         ]
@@ -157,6 +158,18 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"Run {self.id} ({self.status})"
+
+    @staticmethod
+    def violates_one_active_run(error: IntegrityError) -> bool:
+        """Whether ``error`` is a violation of the one-active-run constraint.
+
+        PostgreSQL names the constraint; SQLite names the indexed column.
+        """
+        diag = getattr(error.__cause__, "diag", None)
+        if getattr(diag, "constraint_name", None) == ONE_ACTIVE_RUN:
+            return True
+        text = str(error)
+        return ONE_ACTIVE_RUN in text or "llm_conversations_run.conversation_id" in text
 
     @property
     def is_active(self) -> bool:

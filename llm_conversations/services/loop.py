@@ -71,7 +71,6 @@ __all__ = ["ConversationBusy", "RunStateError", "ToolLoopService"]
 logger = logging.getLogger("llm_conversations.loop")
 
 # The unique constraint admitting one active run per conversation (models/runs.py).
-ONE_ACTIVE_RUN = "llmconv_one_active_run"
 
 RunRef = Run | uuid.UUID | str
 """A run or its id."""
@@ -185,7 +184,7 @@ class ToolLoopService:
             raise InvalidMessage(exc.code, exc.message, field=f"message{rest}") from None
         except IntegrityError as exc:
             # The one-active-run constraint, for a run inserted without the lock.
-            if _violates_one_active_run(exc):
+            if Run.violates_one_active_run(exc):
                 raise ConversationBusy() from None
             raise
         return run
@@ -385,19 +384,6 @@ def _end_reason(response: CompletionResponse, cut_short: bool) -> TerminationRea
     if response.finish_reason is FinishReason.LENGTH:
         return TerminationReason.LENGTH
     return TerminationReason.MAX_ITERATIONS if cut_short else TerminationReason.COMPLETED
-
-
-def _violates_one_active_run(error: IntegrityError) -> bool:
-    """Whether ``error`` is a violation of ``llmconv_one_active_run``.
-
-    PostgreSQL names the constraint; SQLite names the indexed column.
-    """
-    cause = error.__cause__
-    diag = getattr(cause, "diag", None)
-    if getattr(diag, "constraint_name", None) == ONE_ACTIVE_RUN:
-        return True
-    text = str(error)
-    return ONE_ACTIVE_RUN in text or f"{Run._meta.db_table}.conversation_id" in text
 
 
 def _user_turn(message: MessageInput | str) -> ChatMessage:

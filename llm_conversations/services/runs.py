@@ -352,9 +352,10 @@ def requeue_failed(run_id: uuid.UUID | str) -> Run:
                 error_message="",
                 finished_at=None,
             )
-    except IntegrityError:
-        # The one-active-run constraint: another run of the conversation is active.
-        raise ConversationBusy() from None
+    except IntegrityError as exc:
+        if Run.violates_one_active_run(exc):
+            raise ConversationBusy() from None  # another run of the conversation is active
+        raise
     run = Run.objects.get(pk=run_id)
     if not requeued:
         raise RunStateError(
