@@ -145,7 +145,11 @@ class _Listener:
         import psycopg
 
         self._connection = psycopg.connect(**connection.get_connection_params(), autocommit=True)
-        self._connection.execute(_listen_sql(run_id))
+        try:
+            self._connection.execute(_listen_sql(run_id))
+        except BaseException:
+            self._connection.close()
+            raise
 
     def wait(self, timeout: float) -> None:
         for _ in self._connection.notifies(timeout=timeout, stop_after=1):
@@ -166,8 +170,13 @@ class _AsyncListener:
         import psycopg
 
         params = await sync_to_async(connection.get_connection_params)()
+        params.pop("cursor_factory", None)  # Django's cursors are synchronous
         opened = await psycopg.AsyncConnection.connect(**params, autocommit=True)
-        await opened.execute(_listen_sql(run_id))
+        try:
+            await opened.execute(_listen_sql(run_id))
+        except BaseException:
+            await opened.close()
+            raise
         return cls(opened)
 
     async def wait(self, timeout: float) -> None:
