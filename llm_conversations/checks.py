@@ -21,7 +21,13 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning
 
-from llm_conversations.conf import DEFAULTS, OPTIONAL_DURATIONS, POSITIVE_INTEGERS, raw_setting
+from llm_conversations.conf import (
+    DEFAULTS,
+    DURATIONS,
+    OPTIONAL_DURATIONS,
+    POSITIVE_INTEGERS,
+    raw_setting,
+)
 from llm_conversations.providers.registry import EntryProblem, provider_entry_problems
 from llm_conversations.tools import ToolError, load_tool
 
@@ -64,12 +70,20 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
     for key in OPTIONAL_DURATIONS:
         item = raw_setting(key)
-        if item is not None and (
-            isinstance(item, bool) or not isinstance(item, int | float) or not item > 0
-        ):
+        if item is not None and not _is_positive_number(item):
             errors.append(
                 Error(
                     f"LLM_CONVERSATIONS[{key!r}] must be a positive number of seconds or None; "
+                    f"got {item!r}.",
+                    id="llm_conversations.E005",
+                )
+            )
+    for key in DURATIONS:
+        item = raw_setting(key)
+        if not _is_positive_number(item):
+            errors.append(
+                Error(
+                    f"LLM_CONVERSATIONS[{key!r}] must be a positive number of seconds; "
                     f"got {item!r}.",
                     id="llm_conversations.E005",
                 )
@@ -167,6 +181,10 @@ def check_tools(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
 def _is_positive_integer(value: object) -> bool:
     # bool is an int subclass, but True is a mistake here, not 1.
     return not isinstance(value, bool) and isinstance(value, int) and value > 0
+
+
+def _is_positive_number(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and value > 0
 
 
 def _as_check_message(problem: EntryProblem) -> CheckMessage:

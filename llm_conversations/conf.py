@@ -25,6 +25,10 @@ DEFAULTS: dict[str, Any] = {
     "LEASE_SECONDS": 60,
     "MAX_ATTEMPTS": 3,
     "EVENT_RETENTION_DAYS": 7,
+    # Seconds between keep-alive comments of an event stream waiting for events.
+    "SSE_HEARTBEAT_SECONDS": 15,
+    # Seconds an Idempotency-Key is remembered.
+    "IDEMPOTENCY_KEY_TTL": 86_400,
     "MAX_MESSAGE_CHARS": 100_000,
     "MAX_MESSAGES_PER_REQUEST": 100,
     "MAX_METADATA_KEYS": 50,
@@ -39,10 +43,14 @@ DEFAULTS: dict[str, Any] = {
 # Seconds, or None for no limit.
 OPTIONAL_DURATIONS = ("TOOL_TIMEOUT", "RUN_TIMEOUT")
 
+# Seconds, a positive number (never None).
+DURATIONS = ("SSE_HEARTBEAT_SECONDS",)
+
 POSITIVE_INTEGERS = (
     "LEASE_SECONDS",
     "MAX_ATTEMPTS",
     "EVENT_RETENTION_DAYS",
+    "IDEMPOTENCY_KEY_TTL",
     "MAX_ITERATIONS",
     "MAX_ITERATIONS_LIMIT",
     "TOOL_RESULT_MAX_CHARS",
@@ -136,6 +144,14 @@ class Settings:
     @property
     def EVENT_RETENTION_DAYS(self) -> int:
         return int(self._get("EVENT_RETENTION_DAYS"))
+
+    @property
+    def SSE_HEARTBEAT_SECONDS(self) -> float:
+        return float(self._get("SSE_HEARTBEAT_SECONDS"))
+
+    @property
+    def IDEMPOTENCY_KEY_TTL(self) -> int:
+        return int(self._get("IDEMPOTENCY_KEY_TTL"))
 
     @property
     def MAX_MESSAGE_CHARS(self) -> int:

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Self
 __all__ = [
     "AuthenticationError",
     "ConversationBusy",
+    "IdempotencyKeyError",
     "InvalidMessage",
     "InvalidRequestError",
     "InvalidResponseError",
@@ -84,6 +85,14 @@ class ConversationBusy(LLMConversationsError):
 
     def __init__(self, message: str = "another run of this conversation is still active.") -> None:
         super().__init__("conversation_busy", message)
+
+
+class IdempotencyKeyError(LLMConversationsError):
+    """An ``Idempotency-Key`` cannot be used for this request.
+
+    Codes: ``idempotency_key_reused`` (the key named another request) and
+    ``idempotency_key_in_use`` (its first request is still being answered).
+    """
 
 
 class RunStateError(LLMConversationsError, ValueError):

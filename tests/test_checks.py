@@ -128,7 +128,7 @@ def test_e004_default_iterations_above_the_limit() -> None:
     ]
 
 
-@pytest.mark.parametrize("key", ["TOOL_TIMEOUT", "RUN_TIMEOUT"])
+@pytest.mark.parametrize("key", ["TOOL_TIMEOUT", "RUN_TIMEOUT", "SSE_HEARTBEAT_SECONDS"])
 @pytest.mark.parametrize("value", [0, -1, "30", True])
 def test_e005_not_a_duration(key: str, value: Any) -> None:
     assert setting_ids({key: value}) == ["llm_conversations.E005"]
@@ -137,6 +137,16 @@ def test_e005_not_a_duration(key: str, value: Any) -> None:
 @pytest.mark.parametrize("value", [None, 0.5, 30])
 def test_durations_may_be_none_or_positive(value: Any) -> None:
     assert setting_ids({"TOOL_TIMEOUT": value, "RUN_TIMEOUT": value}) == []
+
+
+def test_the_heartbeat_is_a_positive_number_never_none() -> None:
+    assert setting_ids({"SSE_HEARTBEAT_SECONDS": 0.5}) == []
+    assert setting_ids({"SSE_HEARTBEAT_SECONDS": None}) == ["llm_conversations.E005"]
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, "86400", True])
+def test_the_idempotency_key_ttl_is_a_positive_integer(value: Any) -> None:
+    assert setting_ids({"IDEMPOTENCY_KEY_TTL": value}) == ["llm_conversations.E003"]
 
 
 # Providers (E010-E018, W010) ------------------------------------------------

@@ -46,6 +46,9 @@ _STATUS_BY_CODE = {
     "conversation_busy": 409,
     "run_not_waiting": 409,
     "run_not_active": 409,
+    "run_not_failed": 409,
+    "idempotency_key_in_use": 409,
+    "idempotency_key_reused": 422,
     "provider_error": 502,
 }
 

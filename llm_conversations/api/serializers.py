@@ -325,6 +325,44 @@ class RunCreateSerializer(StrictTypes[Any]):
     stream = serializers.BooleanField(
         required=False, default=False, help_text="Answer with Server-Sent Events."
     )
+    background = serializers.BooleanField(
+        required=False,
+        help_text=(
+            "Queue the run for a task worker and answer 202 with the queued run (with "
+            "`stream`: its events as they are logged); `BACKGROUND_RUNS` when omitted."
+        ),
+    )
+
+
+class RunRetrySerializer(StrictTypes[Any]):
+    """Run a failed run again, from its stored turns, as a new attempt."""
+
+    background = serializers.BooleanField(
+        required=False,
+        help_text="Queue the retry for a task worker (202); `BACKGROUND_RUNS` when omitted.",
+    )
+
+
+class RunListQuerySerializer(serializers.Serializer[Any]):
+    """Query parameters of the run list."""
+
+    cursor = serializers.CharField(
+        required=False, help_text="The `next` or `previous` link's cursor."
+    )
+    limit = serializers.IntegerField(
+        required=False, min_value=1, max_value=100, help_text="Runs per page: 1 to 100 (20)."
+    )
+
+
+class RunEventsQuerySerializer(serializers.Serializer[Any]):
+    """Query parameters of a run's event stream."""
+
+    after = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=2**63 - 1,
+        help_text="Send the events after this event id (as `Last-Event-ID` does).",
+    )
 
 
 class PendingToolCallSerializer(ToolCallSerializer):
@@ -395,11 +433,13 @@ class StreamEventSerializer(serializers.Serializer[Any]):
 
     `text.delta` carries `delta`; `tool_call.started` carries `tool_call`;
     `tool_result.stored` and `message.stored` carry `message` (the stored
-    row, with its id); `run.requires_action`, `run.completed`, `run.failed`
-    and `run.cancelled` carry `run`.
+    row, with its id); `run.running` (with `attempt`), `run.requires_action`,
+    `run.completed`, `run.failed` and `run.cancelled` carry `run` (the run as it
+    stands when the event is sent).
     """
 
     run_id = serializers.UUIDField()
+    attempt = serializers.IntegerField(required=False, help_text="`run.running`: the attempt.")
     delta = serializers.CharField(required=False, allow_blank=True)
     tool_call = ToolCallSerializer(required=False)
     message = MessageSerializer(required=False)

@@ -1,22 +1,35 @@
-"""Server-Sent Events for runs of the tool loop.
+"""Server-Sent Events for runs of the tool loop, all rendered from the run's event log.
 
-Each loop event becomes one SSE message: ``event: <name>`` and one ``data:``
-line holding a JSON object that always includes ``run_id``. The stream ends
-with exactly one ``run.*`` event saying where the run stands.
+Each logged event becomes one SSE message: ``id: <RunEvent id>``, ``event:
+<type>`` and one ``data:`` line holding a JSON object that always includes
+``run_id``. A client that loses a stream reattaches with ``GET
+runs/{id}/events/`` and ``Last-Event-ID``: it gets exactly the events after
+that id.
 
-The run is executed by the response iterator itself, in the request. If the
-client goes away mid-stream the server closes the iterator; the run is then
-finished without streaming, so no turn is left half done and no call is left
-unanswered. Under ASGI the same generator is stepped in a thread through
-``sync_to_async``, so Django streams instead of buffering the whole response.
+Two kinds of streams:
+
+- a foreground stream (``POST runs/``, approve, deny, submit with ``stream:
+  true``) executes the run in the request. After each step of the loop it sends
+  what the step logged (the loop logs every event before it yields it), so the
+  live stream and a replay of the log are the same messages. If the client
+  goes away the run is finished without streaming, so no turn is left half
+  done and no call is left unanswered. Under ASGI the same generator is
+  stepped in a thread through ``sync_to_async``.
+- a log stream (``GET runs/{id}/events/``, and a background start with
+  ``stream: true``) follows the log while the run executes elsewhere, sending
+  a ``: keep-alive`` comment every ``SSE_HEARTBEAT_SECONDS`` while it waits.
+  Under ASGI it is an async iterator that holds no thread while it waits.
+
+Both end after the event that says where the run stopped: ``run.completed``,
+``run.failed``, ``run.cancelled`` or ``run.requires_action``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import AsyncIterator, Generator, Iterator, Mapping
-from enum import StrEnum
 from typing import Any, cast
 
 from asgiref.sync import sync_to_async
@@ -27,47 +40,38 @@ from rest_framework.utils.encoders import JSONEncoder
 
 from llm_conversations.api.representations import message_data, message_row
 from llm_conversations.api.serializers import RunSerializer
-from llm_conversations.models import Run, RunStatus
-from llm_conversations.services import ToolLoopService, events
+from llm_conversations.conf import conf
+from llm_conversations.models import Run, RunEventType, RunStatus
+from llm_conversations.services import ToolLoopService, events, run_events
 
 __all__ = [
     "EVENT_STREAM",
+    "HEARTBEAT",
     "AsyncEventStream",
     "EventStreamRenderer",
     "RunEventName",
     "RunEventStream",
+    "RunStream",
     "encode_event",
     "event_stream_response",
+    "log_stream_response",
+    "render_page",
     "wants_stream",
 ]
 
 logger = logging.getLogger("llm_conversations.api")
 
 EVENT_STREAM = "text/event-stream"
+HEARTBEAT = b": keep-alive\n\n"
 
+RunEventName = RunEventType
+"""The ``event:`` name of every event a run's stream sends: the log's own event types.
 
-class RunEventName(StrEnum):
-    """The ``event:`` name of every event a run's stream sends, in the order they come.
+The ``run.*`` events other than ``run.running`` end a stream: exactly one of
+them is the last event.
+"""
 
-    The ``run.*`` events end a stream: exactly one of them is the last event.
-    """
-
-    TEXT_DELTA = "text.delta"
-    TOOL_CALL_STARTED = "tool_call.started"
-    TOOL_RESULT_STORED = "tool_result.stored"
-    MESSAGE_STORED = "message.stored"
-    RUN_REQUIRES_ACTION = "run.requires_action"
-    RUN_COMPLETED = "run.completed"
-    RUN_FAILED = "run.failed"
-    RUN_CANCELLED = "run.cancelled"
-
-    @property
-    def ends_stream(self) -> bool:
-        """Whether this event says where the run stands and ends the stream."""
-        return self.value.startswith("run.")
-
-
-# The terminal event for a run that ended (or paused) without the loop saying so.
+# The final event for a run that stopped (or paused) without logging it in this stream.
 _STATE_EVENTS = {
     RunStatus.REQUIRES_ACTION: RunEventName.RUN_REQUIRES_ACTION,
     RunStatus.COMPLETED: RunEventName.RUN_COMPLETED,
@@ -101,34 +105,44 @@ def wants_stream(request: HttpRequest, requested: bool) -> bool:
     return requested or EVENT_STREAM in request.headers.get("Accept", "")
 
 
-def encode_event(name: str, data: dict[str, Any]) -> bytes:
+def encode_event(name: str, data: dict[str, Any], event_id: int | None = None) -> bytes:
     """One SSE message; JSON escapes newlines, so ``data`` fits on one line."""
     payload = json.dumps(data, cls=JSONEncoder, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {name}\ndata: {payload}\n\n".encode()
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {name}\ndata: {payload}\n\n".encode()
 
 
-def _describe(event: events.LoopEvent, run_id: str) -> tuple[RunEventName, dict[str, Any]]:
-    match event:
-        case events.TextDelta(text=text):
-            return RunEventName.TEXT_DELTA, {"run_id": run_id, "delta": text}
-        case events.ToolCallStarted(tool_call=call):
-            return RunEventName.TOOL_CALL_STARTED, {"run_id": run_id, "tool_call": call.to_wire()}
-        case events.ToolResultStored(message=row):
-            message = message_data(message_row(row))
-            return RunEventName.TOOL_RESULT_STORED, {"run_id": run_id, "message": message}
-        case events.MessageStored(message=row):
-            message = message_data(message_row(row))
-            return RunEventName.MESSAGE_STORED, {"run_id": run_id, "message": message}
-        case events.RunRequiresAction(run=run):
-            return RunEventName.RUN_REQUIRES_ACTION, {
-                "run_id": run_id,
-                "run": RunSerializer(run).data,
-            }
-        case events.RunCompleted(run=run):
-            return RunEventName.RUN_COMPLETED, {"run_id": run_id, "run": RunSerializer(run).data}
-        case events.RunFailed(run=run):
-            return RunEventName.RUN_FAILED, {"run_id": run_id, "run": RunSerializer(run).data}
-    raise TypeError(f"unknown loop event {event!r}")  # pragma: no cover
+def render_page(page: run_events.Page) -> bytes:
+    """The SSE messages of a page of logged events; no query (the page holds what they name)."""
+    chunks = []
+    run_data: Any = None
+    for event in page.events:
+        name = RunEventName(event.type)
+        data: dict[str, Any] = {"run_id": str(event.run_id)}
+        logged = event.data if isinstance(event.data, dict) else {}
+        if name is RunEventName.TEXT_DELTA:
+            data["delta"] = logged.get("delta", "")
+        elif name is RunEventName.TOOL_CALL_STARTED:
+            data["tool_call"] = logged.get("tool_call")
+        elif name in (RunEventName.TOOL_RESULT_STORED, RunEventName.MESSAGE_STORED):
+            row = page.messages.get(str(logged.get("message")))
+            if row is not None:
+                data["message"] = message_data(message_row(row))
+        else:
+            if "attempt" in logged:
+                data["attempt"] = logged["attempt"]
+            if page.run is not None:
+                run_data = run_data or RunSerializer(page.run).data
+                data["run"] = run_data
+        chunks.append(encode_event(name, data, event.id))
+    return b"".join(chunks)
+
+
+def _state_event(run_id: Any) -> bytes:
+    """Where the run stands, for a stream whose steps logged no final event."""
+    run = Run.objects.get(pk=run_id)
+    name = _STATE_EVENTS.get(RunStatus(run.status), RunEventName.RUN_REQUIRES_ACTION)
+    return encode_event(name, {"run_id": str(run_id), "run": RunSerializer(run).data})
 
 
 def _finish_quietly(service: ToolLoopService, run_id: Any) -> None:
@@ -140,20 +154,37 @@ def _finish_quietly(service: ToolLoopService, run_id: Any) -> None:
         logger.exception("Finishing run %s after the client disconnected failed", run_id)
 
 
+def _logged(run_id: Any, after_id: int) -> Iterator[run_events.Page]:
+    """Every page logged after ``after_id`` so far, up to one that ends a stream."""
+    while True:
+        page = run_events.read_page(run_id, after_id)
+        if not page.events:
+            return
+        yield page
+        after_id = page.events[-1].id
+        if page.ended:
+            return
+
+
 def _generate(service: ToolLoopService, run_id: Any) -> Generator[bytes, None, None]:
-    key = str(run_id)
+    # Events logged before this request (an earlier part of the run) were sent by then.
+    after_id = run_events.last_event_id(run_id)
     stream = cast(Generator[events.LoopEvent, None, None], service.events(run_id, stream=True))
     try:
         ended = False
-        for event in stream:
-            name, data = _describe(event, key)
-            ended = ended or name.ends_stream
-            yield encode_event(name, data)
+        for _ in stream:
+            # The loop logged this step (and any before it) before yielding it.
+            for page in _logged(run_id, after_id):
+                after_id = page.events[-1].id
+                ended = ended or page.ended
+                yield render_page(page)
         if not ended:
-            # Nothing to execute (the run waits or was cancelled meanwhile): say where it stands.
-            run = Run.objects.get(pk=run_id)
-            name = _STATE_EVENTS.get(RunStatus(run.status), RunEventName.RUN_REQUIRES_ACTION)
-            yield encode_event(name, {"run_id": key, "run": RunSerializer(run).data})
+            # Stopped elsewhere (a cancel), or nothing to execute: what was logged, then the state.
+            for page in _logged(run_id, after_id):
+                ended = ended or page.ended
+                yield render_page(page)
+        if not ended:
+            yield _state_event(run_id)
     except GeneratorExit:
         stream.close()
         _finish_quietly(service, run_id)
@@ -224,14 +255,49 @@ class AsyncEventStream:
         self._iterator.close()
 
 
-def event_stream_response(
-    request: HttpRequest, service: ToolLoopService, run_id: Any
-) -> StreamingHttpResponse:
-    """A streaming response executing the run, async under ASGI and sync under WSGI."""
-    stream = RunEventStream(service, run_id)
-    content: Any = AsyncEventStream(stream) if isinstance(request, ASGIRequest) else stream
-    response = StreamingHttpResponse(content, content_type=EVENT_STREAM)
+class RunStream(StreamingHttpResponse):
+    """An event stream of one run (``run_id``)."""
+
+    def __init__(self, content: Any, run_id: Any) -> None:
+        super().__init__(content, content_type=EVENT_STREAM)
+        self.run_id = run_id
+
+
+def _streaming(content: Any, run_id: Any) -> RunStream:
+    response = RunStream(content, run_id)
     response["Cache-Control"] = "no-cache"
     # nginx buffers proxied responses unless told not to.
     response["X-Accel-Buffering"] = "no"
     return response
+
+
+def event_stream_response(request: HttpRequest, service: ToolLoopService, run_id: Any) -> RunStream:
+    """A streaming response executing the run, async under ASGI and sync under WSGI."""
+    stream = RunEventStream(service, run_id)
+    content: Any = AsyncEventStream(stream) if isinstance(request, ASGIRequest) else stream
+    return _streaming(content, run_id)
+
+
+def _follow_log(run_id: uuid.UUID | str, after_id: int) -> Iterator[bytes]:
+    for page in run_events.follow(run_id, after_id, heartbeat=conf.SSE_HEARTBEAT_SECONDS):
+        yield HEARTBEAT if page is None else render_page(page)
+
+
+async def _afollow_log(
+    run_id: uuid.UUID | str, after_id: int, heartbeat: float
+) -> AsyncIterator[bytes]:
+    async for page in run_events.afollow(run_id, after_id, heartbeat=heartbeat):
+        yield HEARTBEAT if page is None else render_page(page)
+
+
+def log_stream_response(
+    request: HttpRequest, run_id: uuid.UUID | str, after_id: int
+) -> StreamingHttpResponse:
+    """A streaming response following the run's log after ``after_id``, executing nothing.
+
+    Under ASGI an async iterator (it holds no thread while it waits); under
+    WSGI a generator (its worker thread waits).
+    """
+    if isinstance(request, ASGIRequest):
+        return _streaming(_afollow_log(run_id, after_id, conf.SSE_HEARTBEAT_SECONDS), run_id)
+    return _streaming(_follow_log(run_id, after_id), run_id)

@@ -9,6 +9,7 @@ from llm_conversations.models.conversations import (
     chat_message_from_row,
 )
 from llm_conversations.models.events import RunEvent, RunEventType
+from llm_conversations.models.idempotency import IdempotencyKey
 from llm_conversations.models.runs import (
     ACTIVE_RUN_STATUSES,
     Decision,
@@ -26,6 +27,7 @@ __all__ = [
     "ROLE_CHOICES",
     "Conversation",
     "Decision",
+    "IdempotencyKey",
     "Message",
     "PendingCall",
     "Run",

@@ -6,6 +6,10 @@ events (text, calls about to run) take it with a conditional update that also
 says whether the run still runs. So the events of one run commit in id order.
 Text arrives in many small pieces; :class:`TextBuffer` joins them so the log
 holds one event per ``TEXT_FLUSH_CHARS`` characters or ``TEXT_FLUSH_SECONDS``.
+
+On PostgreSQL every write also sends ``NOTIFY`` on the run's channel
+(:func:`channel`) in the same transaction, so readers waiting in
+:mod:`llm_conversations.services.run_events` wake once the events are committed.
 """
 
 from __future__ import annotations
@@ -15,12 +19,19 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from llm_conversations.models import Run, RunEvent, RunEventType, RunStatus
 
-__all__ = ["TEXT_FLUSH_CHARS", "TEXT_FLUSH_SECONDS", "TextBuffer", "record", "record_live"]
+__all__ = [
+    "TEXT_FLUSH_CHARS",
+    "TEXT_FLUSH_SECONDS",
+    "TextBuffer",
+    "channel",
+    "record",
+    "record_live",
+]
 
 TEXT_FLUSH_CHARS = 256
 TEXT_FLUSH_SECONDS = 0.05
@@ -28,11 +39,23 @@ TEXT_FLUSH_SECONDS = 0.05
 EventItem = tuple[RunEventType, dict[str, Any]]
 
 
+def channel(run_id: uuid.UUID | str) -> str:
+    """The PostgreSQL ``LISTEN``/``NOTIFY`` channel of one run's events."""
+    return f"llmconv_run_{uuid.UUID(str(run_id)).hex}"
+
+
 def record(run_id: uuid.UUID, items: Sequence[EventItem]) -> list[RunEvent]:
-    """Append events; the caller's transaction holds the run's row lock."""
-    return RunEvent.objects.bulk_create(
+    """Append events; the caller's transaction holds the run's row lock.
+
+    On PostgreSQL, listeners of the run's channel are notified at commit.
+    """
+    rows = RunEvent.objects.bulk_create(
         [RunEvent(run_id=run_id, type=kind, data=data) for kind, data in items]
     )
+    if rows and connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, '')", [channel(run_id)])
+    return rows
 
 
 def record_live(run: Run, items: Sequence[EventItem]) -> list[RunEvent] | None:

@@ -82,16 +82,28 @@ def calls_text(*calls: tuple[str, str, dict[str, Any]]) -> str:
     )
 
 
-def parse_sse(body: bytes) -> list[tuple[str, dict[str, Any]]]:
-    """Parse a whole event stream into ``(event, data)`` pairs, strictly."""
+def parse_sse_ids(body: bytes) -> list[tuple[int | None, str, dict[str, Any]]]:
+    """Parse a whole event stream into ``(id, event, data)``, strictly; comments are skipped."""
     events = []
     text = body.decode()
     assert text.endswith("\n\n"), "a stream ends with a blank line"
     for block in text.split("\n\n")[:-1]:
         lines = block.split("\n")
+        if all(line.startswith(":") for line in lines):
+            continue  # a keep-alive comment
+        event_id = None
+        if lines[0].startswith("id: "):
+            event_id = int(lines.pop(0).removeprefix("id: "))
         assert len(lines) == 2, block
         name, data = lines
         assert name.startswith("event: "), block
         assert data.startswith("data: "), block
-        events.append((name.removeprefix("event: "), json.loads(data.removeprefix("data: "))))
+        events.append(
+            (event_id, name.removeprefix("event: "), json.loads(data.removeprefix("data: ")))
+        )
     return events
+
+
+def parse_sse(body: bytes) -> list[tuple[str, dict[str, Any]]]:
+    """Parse a whole event stream into ``(event, data)`` pairs, strictly."""
+    return [(name, data) for _, name, data in parse_sse_ids(body)]

@@ -49,6 +49,7 @@ def test_a_whole_streamed_run_with_tool_calls(
     events = parse_sse(b"".join(response.streaming_content))
     names = [name for name, _ in events]
     assert names == [
+        "run.running",  # the run's log, from its first event
         "message.stored",  # the assistant turn with two calls
         "tool_call.started",
         "tool_call.started",
@@ -58,6 +59,8 @@ def test_a_whole_streamed_run_with_tool_calls(
         "message.stored",
         "run.completed",
     ]
+    assert events[0][1]["attempt"] == 1
+    events = events[1:]  # from the first stored turn
     assert events[5][1]["delta"] == events[6][1]["message"]["content"]
     run = Run.objects.get()
     assert all(data["run_id"] == str(run.pk) for _, data in events)
@@ -119,7 +122,7 @@ def test_a_paused_run_streams_requires_action_then_resumes_by_streamed_approval(
         client, conversation, message=calls_text(("d", "delete_file", {"path": "/x"}))
     )
     events = parse_sse(b"".join(response.streaming_content))
-    assert [n for n, _ in events] == ["message.stored", "run.requires_action"]
+    assert [n for n, _ in events] == ["run.running", "message.stored", "run.requires_action"]
     run = events[-1][1]["run"]
     assert run["pending_tool_calls"][0]["reason"] == "requires_approval"
     response = client.post(
@@ -128,7 +131,7 @@ def test_a_paused_run_streams_requires_action_then_resumes_by_streamed_approval(
         format="json",
     )
     events = parse_sse(b"".join(response.streaming_content))
-    assert [n for n, _ in events][:2] == ["tool_call.started", "tool_result.stored"]
+    assert [n for n, _ in events][:3] == ["run.running", "tool_call.started", "tool_result.stored"]
     assert events[-1][0] == "run.completed"
     assert loop_tools.gauge.calls == ["delete_file:/x"]
 
@@ -154,9 +157,9 @@ def test_a_provider_failure_ends_the_stream_with_run_failed(
 ) -> None:
     response = stream_run(client, conversation, message="hi", provider="broken")
     events = parse_sse(b"".join(response.streaming_content))
-    assert [n for n, _ in events] == ["run.failed"]
-    assert events[0][1]["run"]["error"]["type"] == "ProviderUnavailableError"
-    assert events[0][1]["run"]["termination_reason"] == "provider_error"
+    assert [n for n, _ in events] == ["run.running", "run.failed"]
+    assert events[-1][1]["run"]["error"]["type"] == "ProviderUnavailableError"
+    assert events[-1][1]["run"]["termination_reason"] == "provider_error"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -176,7 +179,8 @@ def test_a_client_that_disconnects_leaves_the_run_finished(events_read: int) -> 
     iterator = iter(response.streaming_content)
     first = [next(iterator) for _ in range(events_read)]
     if first:
-        assert first[0].startswith(b"event: message.stored\n")
+        assert first[0].startswith(b"id: ")
+        assert b"\nevent: run.running\n" in first[0]
     response.close()  # what a WSGI server does when the client has gone
     run = Run.objects.get()
     assert (run.status, run.termination_reason) == ("completed", "completed")
@@ -224,7 +228,7 @@ def test_asgi_stream_closed_early_finishes_the_run(conversation: Conversation) -
         await iterator.aclose()  # Django's ASGI handler closes it when the client leaves
         return first
 
-    assert async_to_sync(read_one_then_close)().startswith(b"event: message.stored\n")
+    assert b"\nevent: run.running\n" in async_to_sync(read_one_then_close)()
     run.refresh_from_db()
     assert run.status == "completed"
     assert_valid(conversation)
@@ -247,7 +251,7 @@ def test_a_run_cancelled_mid_reply_sends_nothing_after_run_cancelled(
     # nothing of the reply after the cancel reaches the client.
     names = [name for name, _ in events]
     assert names[-1] == "run.cancelled"
-    assert set(names[:-1]) <= {"text.delta"}
+    assert set(names[:-1]) <= {"run.running", "text.delta"}
     assert all("after" not in data["delta"] for name, data in events if name == "text.delta")
     assert events[-1][1]["run"]["status"] == "cancelled"
     assert_valid(conversation)

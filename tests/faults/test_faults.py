@@ -23,7 +23,7 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from llm_conversations.messages import Role, check_sequence
-from llm_conversations.models import Message, Run
+from llm_conversations.models import Message, Run, RunEventType
 from llm_conversations.services import create_conversation, load_messages
 from tests.api.conftest import parse_sse
 
@@ -342,7 +342,7 @@ def start_run(
         seconds = time.monotonic() - began
         assert response.status_code == 200, body
         events = parse_sse(body)
-        ends = [(name, data) for name, data in events if name.startswith("run.")]
+        ends = [(name, data) for name, data in events if RunEventType(name).ends_stream]
         assert len(ends) == 1, "exactly one run.* event ends the stream"
         assert ends[0] == events[-1]
         run = ends[0][1]["run"]

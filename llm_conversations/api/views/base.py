@@ -37,8 +37,12 @@ _ERROR_DESCRIPTIONS = {
     401: "Not authenticated (authentication classes that send `WWW-Authenticate`).",
     403: "Not authenticated, or not permitted.",
     404: "`not_found`: no such object owned by the caller (or a malformed id).",
-    409: "The conversation or run is in the wrong state for this request.",
+    409: (
+        "The conversation or run is in the wrong state for this request, or "
+        "`idempotency_key_in_use`."
+    ),
     415: "`unsupported_media_type`: send `application/json`.",
+    422: "`idempotency_key_reused`: the `Idempotency-Key` was sent with another request.",
     500: "`run_failed`: the run failed on the server; the run records the error.",
     502: "`provider_error`: the provider failed; `details.run` is the failed run.",
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import HttpResponseBase
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import filters, serializers, status, viewsets
 from rest_framework.pagination import PageNumberPagination
@@ -11,6 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from llm_conversations.api.errors import ApiError
+from llm_conversations.api.idempotency import IDEMPOTENCY_KEY, idempotent
 from llm_conversations.api.inputs import message_items, rebase_field
 from llm_conversations.api.representations import MESSAGE_COLUMNS, message_data, message_row
 from llm_conversations.api.serializers import (
@@ -98,8 +100,9 @@ class ConversationViewSet(ApiView, viewsets.ModelViewSet[Conversation]):
 @extend_schema_view(
     create=extend_schema(
         summary="Append messages",
+        parameters=[IDEMPOTENCY_KEY],
         request={"application/json": MessagesInputSerializer},
-        responses={201: MessagePageSerializer, **error_responses(400, 409, 415)},
+        responses={201: MessagePageSerializer, **error_responses(400, 409, 415, 422)},
     ),
 )
 class MessageViewSet(ApiView, viewsets.GenericViewSet[Message]):
@@ -146,8 +149,11 @@ class MessageViewSet(ApiView, viewsets.GenericViewSet[Message]):
         )
         return Response(_page([message_data(row) for row in page[:limit]], len(page) > limit))
 
-    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
         """Append one message or a list, atomically; refused while a run is active."""
+        return idempotent(request, lambda: self._append(request))
+
+    def _append(self, request: Request) -> Response:
         conversation = self.get_conversation()
         items = message_items(request.data)
         try:

@@ -1,9 +1,12 @@
-"""Runs of the tool loop: start, inspect, approve, deny, submit outputs, cancel.
+"""Runs of the tool loop: start, list, inspect, follow, approve, deny, submit outputs,
+retry, cancel.
 
-Runs execute in the request. With ``stream: true`` (or ``Accept:
-text/event-stream``) the answer is a Server-Sent Events stream; the run is
-started (or the decision stored) first, so a refused request still gets an
-ordinary JSON error.
+Runs execute in the request, or with ``background`` (default
+``BACKGROUND_RUNS``) in a task worker: the answer is then 202 with the queued
+run. With ``stream: true`` (or ``Accept: text/event-stream``) the answer is a
+Server-Sent Events stream; the run is started (or the decision stored) first,
+so a refused request still gets an ordinary JSON error. ``GET
+runs/{id}/events/`` follows a run's log from anywhere.
 """
 
 from __future__ import annotations
@@ -17,14 +20,19 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
+from rest_framework.pagination import CursorPagination
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from llm_conversations.api.errors import ApiError
+from llm_conversations.api.idempotency import IDEMPOTENCY_KEY, idempotent
 from llm_conversations.api.schema import ServerSentEventSerializer, describe_run_events
 from llm_conversations.api.serializers import (
     RunCreateSerializer,
+    RunEventsQuerySerializer,
+    RunListQuerySerializer,
+    RunRetrySerializer,
     RunSerializer,
     SubmitToolOutputsSerializer,
     ToolDecisionSerializer,
@@ -33,9 +41,17 @@ from llm_conversations.api.sse import (
     EVENT_STREAM,
     EventStreamRenderer,
     event_stream_response,
+    log_stream_response,
     wants_stream,
 )
-from llm_conversations.api.views.base import CONVERSATION_ID, ApiView, error_responses, parse_uuid
+from llm_conversations.api.views.base import (
+    CONVERSATION_ID,
+    ApiView,
+    error_responses,
+    parse_uuid,
+    valid_query,
+)
+from llm_conversations.conf import conf
 from llm_conversations.messages import InvalidMessage
 from llm_conversations.models import Run, RunStatus, TerminationReason
 from llm_conversations.services import ToolLoopService
@@ -61,12 +77,61 @@ _STREAM = OpenApiResponse(
 )
 
 
-def _run_responses(ok: int, *errors: int, stream: bool = True) -> dict[Any, Any]:
+_LOG_STREAM = OpenApiResponse(
+    ServerSentEventSerializer,
+    description=(
+        "The run's log as Server-Sent Events, each with `id:` (the event id), `event:` and "
+        f"`data:` ({describe_run_events()}), a `: keep-alive` comment every "
+        "`SSE_HEARTBEAT_SECONDS` while it waits; it ends after `run.completed`, "
+        "`run.failed`, `run.cancelled` or `run.requires_action`. See docs/api.md."
+    ),
+)
+
+LAST_EVENT_ID = OpenApiParameter(
+    "Last-Event-ID",
+    OpenApiTypes.STR,
+    OpenApiParameter.HEADER,
+    required=False,
+    description="Resume after this event id (what `EventSource` sends when it reconnects).",
+    pattern=r"^[0-9]{1,18}$",
+)
+
+
+def _run_responses(
+    ok: int, *errors: int, stream: bool = True, queued: bool = False
+) -> dict[Any, Any]:
     responses: dict[Any, Any] = {(ok, JSON): RunSerializer}
+    if queued:
+        responses[(202, JSON)] = OpenApiResponse(
+            RunSerializer, description="`background`: the run, queued for a task worker."
+        )
     if stream:
         responses[(200, EVENT_STREAM)] = _STREAM
     responses.update(error_responses(400, 415, *errors, media_type=JSON))
     return responses
+
+
+class RunPagination(CursorPagination):
+    """Newest runs first, by cursor."""
+
+    ordering = "-created_at"
+    page_size = 20
+
+
+def _after_id(request: Request) -> int:
+    """Where a log stream resumes: ``Last-Event-ID``, else ``?after=``, else the start."""
+    header = request.headers.get("Last-Event-ID")
+    if header is not None:
+        if not (header.isascii() and header.isdigit() and len(header) <= 18):
+            raise ApiError(
+                400,
+                "invalid",
+                "Last-Event-ID must be an event id (digits).",
+                field="Last-Event-ID",
+            )
+        return int(header)
+    after: int | None = valid_query(RunEventsQuerySerializer, request).validated_data.get("after")
+    return after or 0
 
 
 class RunSchema(AutoSchema):
@@ -87,6 +152,7 @@ class RunViewSet(ApiView, viewsets.GenericViewSet[Run]):
     serializer_class = RunSerializer
     renderer_classes = [JSONRenderer, EventStreamRenderer]
     lookup_url_kwarg = "run_pk"
+    pagination_class = RunPagination
 
     @classmethod
     def as_view(
@@ -139,17 +205,22 @@ class RunViewSet(ApiView, viewsets.GenericViewSet[Run]):
 
     @extend_schema(
         summary="Start a run",
-        parameters=[CONVERSATION_ID],
+        parameters=[CONVERSATION_ID, IDEMPOTENCY_KEY],
         request=RunCreateSerializer,
-        responses=_run_responses(201, 409, 500, 502),
+        responses=_run_responses(201, 409, 422, 500, 502, queued=True),
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
         """Store the user turn and answer it; 409 ``conversation_busy`` while a run is active."""
+        return idempotent(request, lambda: self._start(request))
+
+    def _start(self, request: Request) -> HttpResponseBase:
         conversation = self.get_conversation()
         serializer = RunCreateSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         options = serializer.validated_data
         message = options["message"]
+        background = options.get("background")
+        background = conf.BACKGROUND_RUNS if background is None else background
         service = ToolLoopService()
         try:
             run = service.start(
@@ -158,6 +229,7 @@ class RunViewSet(ApiView, viewsets.GenericViewSet[Run]):
                 provider=options.get("provider"),
                 tools=options.get("tools"),
                 max_iterations=options.get("max_iterations"),
+                background=background,
             )
         except InvalidMessage as exc:
             if isinstance(message, str) and exc.field == "message.content":
@@ -165,8 +237,40 @@ class RunViewSet(ApiView, viewsets.GenericViewSet[Run]):
                 raise InvalidMessage(exc.code, exc.message, field="message") from None
             raise
         if wants_stream(request, options["stream"]):
+            if background:
+                # A worker executes it: follow its log from the start.
+                return log_stream_response(request._request, run.pk, 0)
             return event_stream_response(request._request, service, run.pk)
+        if background:
+            return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
         return self._answer(service.execute(run.pk), status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="List runs",
+        parameters=[CONVERSATION_ID, RunListQuerySerializer],
+        responses={(200, JSON): RunSerializer(many=True), **error_responses(400, media_type=JSON)},
+    )
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """The conversation's runs, newest first, a page at a time (``next`` and ``previous``)."""
+        query = valid_query(RunListQuerySerializer, request).validated_data
+        conversation = self.get_conversation()
+        paginator = RunPagination()
+        paginator.page_size = query.get("limit", RunPagination.page_size)
+        runs = Run.objects.filter(conversation=conversation)
+        page = paginator.paginate_queryset(runs, request, view=self) or []
+        return paginator.get_paginated_response([RunSerializer(run).data for run in page])
+
+    @extend_schema(
+        summary="Follow a run's events",
+        parameters=[CONVERSATION_ID, RUN_ID, RunEventsQuerySerializer, LAST_EVENT_ID],
+        responses={(200, EVENT_STREAM): _LOG_STREAM, **error_responses(400, media_type=JSON)},
+    )
+    @action(detail=True, methods=["get"])
+    def events(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        """The run's event log as Server-Sent Events, live while it executes anywhere."""
+        after = _after_id(request)
+        run = self.get_object()
+        return log_stream_response(request._request, run.pk, after)
 
     @extend_schema(
         summary="Get a run",
@@ -233,6 +337,26 @@ class RunViewSet(ApiView, viewsets.GenericViewSet[Run]):
         if stream:
             return event_stream_response(request._request, service, run.pk)
         return self._answer(run)
+
+    @extend_schema(
+        summary="Retry a failed run",
+        parameters=[CONVERSATION_ID, RUN_ID],
+        request=RunRetrySerializer,
+        responses=_run_responses(200, 409, 500, 502, stream=False, queued=True),
+    )
+    @action(detail=True, methods=["post"])
+    def retry(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Run a failed run again from its stored turns; 409 ``run_not_failed`` otherwise."""
+        run = self.get_object()
+        serializer = RunRetrySerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        background = serializer.validated_data.get("background")
+        background = conf.BACKGROUND_RUNS if background is None else background
+        service = ToolLoopService()
+        if background:
+            queued = service.retry(run.pk, background=True)
+            return Response(RunSerializer(queued).data, status=status.HTTP_202_ACCEPTED)
+        return self._answer(service.retry(run.pk))
 
     @extend_schema(
         summary="Cancel a run",
