@@ -1,0 +1,173 @@
+"""Conversations and their messages: input, responses, query parameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_serializer
+from rest_framework import serializers
+
+from llm_conversations.api.inputs import ROLE_CHOICES
+from llm_conversations.api.representations import message_data, message_row
+from llm_conversations.api.serializers.common import (
+    MetadataField,
+    StrictTypes,
+)
+from llm_conversations.completions import FinishReason
+from llm_conversations.conf import conf
+from llm_conversations.models import (
+    Conversation,
+    Message,
+)
+
+# Conversations ----------------------------------------------------------------
+
+ORDERING_FIELDS = ("created_at", "updated_at", "title", "message_count")
+_ORDER_ONE = f"-?(?:{'|'.join(ORDERING_FIELDS)})"
+ORDERING_PATTERN = f"^{_ORDER_ONE}(?:,{_ORDER_ONE})*$"
+
+
+class ConversationSerializer(StrictTypes[Conversation], serializers.ModelSerializer[Conversation]):
+    """A conversation with its message count, last activity and active run."""
+
+    metadata = MetadataField(
+        required=False,
+        help_text="Free-form JSON object of any values; at most `MAX_METADATA_KEYS` keys.",
+    )
+    active_run = serializers.UUIDField(
+        read_only=True, allow_null=True, help_text="The run in progress, if any."
+    )
+    updated_at = serializers.DateTimeField(
+        read_only=True, help_text="Last activity: the last appended message or edit."
+    )
+
+    class Meta:
+        model = Conversation
+        fields = [
+            "id",
+            "title",
+            "metadata",
+            "message_count",
+            "active_run",
+            "created_at",
+            "updated_at",
+        ]
+        read_only_fields = ["id", "message_count", "created_at"]
+
+    def validate_metadata(self, value: dict[str, Any]) -> dict[str, Any]:
+        """Refuse more keys than ``MAX_METADATA_KEYS``."""
+        limit = conf.MAX_METADATA_KEYS
+        if len(value) > limit:
+            raise serializers.ValidationError(
+                f"metadata may have at most {limit} keys; got {len(value)}.",
+                code="too_many_metadata_keys",
+            )
+        return value
+
+
+# Messages ---------------------------------------------------------------------
+
+
+class FunctionCallSerializer(serializers.Serializer[Any]):
+    """The function a call names, with its arguments as JSON text."""
+
+    name = serializers.CharField()
+    arguments = serializers.CharField(
+        allow_blank=True, help_text='JSON text of the arguments object (`"{}"` when empty).'
+    )
+
+
+class ToolCallSerializer(serializers.Serializer[Any]):
+    """A tool call in the OpenAI form."""
+
+    id = serializers.CharField()
+    type = serializers.ChoiceField(choices=["function"])
+    function = FunctionCallSerializer()
+
+
+class UsageSerializer(serializers.Serializer[Any]):
+    """Token usage (characters for the echo backend)."""
+
+    input_tokens = serializers.IntegerField(allow_null=True)
+    output_tokens = serializers.IntegerField(allow_null=True)
+    total_tokens = serializers.IntegerField(allow_null=True)
+    cached_tokens = serializers.IntegerField(allow_null=True)
+
+
+class MessageSerializer(serializers.Serializer[Message]):
+    """A stored message: the `ChatMessage.to_wire()` fields plus stored ones.
+
+    `tool_calls` is present on assistant turns with calls (their `content` may
+    then be `null`), `tool_call_id` on tool turns.
+    """
+
+    id = serializers.UUIDField()
+    position = serializers.IntegerField(help_text="0-based index in the conversation.")
+    role = serializers.ChoiceField(choices=ROLE_CHOICES)
+    content = serializers.CharField(allow_null=True, allow_blank=True)
+    tool_calls = ToolCallSerializer(many=True, required=False)
+    tool_call_id = serializers.CharField(required=False)
+    is_error = serializers.BooleanField(help_text="A tool result that reports a failure.")
+    run = serializers.UUIDField(allow_null=True, help_text="The run that stored this turn.")
+    created_at = serializers.DateTimeField()
+    model = serializers.CharField(allow_null=True, help_text="Assistant turns: the model.")
+    finish_reason = serializers.ChoiceField(
+        choices=[reason.value for reason in FinishReason],
+        allow_null=True,
+        help_text=(
+            "Assistant turns a provider answered: why the model stopped. An empty "
+            'reply (`content` `""`, no calls) with `content_filter` is a refusal.'
+        ),
+    )
+    usage = UsageSerializer(allow_null=True, help_text="Assistant turns: token usage.")
+
+    def to_representation(self, instance: Message) -> dict[str, Any]:
+        return message_data(message_row(instance))
+
+
+# Answered by the message list: one page object, not the array a "list" action
+# usually answers.
+@extend_schema_serializer(many=False)
+class MessagePageSerializer(serializers.Serializer[Any]):
+    """A page of messages, as OpenAI's Conversations API lists items."""
+
+    data = MessageSerializer(many=True)  # type: ignore[assignment]  # a field, not .data
+    first_id = serializers.UUIDField(allow_null=True)
+    last_id = serializers.UUIDField(allow_null=True)
+    has_more = serializers.BooleanField()
+
+
+class ConversationListQuerySerializer(serializers.Serializer[Any]):
+    """Query parameters of the conversation list; each, when present, must be valid."""
+
+    page = serializers.IntegerField(required=False, min_value=1, help_text="1-based page.")
+    page_size = serializers.IntegerField(
+        required=False, min_value=1, max_value=100, help_text="Page size, 1-100 (default 20)."
+    )
+    search = serializers.CharField(
+        required=False, allow_blank=True, help_text="Words the title contains."
+    )
+    ordering = serializers.RegexField(
+        ORDERING_PATTERN,
+        required=False,
+        help_text="Comma-separated fields, `-` first for descending: "
+        + ", ".join(f"`{name}`" for name in ORDERING_FIELDS)
+        + ".",
+    )
+
+
+class MessageListQuerySerializer(serializers.Serializer[Any]):
+    """Query parameters of the message list; each, when present, must be valid."""
+
+    after = serializers.UUIDField(
+        required=False, help_text="A message id: list the messages after it in `order`."
+    )
+    limit = serializers.IntegerField(
+        required=False, default=20, min_value=1, max_value=100, help_text="Page size, 1-100."
+    )
+    order = serializers.ChoiceField(
+        choices=["asc", "desc"],
+        required=False,
+        default="desc",
+        help_text="`asc`: oldest first; `desc`: newest first.",
+    )

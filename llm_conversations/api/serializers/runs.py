@@ -1,0 +1,257 @@
+"""Runs of the tool loop, their events, and tools: input and responses."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from llm_conversations.api.errors import ApiError
+from llm_conversations.api.inputs import too_large
+from llm_conversations.api.serializers.common import (
+    MaxIterationsField,
+    StrictTypes,
+    ToolOutputField,
+)
+from llm_conversations.api.serializers.conversations import (
+    MessageSerializer,
+    ToolCallSerializer,
+    UsageSerializer,
+)
+from llm_conversations.conf import conf
+from llm_conversations.models import (
+    MAX_ID_CHARS,
+    Decision,
+    PendingCall,
+    Run,
+    RunStatus,
+    WaitReason,
+)
+
+# Runs -------------------------------------------------------------------------
+
+
+class UserMessageField(serializers.JSONField):
+    """A user message: its text, or the message object, passed on as sent.
+
+    Only the type and the size limit are checked here; the service that
+    starts the run validates the message.
+    """
+
+    def to_internal_value(self, data: Any) -> str | dict[str, Any]:  # type: ignore[override]
+        data = super().to_internal_value(data)
+        if isinstance(data, str):
+            if len(data) > conf.MAX_MESSAGE_CHARS:
+                raise too_large("message")
+            return data
+        if not isinstance(data, dict):
+            raise ApiError(
+                400, "invalid", "message must be a string or an object.", field="message"
+            )
+        content = data.get("content")
+        if isinstance(content, str) and len(content) > conf.MAX_MESSAGE_CHARS:
+            raise too_large("message.content")
+        return data
+
+
+class RunCreateSerializer(StrictTypes[Any]):
+    """Start a run: store the user turn, then answer it with the tool loop."""
+
+    message = UserMessageField(help_text="The user turn: text or a message object.")
+    provider = serializers.CharField(
+        required=False,
+        min_length=1,
+        trim_whitespace=False,
+        help_text="A key of `PROVIDERS`; the default provider when omitted.",
+    )
+    tools = serializers.ListField(
+        child=serializers.CharField(min_length=1, trim_whitespace=False),
+        required=False,
+        allow_null=True,
+        help_text="Names of the tools to offer (see `/tools/`); all of them when omitted.",
+    )
+    max_iterations = MaxIterationsField(
+        required=False,
+        help_text="Model calls before the loop closes the run: 1 to `MAX_ITERATIONS_LIMIT`.",
+    )
+    stream = serializers.BooleanField(
+        required=False, default=False, help_text="Answer with Server-Sent Events."
+    )
+    background = serializers.BooleanField(
+        required=False,
+        help_text=(
+            "Queue the run for a task worker and answer 202 with the queued run (with "
+            "`stream`: its events as they are logged); `BACKGROUND_RUNS` when omitted."
+        ),
+    )
+
+
+class RunRetrySerializer(StrictTypes[Any]):
+    """Run a failed run again, from its stored turns, as a new attempt."""
+
+    background = serializers.BooleanField(
+        required=False,
+        help_text="Queue the retry for a task worker (202); `BACKGROUND_RUNS` when omitted.",
+    )
+
+
+class RunListQuerySerializer(serializers.Serializer[Any]):
+    """Query parameters of the run list."""
+
+    cursor = serializers.CharField(
+        required=False, help_text="The `next` or `previous` link's cursor."
+    )
+    limit = serializers.IntegerField(
+        required=False, min_value=1, max_value=100, help_text="Runs per page: 1 to 100 (20)."
+    )
+
+
+class RunEventsQuerySerializer(serializers.Serializer[Any]):
+    """Query parameters of a run's event stream."""
+
+    after = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=2**63 - 1,
+        help_text="Send the events after this event id (as `Last-Event-ID` does).",
+    )
+
+
+class PendingToolCallSerializer(ToolCallSerializer):
+    """A call the run waits for, and why."""
+
+    reason = serializers.ChoiceField(
+        choices=WaitReason.values,
+        help_text="`requires_approval`: approve or deny it; `client_side`: submit its output.",
+    )
+
+    def to_representation(self, instance: PendingCall) -> dict[str, Any]:
+        # A PendingCall from Run.waiting_calls: the call's own wire form
+        # (arguments as JSON text, or as the model sent them) plus the reason.
+        return {**instance.call.to_wire(), "reason": instance.reason.value}
+
+
+class RunErrorSerializer(serializers.Serializer[Run]):
+    """Why a run failed."""
+
+    type = serializers.CharField(source="error_type")
+    message = serializers.CharField(source="error_message", allow_blank=True)
+
+
+# Run timestamps are shown in UTC, as message timestamps are, whatever TIME_ZONE is.
+_UTC = datetime.UTC
+
+
+class RunSerializer(serializers.Serializer[Run]):
+    """One execution of the tool loop."""
+
+    id = serializers.UUIDField()
+    conversation = serializers.UUIDField(source="conversation_id")
+    status = serializers.ChoiceField(choices=RunStatus.values)
+    termination_reason = serializers.SerializerMethodField(
+        help_text="completed, max_iterations, provider_error, error or cancelled."
+    )
+    provider = serializers.CharField(allow_blank=True)
+    model = serializers.CharField(allow_blank=True)
+    tools = serializers.ListField(
+        source="offered_tool_names", child=serializers.CharField(), help_text="Tools offered."
+    )
+    max_iterations = serializers.IntegerField()
+    iterations = serializers.IntegerField(help_text="Model calls so far.")
+    usage = UsageSerializer(source="*")
+    pending_tool_calls = PendingToolCallSerializer(source="waiting_calls", many=True)
+    decisions = serializers.DictField(
+        child=serializers.ChoiceField(choices=Decision.values),
+        help_text="Decisions by call id.",
+    )
+    error = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField(default_timezone=_UTC)
+    started_at = serializers.DateTimeField(default_timezone=_UTC, allow_null=True)
+    finished_at = serializers.DateTimeField(default_timezone=_UTC, allow_null=True)
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_termination_reason(self, run: Run) -> str | None:
+        """Why the run ended; ``None`` while it has not."""
+        return run.termination_reason or None
+
+    @extend_schema_field(RunErrorSerializer(allow_null=True))
+    def get_error(self, run: Run) -> dict[str, Any] | None:
+        """Why the run failed; ``None`` unless it did."""
+        return RunErrorSerializer(run).data if run.error_type else None
+
+
+class StreamEventSerializer(serializers.Serializer[Any]):
+    """The JSON object in the `data:` line of each Server-Sent Event.
+
+    `text.delta` carries `delta`; `tool_call.started` carries `tool_call`;
+    `tool_result.stored` and `message.stored` carry `message` (the stored
+    row, with its id); `run.running` (with `attempt`), `run.requires_action`,
+    `run.completed`, `run.failed` and `run.cancelled` carry `run` (the run as it
+    stands when the event is sent).
+    """
+
+    run_id = serializers.UUIDField()
+    attempt = serializers.IntegerField(required=False, help_text="`run.running`: the attempt.")
+    delta = serializers.CharField(required=False, allow_blank=True)
+    tool_call = ToolCallSerializer(required=False)
+    message = MessageSerializer(required=False)
+    run = RunSerializer(required=False)
+
+
+class ToolDecisionSerializer(StrictTypes[Any]):
+    """Approve or deny calls waiting for approval."""
+
+    tool_call_ids = serializers.ListField(
+        child=serializers.CharField(min_length=1, trim_whitespace=False),
+        required=False,
+        allow_null=True,
+        help_text="The calls to decide; all calls waiting for approval when omitted.",
+    )
+    stream = serializers.BooleanField(required=False, default=False)
+
+
+class ToolOutputSerializer(StrictTypes[Any]):
+    """The output of one client-side call."""
+
+    tool_call_id = serializers.CharField(
+        min_length=1, max_length=MAX_ID_CHARS, trim_whitespace=False
+    )
+    output = ToolOutputField(
+        allow_null=True, help_text="Text, or any JSON value (stored as JSON text)."
+    )
+    is_error = serializers.BooleanField(required=False, default=False)
+
+
+class SubmitToolOutputsSerializer(StrictTypes[Any]):
+    """Outputs of client-side calls."""
+
+    tool_outputs = serializers.ListField(child=ToolOutputSerializer(), min_length=1)
+    stream = serializers.BooleanField(required=False, default=False)
+
+    def validate_tool_outputs(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One output per call, each within ``MAX_MESSAGE_CHARS``."""
+        ids = [item["tool_call_id"] for item in value]
+        if len(set(ids)) != len(ids):
+            raise serializers.ValidationError(
+                "each tool_call_id may appear once.", code="duplicate_tool_output"
+            )
+        for index, item in enumerate(value):
+            output = item["output"]
+            if isinstance(output, str) and len(output) > conf.MAX_MESSAGE_CHARS:
+                raise too_large(f"tool_outputs[{index}].output")
+        return value
+
+
+# Tools ------------------------------------------------------------------------
+
+
+class ToolSerializer(serializers.Serializer[Any]):
+    """A tool a run may offer."""
+
+    name = serializers.CharField()
+    description = serializers.CharField(allow_blank=True)
+    parameters = serializers.DictField(help_text="JSON Schema of the arguments.")
+    requires_approval = serializers.BooleanField()
+    client_side = serializers.BooleanField(help_text="Run by the frontend: submit its output.")
