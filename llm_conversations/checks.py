@@ -44,6 +44,10 @@ def _wrong_type(setting: str, expected: str, value: object, check_id: str) -> li
     ]
 
 
+def _is_optional_duration(value: object) -> bool:
+    return value is None or _is_positive_number(value)
+
+
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E001 not a dict, E002 unknown key, E003 not a positive integer, E004 limits,
     E005 not a duration."""
@@ -59,35 +63,26 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 id="llm_conversations.E002",
             )
         )
-    for key in POSITIVE_INTEGERS:
-        item = raw_setting(key)
-        if not _is_positive_integer(item):
-            errors.append(
-                Error(
-                    f"LLM_CONVERSATIONS[{key!r}] must be a positive integer; got {item!r}.",
-                    id="llm_conversations.E003",
+    kinds = (
+        (POSITIVE_INTEGERS, _is_positive_integer, "a positive integer", "llm_conversations.E003"),
+        (
+            OPTIONAL_DURATIONS,
+            _is_optional_duration,
+            "a positive number of seconds or None",
+            "llm_conversations.E005",
+        ),
+        (DURATIONS, _is_positive_number, "a positive number of seconds", "llm_conversations.E005"),
+    )
+    for keys, valid, expected, check_id in kinds:
+        for key in keys:
+            item = raw_setting(key)
+            if not valid(item):
+                errors.append(
+                    Error(
+                        f"LLM_CONVERSATIONS[{key!r}] must be {expected}; got {item!r}.",
+                        id=check_id,
+                    )
                 )
-            )
-    for key in OPTIONAL_DURATIONS:
-        item = raw_setting(key)
-        if item is not None and not _is_positive_number(item):
-            errors.append(
-                Error(
-                    f"LLM_CONVERSATIONS[{key!r}] must be a positive number of seconds or None; "
-                    f"got {item!r}.",
-                    id="llm_conversations.E005",
-                )
-            )
-    for key in DURATIONS:
-        item = raw_setting(key)
-        if not _is_positive_number(item):
-            errors.append(
-                Error(
-                    f"LLM_CONVERSATIONS[{key!r}] must be a positive number of seconds; "
-                    f"got {item!r}.",
-                    id="llm_conversations.E005",
-                )
-            )
     limit = raw_setting("MAX_ITERATIONS_LIMIT")
     default = raw_setting("MAX_ITERATIONS")
     if isinstance(limit, int) and isinstance(default, int) and default > limit:

@@ -5,10 +5,12 @@ Values are read on every access so ``override_settings`` works in tests.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar
 
 from django.conf import settings as django_settings
+
+_T = TypeVar("_T")
 
 DEFAULTS: dict[str, Any] = {
     "PROVIDERS": {"default": {"BACKEND": "echo", "MODEL": "echo"}},
@@ -83,108 +85,49 @@ def raw_setting(name: str) -> Any:
     return user_settings().get(name, DEFAULTS[name])
 
 
+class _Setting(Generic[_T]):
+    """One setting, read (and converted) on every access so ``override_settings`` works."""
+
+    def __init__(self, convert: Callable[[Any], _T]) -> None:
+        self._convert = convert
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, instance: object, owner: type) -> _T:
+        return self._convert(raw_setting(self._name))
+
+
+def _optional(convert: Callable[[Any], _T]) -> Callable[[Any], _T | None]:
+    return lambda value: None if value is None else convert(value)
+
+
 class Settings:
     """Each setting with its default; see the README for what each one does."""
 
-    def _get(self, name: str) -> Any:
-        return raw_setting(name)
-
-    @property
-    def PROVIDERS(self) -> dict[str, dict[str, Any]]:
-        return dict(self._get("PROVIDERS"))
-
-    @property
-    def DEFAULT_PROVIDER(self) -> str:
-        return str(self._get("DEFAULT_PROVIDER"))
-
-    @property
-    def TOOLS(self) -> list[str]:
-        return list(self._get("TOOLS"))
-
-    @property
-    def MAX_ITERATIONS(self) -> int:
-        return int(self._get("MAX_ITERATIONS"))
-
-    @property
-    def MAX_ITERATIONS_LIMIT(self) -> int:
-        return int(self._get("MAX_ITERATIONS_LIMIT"))
-
-    @property
-    def TOOL_RESULT_MAX_CHARS(self) -> int:
-        return int(self._get("TOOL_RESULT_MAX_CHARS"))
-
-    @property
-    def TOOL_WORKERS(self) -> int:
-        return int(self._get("TOOL_WORKERS"))
-
-    @property
-    def TOOL_TIMEOUT(self) -> float | None:
-        return _duration(self._get("TOOL_TIMEOUT"))
-
-    @property
-    def RUN_TIMEOUT(self) -> float | None:
-        return _duration(self._get("RUN_TIMEOUT"))
-
-    @property
-    def BACKGROUND_RUNS(self) -> bool:
-        return bool(self._get("BACKGROUND_RUNS"))
-
-    @property
-    def TASK_BACKEND(self) -> str:
-        return str(self._get("TASK_BACKEND"))
-
-    @property
-    def LEASE_SECONDS(self) -> int:
-        return int(self._get("LEASE_SECONDS"))
-
-    @property
-    def MAX_ATTEMPTS(self) -> int:
-        return int(self._get("MAX_ATTEMPTS"))
-
-    @property
-    def EVENT_RETENTION_DAYS(self) -> int:
-        return int(self._get("EVENT_RETENTION_DAYS"))
-
-    @property
-    def SSE_HEARTBEAT_SECONDS(self) -> float:
-        return float(self._get("SSE_HEARTBEAT_SECONDS"))
-
-    @property
-    def IDEMPOTENCY_KEY_TTL(self) -> int:
-        return int(self._get("IDEMPOTENCY_KEY_TTL"))
-
-    @property
-    def MAX_MESSAGE_CHARS(self) -> int:
-        return int(self._get("MAX_MESSAGE_CHARS"))
-
-    @property
-    def MAX_MESSAGES_PER_REQUEST(self) -> int:
-        return int(self._get("MAX_MESSAGES_PER_REQUEST"))
-
-    @property
-    def MAX_METADATA_KEYS(self) -> int:
-        return int(self._get("MAX_METADATA_KEYS"))
-
-    @property
-    def MAX_REPLY_CHARS(self) -> int:
-        return int(self._get("MAX_REPLY_CHARS"))
-
-    @property
-    def MAX_REQUEST_BYTES(self) -> int:
-        return int(self._get("MAX_REQUEST_BYTES"))
-
-    @property
-    def PERMISSION_CLASSES(self) -> list[str]:
-        return list(self._get("PERMISSION_CLASSES"))
-
-    @property
-    def AUTHENTICATION_CLASSES(self) -> list[str] | None:
-        value = self._get("AUTHENTICATION_CLASSES")
-        return None if value is None else list(value)
-
-
-def _duration(value: Any) -> float | None:
-    return None if value is None else float(value)
+    PROVIDERS: _Setting[dict[str, dict[str, Any]]] = _Setting(dict)
+    DEFAULT_PROVIDER: _Setting[str] = _Setting(str)
+    TOOLS: _Setting[list[str]] = _Setting(list)
+    MAX_ITERATIONS: _Setting[int] = _Setting(int)
+    MAX_ITERATIONS_LIMIT: _Setting[int] = _Setting(int)
+    TOOL_RESULT_MAX_CHARS: _Setting[int] = _Setting(int)
+    TOOL_WORKERS: _Setting[int] = _Setting(int)
+    TOOL_TIMEOUT: _Setting[float | None] = _Setting(_optional(float))
+    RUN_TIMEOUT: _Setting[float | None] = _Setting(_optional(float))
+    BACKGROUND_RUNS: _Setting[bool] = _Setting(bool)
+    TASK_BACKEND: _Setting[str] = _Setting(str)
+    LEASE_SECONDS: _Setting[int] = _Setting(int)
+    MAX_ATTEMPTS: _Setting[int] = _Setting(int)
+    EVENT_RETENTION_DAYS: _Setting[int] = _Setting(int)
+    SSE_HEARTBEAT_SECONDS: _Setting[float] = _Setting(float)
+    IDEMPOTENCY_KEY_TTL: _Setting[int] = _Setting(int)
+    MAX_MESSAGE_CHARS: _Setting[int] = _Setting(int)
+    MAX_MESSAGES_PER_REQUEST: _Setting[int] = _Setting(int)
+    MAX_METADATA_KEYS: _Setting[int] = _Setting(int)
+    MAX_REPLY_CHARS: _Setting[int] = _Setting(int)
+    MAX_REQUEST_BYTES: _Setting[int] = _Setting(int)
+    PERMISSION_CLASSES: _Setting[list[str]] = _Setting(list)
+    AUTHENTICATION_CLASSES: _Setting[list[str] | None] = _Setting(_optional(list))
 
 
 conf = Settings()
