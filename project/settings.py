@@ -174,7 +174,16 @@ TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 if os.environ.get("DJANGO_TASKS") == "rq":
     # The scale-out path: RQ workers on Redis (`manage.py rqworker default`).
     INSTALLED_APPS.append("django_rq")
-    RQ_QUEUES = {"default": {"URL": os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")}}
+    RQ_QUEUES = {
+        "default": {
+            "URL": os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
+            # RQ stops a job after DEFAULT_TIMEOUT (180 s unless set): allow a
+            # whole run, RUN_TIMEOUT (900 s by default), and more.
+            "DEFAULT_TIMEOUT": 1800,
+        }
+    }
+    # Workers run the Tasks framework's jobs through django-tasks-rq's job class.
+    RQ = {"JOB_CLASS": "django_tasks_rq.backend.Job"}
     TASKS = {"default": {"BACKEND": "django_tasks_rq.RQBackend", "QUEUES": ["default"]}}
 
 LLM_CONVERSATIONS = {
