@@ -14,7 +14,6 @@ import urllib.error
 import urllib.request
 from io import StringIO
 from pathlib import Path
-from typing import Any
 
 import pytest
 from django.conf import settings
@@ -32,13 +31,12 @@ def test_the_demo_queues_tasks_in_the_database() -> None:
     assert settings.LLM_CONVERSATIONS["BACKGROUND_RUNS"] is False
 
 
-@pytest.mark.django_db
-def test_a_background_run_is_executed_by_db_worker(
-    django_capture_on_commit_callbacks: Any,
-) -> None:
+# db_worker closes database connections after each task: committed data, no
+# test transaction to lose.
+@pytest.mark.django_db(transaction=True)
+def test_a_background_run_is_executed_by_db_worker() -> None:
     conversation = create_conversation(title="background")
-    with django_capture_on_commit_callbacks(execute=True):
-        run = ToolLoopService().start(conversation, "hello there", background=True)
+    run = ToolLoopService().start(conversation, "hello there", background=True)
     run.refresh_from_db()
     assert run.status == "queued"  # in the database queue, not executed yet
 
@@ -53,7 +51,7 @@ def test_a_background_run_is_executed_by_db_worker(
     assert types[-1] == "run.completed"
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)
 def test_reaping_as_a_database_task() -> None:
     result = reap_lost_runs.enqueue()
     assert Run.objects.count() == 0
