@@ -1,5 +1,7 @@
-# `make run` starts the demo on SQLite; `make test` runs the app's suite (tests/,
-# on tests.settings) and then the demo's (project/tests/, on project.settings).
+# `make run` starts the demo on SQLite: the web server, a task worker and the
+# reaper together (project/run.py; Ctrl-C stops all three). `make test` runs the
+# app's suite (tests/, on tests.settings) and then the demo's (project/tests/,
+# on project.settings).
 # PYTHON and VENV select another interpreter, e.g.
 #   make test PYTHON=python3.13 VENV=.venv-py313
 PYTHON ?= python3
@@ -22,7 +24,7 @@ run: export DJANGO_DEBUG = 1
 run: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo
-	$(BIN)/python manage.py runserver 127.0.0.1:8000
+	$(BIN)/python -m project.run 127.0.0.1:8000
 
 test: install
 	$(BIN)/python -m pytest

@@ -1,4 +1,5 @@
-"""Tasks of Django's Tasks framework: executing runs in the background, reaping lost ones.
+"""Tasks of Django's Tasks framework: executing runs in the background, reaping
+lost ones, pruning old run events.
 
 ``django.tasks`` on Django 6.x, the ``django-tasks`` backport on 5.2. The tasks
 use the backend named by ``LLM_CONVERSATIONS["TASK_BACKEND"]`` (an alias of the
@@ -19,7 +20,7 @@ try:
 except ImportError:  # Django 5.2: the backport
     from django_tasks import task  # type: ignore[no-redef]
 
-__all__ = ["enqueue_run", "execute_run", "reap_lost_runs"]
+__all__ = ["enqueue_run", "execute_run", "prune_run_events", "reap_lost_runs"]
 
 
 @task()
@@ -37,6 +38,16 @@ def reap_lost_runs() -> dict[str, int]:
 
     reaped = reap_runs()
     return {"requeued": len(reaped.requeued), "failed": len(reaped.failed)}
+
+
+@task()
+def prune_run_events() -> dict[str, int]:
+    """Delete run events older than ``EVENT_RETENTION_DAYS`` and expired idempotency
+    keys (schedule it daily or so)."""
+    from llm_conversations.services.retention import prune
+
+    pruned = prune()
+    return {"deleted": pruned.events, "idempotency_keys": pruned.idempotency_keys}
 
 
 def enqueue_run(run_id: uuid.UUID | str) -> Any:

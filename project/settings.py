@@ -7,12 +7,18 @@ API key needed), and DEBUG off unless ``DJANGO_DEBUG=1`` (``make run`` sets it).
 Static files are served by whitenoise. With DEBUG on it finds them in the apps'
 ``static/`` directories; with DEBUG off (e.g. under gunicorn) it serves
 ``STATIC_ROOT``, so run ``python manage.py collectstatic --noinput`` first.
+
+Background runs go to a task worker: the database backend (``manage.py
+db_worker``, started by ``make run``) unless ``DJANGO_TASKS=rq``, which queues
+them in Redis (``REDIS_URL``, default ``redis://127.0.0.1:6379/0``) for
+``manage.py rqworker`` processes. See docs/deployment.md.
 """
 
 import os
 from pathlib import Path
 
 import dj_database_url
+import django
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -39,7 +45,12 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "llm_conversations",
     "project",
+    # The task queue in the database: its tables and `manage.py db_worker`.
+    "django_tasks_db",
 ]
+if django.VERSION < (6, 0):
+    # Django 5.2: the Tasks framework is the django-tasks backport, an app of its own.
+    INSTALLED_APPS.insert(INSTALLED_APPS.index("django_tasks_db"), "django_tasks")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -157,6 +168,24 @@ if os.environ.get("OLLAMA_MODEL"):
         "BASE_URL": os.environ.get("OLLAMA_BASE_URL", "http://127.0.0.1:11434"),
     }
 
+# Django's Tasks framework: where background runs (and the reaping and pruning
+# tasks) are queued. The database backend needs nothing more than the database.
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+if os.environ.get("DJANGO_TASKS") == "rq":
+    # The scale-out path: RQ workers on Redis (`manage.py rqworker default`).
+    INSTALLED_APPS.append("django_rq")
+    RQ_QUEUES = {
+        "default": {
+            "URL": os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
+            # RQ stops a job after DEFAULT_TIMEOUT (180 s unless set): allow a
+            # whole run, RUN_TIMEOUT (900 s by default), and more.
+            "DEFAULT_TIMEOUT": 1800,
+        }
+    }
+    # Workers run the Tasks framework's jobs through django-tasks-rq's job class.
+    RQ = {"JOB_CLASS": "django_tasks_rq.backend.Job"}
+    TASKS = {"default": {"BACKEND": "django_tasks_rq.RQBackend", "QUEUES": ["default"]}}
+
 LLM_CONVERSATIONS = {
     "DEFAULT_PROVIDER": os.environ.get("LLM_PROVIDER", "echo"),
     "PROVIDERS": PROVIDERS,
@@ -166,4 +195,8 @@ LLM_CONVERSATIONS = {
         "project.tools.convert_currency",
         "project.tools.send_email",
     ],
+    # The chat page streams each run from the request that starts it. Runs
+    # started with background=True (and failed runs requeued from the admin)
+    # are executed by the task worker `make run` starts.
+    "BACKGROUND_RUNS": False,
 }

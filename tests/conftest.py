@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from importlib.util import find_spec
 from typing import Any
 
 import pytest
@@ -31,6 +32,15 @@ def parallel_call_history() -> list[ChatMessage]:
 @pytest.fixture
 def history() -> list[ChatMessage]:
     return parallel_call_history()
+
+
+# Django's Tasks framework: built in from Django 6.0, the backport before.
+TASKS_PACKAGE = "django.tasks" if find_spec("django.tasks") else "django_tasks"
+
+
+def task_backend(name: str) -> str:
+    """The dotted path of one of the framework's own backends, e.g. ``dummy.DummyBackend``."""
+    return f"{TASKS_PACKAGE}.backends.{name}"
 
 
 requires_postgresql = pytest.mark.skipif(

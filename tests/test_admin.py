@@ -448,3 +448,122 @@ def test_transcript_marks_empty_replies_stop_reasons_and_sanitized_turns(
     assert "(empty reply)" in page
     assert "stopped: content_filter" in page
     assert 'class="llmconv-bad llmconv-sanitized"' in page
+
+
+# Login session row, user, the run with its conversation, its events.
+RUN_PAGE_QUERIES = 4
+
+
+def run_change_url(run: Run) -> str:
+    return reverse("admin:llm_conversations_run_change", args=[run.pk])
+
+
+def test_run_page_shows_the_worker_and_events_at_a_constant_query_count(
+    staff_client: Client,
+) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from llm_conversations.models import RunEvent
+
+    (run,) = run_turns(create_conversation(), "hello")
+    expires = timezone.now() + timedelta(seconds=30)
+    Run.objects.filter(pk=run.pk).update(
+        attempts=2, lease_owner="worker-7:4242:abcd", lease_expires_at=expires
+    )
+
+    def page() -> tuple[str, int]:
+        with CaptureQueriesContext(connection) as queries:
+            response = staff_client.get(run_change_url(run))
+        assert response.status_code == 200
+        return response.content.decode(), len(queries)
+
+    page()  # content types are cached from here on
+    html, few = page()
+    assert "worker-7:4242:abcd" in html
+    assert ">2<" in html.replace(" ", "").replace("\n", "")  # attempts
+    types = list(RunEvent.objects.filter(run=run).values_list("type", flat=True))
+    assert types[0] == "run.running"
+    assert types[-1] == "run.completed"
+    # Oldest first: the first event appears before the last.
+    assert html.index("run.running") < html.index("run.completed")
+    assert "Only the latest" not in html
+
+    RunEvent.objects.bulk_create(
+        RunEvent(run=run, type="text.delta", data={"delta": f"piece {n}"}) for n in range(250)
+    )
+    html, many = page()
+    assert few == many == RUN_PAGE_QUERIES
+    assert "Only the latest 200 events are shown." in html
+    assert "piece 249" in html
+    assert "piece 49<" not in html  # beyond the limit
+    assert html.count("<tr><td>") == 200
+
+
+def test_run_timeline_shows_attempts_and_the_worker(staff_client: Client) -> None:
+    conversation = create_conversation()
+    (run,) = run_turns(conversation, "hello")
+    Run.objects.filter(pk=run.pk).update(attempts=3, lease_owner="host-a:99:ff")
+    html = staff_client.get(change_url(conversation)).content.decode()
+    assert "Attempts</dt><dd>3" in html
+    assert "held by host-a:99:ff" in html
+
+
+def _post_action(client: Client, action: str, runs: list[Run]) -> Any:
+    return client.post(
+        reverse("admin:llm_conversations_run_changelist"),
+        {"action": action, "_selected_action": [str(r.pk) for r in runs]},
+        follow=True,
+    )
+
+
+def test_cancel_action_cancels_active_runs_only(staff_client: Client) -> None:
+    waiting = ToolLoopService(tools=loop_tools.registry()).start(create_conversation(), "hi")
+    (done,) = run_turns(create_conversation(), "hello")
+    response = _post_action(staff_client, "cancel_runs", [waiting, done])
+    notes = [str(m) for m in response.context["messages"]]
+    assert notes == ["Cancelled 1 run. 1 run was left alone: not active."]
+    waiting.refresh_from_db()
+    done.refresh_from_db()
+    assert (waiting.status, done.status) == ("cancelled", "completed")
+
+
+def test_requeue_action_queues_failed_runs_for_a_worker(
+    staff_client: Client, settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    from tests.conftest import task_backend
+
+    settings.TASKS = {"default": {"BACKEND": task_backend("dummy.DummyBackend")}}
+    _ok, failed = run_turns(create_conversation(), "hello", calls_text(("", {})))
+    busy_conversation = create_conversation()
+    (other_failed,) = run_turns(busy_conversation, calls_text(("", {})))
+    ToolLoopService(tools=loop_tools.registry()).start(busy_conversation, "again")
+    assert (failed.status, other_failed.status) == ("failed", "failed")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = _post_action(staff_client, "requeue_runs", [failed, other_failed, _ok])
+    notes = [str(m) for m in response.context["messages"]]
+    assert notes == [
+        "Requeued 1 run. 2 runs were left alone: not failed, or their conversation "
+        "has another active run."
+    ]
+    failed.refresh_from_db()
+    other_failed.refresh_from_db()
+    assert (failed.status, other_failed.status) == ("queued", "failed")
+
+
+def test_run_actions_need_the_change_permission(staff_client: Client) -> None:
+    from django.contrib.auth.models import Permission
+
+    run_turns(create_conversation(), "hello")  # actions are offered when runs are listed
+    viewer = get_user_model().objects.create_user("viewer", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_run"))
+    client = Client()
+    client.force_login(viewer)
+    response = client.get(reverse("admin:llm_conversations_run_changelist"))
+    assert response.status_code == 200
+    assert "cancel_runs" not in response.content.decode()
+    html = staff_client.get(reverse("admin:llm_conversations_run_changelist")).content.decode()
+    assert "cancel_runs" in html
+    assert "requeue_runs" in html
+    assert "delete_selected" not in html

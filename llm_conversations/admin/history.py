@@ -1,21 +1,28 @@
-"""Read-only admins for the stored history: messages and runs."""
+"""Read-only admins for the stored history: messages and runs.
+
+Rows are never edited one by one; the run changelist has two actions that go
+through the tool loop's own operations: cancel active runs, requeue failed ones.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
 
 from llm_conversations.admin.conversations import status_badge
 from llm_conversations.admin.transcript import pretty_json
-from llm_conversations.models import Message, Run
+from llm_conversations.exceptions import LLMConversationsError
+from llm_conversations.models import ACTIVE_RUN_STATUSES, Message, Run, RunEvent, RunStatus
 
 __all__ = ["HistoryAdmin", "MessageAdmin", "RunAdmin"]
 
@@ -117,7 +124,13 @@ class MessageAdmin(HistoryAdmin):
 
 
 class RunAdmin(HistoryAdmin):
-    """Runs of the tool loop, read-only, filterable by status."""
+    """Runs of the tool loop, read-only, filterable by status.
+
+    The change page shows who executes the run (attempts, lease owner and
+    expiry) and its latest ``events_limit`` events, oldest first, in one query.
+    Two changelist actions, for users with the change permission on runs:
+    cancel selected active runs, requeue selected failed runs for a worker.
+    """
 
     list_display = (
         "__str__",
@@ -125,6 +138,7 @@ class RunAdmin(HistoryAdmin):
         "status_label",
         "termination_reason",
         "iterations",
+        "attempts",
         "total_tokens",
         "provider",
         "model",
@@ -137,7 +151,8 @@ class RunAdmin(HistoryAdmin):
         ("created_at", admin.DateFieldListFilter),
     )
     list_select_related = ("conversation",)
-    search_fields = ("conversation__title", "error_type", "error_message", "model")
+    search_fields = ("conversation__title", "error_type", "error_message", "model", "lease_owner")
+    actions = ("cancel_runs", "requeue_runs")
     fields = (
         "conversation_link",
         "status",
@@ -146,6 +161,9 @@ class RunAdmin(HistoryAdmin):
         "model",
         "iterations",
         "max_iterations",
+        "attempts",
+        "lease_owner",
+        "lease_expires_at",
         "input_tokens",
         "output_tokens",
         "total_tokens",
@@ -158,13 +176,24 @@ class RunAdmin(HistoryAdmin):
         "created_at",
         "started_at",
         "finished_at",
+        "events_table",
     )
     readonly_fields = (
         "conversation_link",
         "pending_pretty",
         "decisions_pretty",
         "tools_pretty",
+        "events_table",
     )
+    # The change page shows the latest events of a run up to this number.
+    events_limit = 200
+
+    class Media:
+        css = {"all": ["llm_conversations/admin.css"]}
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+        # The change page links the conversation: loaded with the run.
+        return super().get_queryset(request).select_related("conversation")
 
     @admin.display(description=_("Status"), ordering="status")
     def status_label(self, obj: Run) -> SafeString:
@@ -189,3 +218,117 @@ class RunAdmin(HistoryAdmin):
     @admin.display(description=_("Tools offered"))
     def tools_pretty(self, obj: Run) -> SafeString | str:
         return _pre(obj.tools)
+
+    @admin.display(description=_("Events"))
+    def events_table(self, obj: Run) -> SafeString | str:
+        """The latest ``events_limit`` events, oldest first: one query."""
+        rows = list(
+            RunEvent.objects.filter(run=obj)
+            .order_by("-id")
+            .values_list("id", "created_at", "type", "data")[: self.events_limit + 1]
+        )
+        if not rows:
+            return "-"
+        more = len(rows) > self.events_limit
+        rows = rows[: self.events_limit]
+        rows.reverse()
+        body = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td><code>{}</code></td><td><pre>{}</pre></td></tr>",
+            (
+                (event_id, created.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3], kind, _event_data(data))
+                for event_id, created, kind, data in rows
+            ),
+        )
+        note = (
+            format_html(
+                '<p class="help">{}</p>',
+                _("Only the latest %(n)d events are shown.") % {"n": self.events_limit},
+            )
+            if more
+            else ""
+        )
+        return format_html(
+            '{}<table class="llmconv-events"><thead><tr><th>#</th><th>{}</th><th>{}</th>'
+            "<th>{}</th></tr></thead><tbody>{}</tbody></table>",
+            note,
+            _("Time"),
+            _("Type"),
+            _("Data"),
+            body,
+        )
+
+    # Actions ----------------------------------------------------------------
+
+    def has_manage_permission(self, request: HttpRequest) -> bool:
+        """The change permission on runs as the permission system grants it.
+
+        Rows stay read-only (``has_change_permission`` is False); cancelling and
+        requeueing are operations of the loop, allowed to whoever may change runs.
+        """
+        opts = self.opts
+        return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
+
+    @admin.action(description=_("Cancel selected active runs"), permissions=["manage"])
+    def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        from llm_conversations.services import ToolLoopService
+
+        service = ToolLoopService()
+        inactive = queryset.exclude(status__in=ACTIVE_RUN_STATUSES).count()
+        done, skipped = self._each(queryset.filter(status__in=ACTIVE_RUN_STATUSES), service.cancel)
+        skipped += inactive
+        self._report(
+            request,
+            ngettext("Cancelled %(n)d run.", "Cancelled %(n)d runs.", done) % {"n": done},
+            skipped,
+            _("not active"),
+        )
+
+    @admin.action(
+        description=_("Requeue selected failed runs for a worker"), permissions=["manage"]
+    )
+    def requeue_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        from llm_conversations.services import ToolLoopService
+
+        service = ToolLoopService()
+        not_failed = queryset.exclude(status=RunStatus.FAILED).count()
+        done, skipped = self._each(
+            queryset.filter(status=RunStatus.FAILED),
+            lambda pk: service.retry(pk, background=True),
+        )
+        skipped += not_failed
+        self._report(
+            request,
+            ngettext("Requeued %(n)d run.", "Requeued %(n)d runs.", done) % {"n": done},
+            skipped,
+            _("not failed, or their conversation has another active run"),
+        )
+
+    @staticmethod
+    def _each(queryset: QuerySet[Run], operation: Any) -> tuple[int, int]:
+        """Apply ``operation`` to each run id; (done, refused by the loop's rules)."""
+        done = skipped = 0
+        for pk in queryset.values_list("pk", flat=True):
+            try:
+                operation(pk)
+            except LLMConversationsError:
+                skipped += 1  # it changed meanwhile, or the rules refuse it
+            else:
+                done += 1
+        return done, skipped
+
+    def _report(self, request: HttpRequest, message: str, skipped: int, why: Any) -> None:
+        if skipped:
+            message += " " + ngettext(
+                "%(n)d run was left alone: %(why)s.",
+                "%(n)d runs were left alone: %(why)s.",
+                skipped,
+            ) % {"n": skipped, "why": why}
+        self.message_user(request, message, messages.SUCCESS if not skipped else messages.WARNING)
+
+
+def _event_data(data: Any) -> str:
+    """An event's data for people: text as it is, anything else as compact JSON."""
+    if isinstance(data, dict) and set(data) == {"delta"} and isinstance(data["delta"], str):
+        return data["delta"]
+    return pretty_json(data) if data else ""

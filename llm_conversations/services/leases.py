@@ -70,6 +70,8 @@ def claim(run: Run, owner: str) -> bool:
         if claimed:
             run.refresh_from_db()
             record(run.pk, [(RunEventType.RUN_RUNNING, {"attempt": run.attempts})])
+            # Which worker took which run: the one record of it once the run ends.
+            logger.info("Run %s claimed by %s (attempt %d)", run.pk, owner, run.attempts)
     return bool(claimed)
 
 
