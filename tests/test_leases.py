@@ -240,3 +240,36 @@ class TestHeartbeat:
         types = list(RunEvent.objects.filter(run=run).values_list("type", flat=True))
         assert types[-1] == "run.cancelled"
         assert ChatMessage.tool_result("c1", "late") not in history
+
+
+@pytest.mark.django_db
+class TestRepeats:
+    @pytest.mark.parametrize(("repeatable", "runs_again"), [(True, True), (False, False)])
+    def test_a_call_that_may_have_run_is_repeated_only_if_its_tool_allows(
+        self, repeatable: bool, runs_again: bool
+    ) -> None:
+        executed: list[str] = []
+
+        @tool(name="pay", repeatable=repeatable)
+        def pay() -> str:
+            executed.append("pay")
+            return "paid"
+
+        loop = service(CallsThenAnswers("pay"), pay)
+        conversation = create_conversation()
+        run = loop.start(conversation, "pay the bill")
+        # A first worker stored the call, logged it as started, then died.
+        claim(run, new_owner())
+        from llm_conversations.services.run_log import record_live
+        from llm_conversations.services.runs import store_reply
+
+        store_reply(run, CompletionResponse("", (ToolCall("p1", "pay"),)))
+        record_live(run, [("tool_call.started", {"tool_call": ToolCall("p1", "pay").to_wire()})])
+        expire(run)
+        done = loop.execute(run.pk)
+        assert (done.status, done.attempts) == ("completed", 2)
+        assert executed == (["pay"] if runs_again else [])
+        (result,) = [m for m in load_messages(conversation) if m.role == "tool"]
+        assert result.is_error is not runs_again
+        if not runs_again:
+            assert "not run again" in result.content

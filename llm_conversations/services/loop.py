@@ -43,7 +43,7 @@ from llm_conversations.providers import (
     ResponseCompleted,
     get_provider,
 )
-from llm_conversations.services import leases, run_log, runs
+from llm_conversations.services import leases, run_events, run_log, runs
 from llm_conversations.services.events import (
     LoopEvent,
     MessageStored,
@@ -264,6 +264,8 @@ class ToolLoopService:
                 if waiting:
                     yield RunRequiresAction(runs.pause(run, waiting))
                     return
+                # After a lost worker, a call it logged as started may have run.
+                ran_before = run_events.started_call_ids(run.pk) if run.attempts > 1 else set()
                 started = [c for c in calls if run.decision(c.id) is not Decision.DENIED]
                 logged = [
                     (RunEventType.TOOL_CALL_STARTED, {"tool_call": c.to_wire()}) for c in started
@@ -272,7 +274,9 @@ class ToolLoopService:
                     return
                 for call in started:
                     yield ToolCallStarted(call)
-                results = runs.answer_calls(calls, offered, run, stop=heartbeat.lost)
+                results = runs.answer_calls(
+                    calls, offered, run, stop=heartbeat.lost, ran_before=ran_before
+                )
                 rows = runs.store_results(run, results)
                 if rows is None:
                     return

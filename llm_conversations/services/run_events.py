@@ -42,6 +42,7 @@ __all__ = [
     "last_event_id",
     "messages_of",
     "read_page",
+    "started_call_ids",
 ]
 
 POLL_SECONDS = 0.2
@@ -290,3 +291,13 @@ async def afollow(
     finally:
         if listener is not None:
             await listener.close()
+
+
+def started_call_ids(run_id: uuid.UUID | str) -> set[str]:
+    """Ids of the calls whose tool may have started in an earlier attempt of the run."""
+    return {
+        str(data["tool_call"]["id"])
+        for data in RunEvent.objects.filter(
+            run_id=run_id, type=RunEventType.TOOL_CALL_STARTED
+        ).values_list("data", flat=True)
+    }

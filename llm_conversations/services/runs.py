@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import replace
 from functools import partial
@@ -69,6 +69,10 @@ __all__ = [
 DENIED = "The operator denied this tool call."
 TIMED_OUT = "The tool did not answer within {seconds:g} seconds."
 STOPPED = "The run stopped before this tool call finished."
+NOT_REPEATED = (
+    "This call may already have run before its worker was lost, and the tool must not "
+    "run twice, so it was not run again. Check its effect before asking for it again."
+)
 # What a call still unanswered when its run ends is answered with, by reason.
 UNANSWERED = {
     TerminationReason.CANCELLED: "The run was cancelled before this tool call ran.",
@@ -243,6 +247,7 @@ def answer_calls(
     run: Run,
     *,
     stop: threading.Event | None = None,
+    ran_before: Collection[str] = (),
 ) -> list[ChatMessage]:
     """Answer each call, in call order.
 
@@ -251,11 +256,15 @@ def answer_calls(
     result and its thread is left to finish on its own (Python cannot stop it).
     When ``stop`` is set (the run was cancelled elsewhere) waiting ends at once
     and the calls not done are answered as stopped; the caller stores nothing.
+    A call in ``ran_before`` (it may have run before its worker was lost) of a
+    tool declared ``repeatable=False`` is answered with an error, not run again.
     """
 
     def answer(call: ToolCall) -> ChatMessage:
         if run.decision(call.id) is Decision.DENIED:
             return tool_result_message(call.id, DENIED, is_error=True)
+        if call.id in ran_before and call.name in offered and not offered.get(call.name).repeatable:
+            return tool_result_message(call.id, NOT_REPEATED, is_error=True)
         return offered.execute(call)
 
     timeouts = [_timeout(call, offered) for call in calls]

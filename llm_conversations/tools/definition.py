@@ -45,6 +45,10 @@ class Tool:
     # Seconds a call may run before it is answered with an error result;
     # None means the TOOL_TIMEOUT setting.
     timeout: float | None = None
+    # False for a tool whose effect must not happen twice (a payment, an email):
+    # a call that may have run before its worker was lost is answered with an
+    # error result instead of being executed again.
+    repeatable: bool = True
     # How arguments are checked: a pydantic model for generated schemas,
     # a jsonschema validator for explicit ones.
     _model: type[pydantic.BaseModel] | None = field(
@@ -74,6 +78,7 @@ class Tool:
         schema: dict[str, Any] | None = None,
         requires_approval: bool = False,
         timeout: float | None = None,
+        repeatable: bool = True,
     ) -> Tool:
         """Wrap ``function``: name, description and schema default to its own.
 
@@ -87,12 +92,20 @@ class Tool:
         if description is None:
             description = description_from_doc(function)
         if schema is not None:
-            return cls(
-                tool_name, description, deepcopy(schema), function, requires_approval, timeout
-            )
-        model = arguments_model(tool_name, function)
-        parameters = provider_schema(model, tool_name)
-        return cls(tool_name, description, parameters, function, requires_approval, timeout, model)
+            parameters, model = deepcopy(schema), None
+        else:
+            model = arguments_model(tool_name, function)
+            parameters = provider_schema(model, tool_name)
+        return cls(
+            tool_name,
+            description,
+            parameters,
+            function,
+            requires_approval,
+            timeout=timeout,
+            repeatable=repeatable,
+            _model=model,
+        )
 
     @classmethod
     def client_side(
@@ -202,6 +215,7 @@ def tool(
     schema: dict[str, Any] | None = None,
     requires_approval: bool = False,
     timeout: float | None = None,
+    repeatable: bool = True,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -214,12 +228,15 @@ def tool(
     schema: dict[str, Any] | None = None,
     requires_approval: bool = False,
     timeout: float | None = None,
+    repeatable: bool = True,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Declare a function as a tool; use bare (``@tool``) or with options.
 
     The name defaults to the function's, the description to the first
     paragraph of its docstring, the schema to one generated from the signature.
-    ``timeout`` (seconds) overrides the ``TOOL_TIMEOUT`` setting for this tool.
+    ``timeout`` (seconds) overrides the ``TOOL_TIMEOUT`` setting for this tool;
+    ``repeatable=False`` marks a tool whose call must not run twice (see
+    ``docs/tools.md``: after a lost worker, such a call is answered, not repeated).
     """
 
     def decorate(func: Callable[..., Any]) -> Tool:
@@ -230,6 +247,7 @@ def tool(
             schema=schema,
             requires_approval=requires_approval,
             timeout=timeout,
+            repeatable=repeatable,
         )
 
     return decorate if function is None else decorate(function)
