@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from copy import deepcopy
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any, TypedDict, Unpack, overload
 
 import pydantic
 from asgiref.sync import async_to_sync
@@ -27,6 +27,17 @@ from llm_conversations.tools.schema import (
 logger = logging.getLogger("llm_conversations.tools")
 
 _ARGUMENT_ERROR_CHARS = 300
+
+
+class ToolOptions(TypedDict, total=False):
+    """The options of :func:`tool` and :meth:`Tool.from_function`."""
+
+    name: str | None
+    description: str | None
+    schema: dict[str, Any] | None
+    requires_approval: bool
+    timeout: float | None
+    repeatable: bool
 
 
 @dataclass(frozen=True)
@@ -69,17 +80,7 @@ class Tool:
             object.__setattr__(self, "__doc__", self.function.__doc__)
 
     @classmethod
-    def from_function(
-        cls,
-        function: Callable[..., Any],
-        *,
-        name: str | None = None,
-        description: str | None = None,
-        schema: dict[str, Any] | None = None,
-        requires_approval: bool = False,
-        timeout: float | None = None,
-        repeatable: bool = True,
-    ) -> Tool:
+    def from_function(cls, function: Callable[..., Any], **options: Unpack[ToolOptions]) -> Tool:
         """Wrap ``function``: name, description and schema default to its own.
 
         With ``schema`` the arguments are checked with ``jsonschema`` and passed
@@ -88,9 +89,11 @@ class Tool:
         """
         if not callable(function):
             raise ToolError("not_a_tool", f"{function!r} is not callable.")
-        tool_name = name or str(getattr(function, "__name__", ""))
+        tool_name = options.get("name") or str(getattr(function, "__name__", ""))
+        description = options.get("description")
         if description is None:
             description = description_from_doc(function)
+        schema = options.get("schema")
         if schema is not None:
             parameters, model = deepcopy(schema), None
         else:
@@ -101,9 +104,9 @@ class Tool:
             description,
             parameters,
             function,
-            requires_approval,
-            timeout=timeout,
-            repeatable=repeatable,
+            options.get("requires_approval", False),
+            timeout=options.get("timeout"),
+            repeatable=options.get("repeatable", True),
             _model=model,
         )
 
@@ -208,46 +211,23 @@ def tool(function: Callable[..., Any], /) -> Tool: ...
 
 
 @overload
-def tool(
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    schema: dict[str, Any] | None = None,
-    requires_approval: bool = False,
-    timeout: float | None = None,
-    repeatable: bool = True,
-) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(**options: Unpack[ToolOptions]) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(
-    function: Callable[..., Any] | None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    schema: dict[str, Any] | None = None,
-    requires_approval: bool = False,
-    timeout: float | None = None,
-    repeatable: bool = True,
+    function: Callable[..., Any] | None = None, /, **options: Unpack[ToolOptions]
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Declare a function as a tool; use bare (``@tool``) or with options.
 
-    The name defaults to the function's, the description to the first
-    paragraph of its docstring, the schema to one generated from the signature.
-    ``timeout`` (seconds) overrides the ``TOOL_TIMEOUT`` setting for this tool;
-    ``repeatable=False`` marks a tool whose call must not run twice (see
-    ``docs/tools.md``: after a lost worker, such a call is answered, not repeated).
+    Options (:class:`ToolOptions`): ``name`` defaults to the function's,
+    ``description`` to the first paragraph of its docstring, ``schema`` to one
+    generated from the signature; ``requires_approval`` pauses the run for an
+    operator; ``timeout`` (seconds) overrides the ``TOOL_TIMEOUT`` setting for
+    this tool; ``repeatable=False`` marks a tool whose call must not run twice
+    (after a lost worker, such a call is answered, not repeated).
     """
 
     def decorate(func: Callable[..., Any]) -> Tool:
-        return Tool.from_function(
-            func,
-            name=name,
-            description=description,
-            schema=schema,
-            requires_approval=requires_approval,
-            timeout=timeout,
-            repeatable=repeatable,
-        )
+        return Tool.from_function(func, **options)
 
     return decorate if function is None else decorate(function)
