@@ -14,9 +14,9 @@ from llm_conversations.tools.results import format_tool_output, tool_result_mess
 
 __all__ = [
     "Tool",
-    "ToolOptions",
     "ToolArgumentsError",
     "ToolError",
+    "ToolOptions",
     "ToolRegistry",
     "default_registry",
     "format_tool_output",
