@@ -556,6 +556,19 @@ def report(
         f"  runs: {dict(sorted(statuses.items()))}; ended {ended}/{total}; "
         f"attempts {dict(sorted(attempts.items()))}"
     )
+    executing = [
+        (r.finished_at - r.started_at).total_seconds()
+        for r in runs.values()
+        if r.started_at and r.finished_at and r.attempts == 1
+    ]
+    if executing:
+        busy_share = sum(executing) / (workers * result.wall)
+        print(
+            f"  execution per run (started -> finished, first attempts): "
+            f"p50 {ms(percentile(executing, 0.5))}, p95 {ms(percentile(executing, 0.95))} "
+            f"(2 x latency = {ms(2 * latency)}); workers executing runs "
+            f"{busy_share:.0%} of the wall time"
+        )
     print(
         f"  delivery delay (stored -> received): p50 {ms(p50)}, p95 {ms(p95)}, "
         f"max {ms(max(delays, default=float('nan')))} over {len(delays)} events"
