@@ -1,0 +1,687 @@
+"""Background runs under load: task workers, an ASGI server, event streams, API reads.
+
+Starts, as subprocesses on 127.0.0.1: a fake OpenAI-compatible provider that
+answers each call after ``--latency`` seconds (first one ``get_time`` call,
+then text once the tool result is in), the demo project under uvicorn,
+``--workers`` task workers (``manage.py db_worker``) and the reaper
+(``manage.py reap_runs --loop 2``), all on PostgreSQL (``DATABASE_URL``) with
+the settings of ``bench/settings/load_runs.py`` (``LEASE_SECONDS`` 5).
+
+Then ``--runs`` background runs (``POST runs/`` with ``background: true``,
+two model rounds and one tool each) are started together, an SSE client
+follows each run's ``events/`` stream (resuming with ``Last-Event-ID`` if
+dropped), and meanwhile ``GET /api/conversations/`` is sent at a steady pace.
+Printed: wall time and runs per second against the ideal for the worker count
+(``workers / (2 x latency)``), the delay from an event being stored
+(``RunEvent.created_at``) to its client receiving it, lost and duplicated
+events (each client against the stored log), lost and duplicated turns (every
+conversation valid, one assistant reply per round), the latency of the reads,
+and the CPU each process used. Then the same with one worker killed by
+SIGKILL half-way (unless ``--no-kill``); every run must still end.
+
+Usage::
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench \\
+        python bench/load_runs.py [--runs 200] [--workers 8] [--latency 1.0] [--no-kill]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+SETTINGS = "bench.settings.load_runs"
+USERNAME = "bench-load"
+PASSWORD = "bench-load-password"
+# Clients send a session cookie: HTTP basic auth hashes the password on every
+# request (PBKDF2, about 0.5 s of CPU each here), which would be all we measured.
+CSRF_TOKEN = "benchloadcsrftoken0123456789abcd"
+ENDING = {"run.completed", "run.failed", "run.cancelled", "run.requires_action"}
+READS_PER_SECOND = 10
+LEASE_SECONDS = 5
+REAP_EVERY = 2
+STOP_SECONDS = 10.0
+
+TARGETS = (
+    "targets: all runs complete with valid conversations; 0 lost or duplicated events; "
+    "p95 delivery <= 150 ms; throughput >= 80% of ideal; p95 read latency <= 50 ms"
+)
+
+
+# The fake provider ----------------------------------------------------------
+
+
+def provider_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """One ``get_time`` call, or text once the last turn is a tool result."""
+    messages = body.get("messages") or []
+    answered = bool(messages) and messages[-1].get("role") == "tool"
+    usage = {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}
+    if answered:
+        message: dict[str, Any] = {"role": "assistant", "content": "It is time."}
+        finish = "stop"
+    else:
+        call = {
+            "id": f"call_{uuid.uuid4().hex[:12]}",
+            "type": "function",
+            "function": {"name": "get_time", "arguments": "{}"},
+        }
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        finish = "tool_calls"
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "model": "bench-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": usage,
+    }
+
+
+def provider_stream(reply: dict[str, Any]) -> bytes:
+    """The same reply as Chat Completions stream chunks."""
+    choice = reply["choices"][0]
+    message = choice["message"]
+    delta: dict[str, Any] = {"role": "assistant"}
+    if message.get("content"):
+        delta["content"] = message["content"]
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [{"index": 0, **c} for c in message["tool_calls"]]
+    base = {"id": reply["id"], "object": "chat.completion.chunk", "model": reply["model"]}
+    chunks = [
+        {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]},
+        {**base, "choices": [], "usage": reply["usage"]},
+    ]
+    return b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+
+
+def serve_provider(port: int, latency: float) -> None:
+    """The fake provider's process: every POST answered after ``latency`` seconds."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+            time.sleep(latency)
+            reply = provider_reply(body)
+            if body.get("stream"):
+                data, kind = provider_stream(reply), "text/event-stream"
+            else:
+                data, kind = json.dumps(reply).encode(), "application/json"
+            self.send_response(200)
+            self.send_header("content-type", kind)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+        request_queue_size = 256
+
+    server = Server(("127.0.0.1", port), Handler)
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    with contextlib.suppress(KeyboardInterrupt):
+        server.serve_forever(poll_interval=0.05)
+    server.server_close()
+
+
+# Processes --------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a live process (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy() -> tuple[float, float]:
+    """Busy and total jiffies of all CPUs since boot (/proc/stat)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = values[3] + values[4]
+    return sum(values) - idle, sum(values)
+
+
+@dataclass
+class Child:
+    name: str
+    process: subprocess.Popen[bytes]
+    killed: bool = False
+    cpu: float = 0.0  # CPU seconds since the load began (after start-up)
+    cpu_at_start: float = 0.0
+
+
+@dataclass
+class Cluster:
+    """The processes of one phase, each in a process group of its own."""
+
+    logs: Path
+    env: dict[str, str]
+    children: list[Child] = field(default_factory=list)
+
+    def start(self, name: str, command: list[str]) -> Child:
+        log = (self.logs / f"{name}.log").open("ab")
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        child = Child(name, process)
+        self.children.append(child)
+        return child
+
+    def kill(self, child: Child) -> None:
+        child.cpu = cpu_seconds(child.process.pid) - child.cpu_at_start
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.process.pid, signal.SIGKILL)
+        child.process.wait()
+        child.killed = True
+
+    def mark_cpu(self) -> None:
+        for child in self.children:
+            child.cpu_at_start = cpu_seconds(child.process.pid)
+
+    def sample_cpu(self) -> None:
+        for child in self.children:
+            if not child.killed:
+                child.cpu = cpu_seconds(child.process.pid) - child.cpu_at_start
+
+    def stop(self) -> None:
+        """SIGTERM to every group, then SIGKILL to what still runs after STOP_SECONDS."""
+        for child in self.children:
+            if child.process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_SECONDS
+        for child in self.children:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.process.wait(max(0.0, deadline - time.monotonic()))
+        for child in self.children:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.process.pid, signal.SIGKILL)
+            child.process.wait()
+
+    def check_alive(self) -> None:
+        for child in self.children:
+            code = child.process.poll()
+            if code is not None and not child.killed:
+                raise RuntimeError(
+                    f"{child.name} exited with {code}; see {self.logs / (child.name + '.log')}"
+                )
+
+
+@contextlib.contextmanager
+def cluster(workers: int, latency: float, logs: Path) -> Iterator[tuple[Cluster, str]]:
+    provider_port, web_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": SETTINGS,
+        "BENCH_PROVIDER_URL": f"http://127.0.0.1:{provider_port}/v1",
+        "BENCH_LEASE_SECONDS": str(LEASE_SECONDS),
+        "PYTHONUNBUFFERED": "1",
+    }
+    group = Cluster(logs, env)
+    python = sys.executable
+    try:
+        group.start(
+            "provider", [python, __file__, "--serve-provider", str(provider_port), str(latency)]
+        )
+        group.start(
+            "web",
+            [
+                *(python, "-m", "uvicorn", "project.asgi:application"),
+                *("--host", "127.0.0.1", "--port", str(web_port)),
+                *("--lifespan", "off", "--no-access-log", "--log-level", "warning"),
+            ],
+        )
+        for number in range(workers):
+            group.start(f"worker{number}", [python, "manage.py", "db_worker", "--no-startup-delay"])
+        group.start("reaper", [python, "manage.py", "reap_runs", "--loop", str(REAP_EVERY)])
+        root = f"http://127.0.0.1:{web_port}"
+        wait_ready(group, root, provider_port)
+        yield group, root
+    finally:
+        group.stop()
+
+
+def wait_ready(group: Cluster, root: str, provider_port: int) -> None:
+    import httpx
+
+    deadline = time.monotonic() + 60
+    while True:
+        group.check_alive()
+        try:
+            # Once with basic auth: the user and its password work.
+            httpx.get(f"{root}/api/tools/", auth=(USERNAME, PASSWORD)).raise_for_status()
+            with socket.create_connection(("127.0.0.1", provider_port), timeout=1):
+                pass
+            break
+        except (httpx.HTTPError, OSError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    time.sleep(2)  # the workers start as fast as the web server; give them a moment
+
+
+# The load -----------------------------------------------------------------------
+
+
+@dataclass
+class Received:
+    """What one run's client got: (event id, event name, wall-clock time received)."""
+
+    conversation: str
+    run: str = ""
+    events: list[tuple[int | None, str, float]] = field(default_factory=list)
+    reconnects: int = 0
+    ended: bool = False
+    error: str = ""
+
+
+async def follow(client: Any, received: Received, deadline: float) -> None:
+    """Read the run's events stream until an ending event, resuming after a drop."""
+    url = f"/api/conversations/{received.conversation}/runs/{received.run}/events/"
+    last: int | None = None
+    while not received.ended and time.monotonic() < deadline:
+        headers = {"Accept": "text/event-stream"}
+        if last is not None:
+            headers["Last-Event-ID"] = str(last)
+        try:
+            async with client.stream("GET", url, headers=headers) as response:
+                if response.status_code != 200:
+                    received.error = f"events: HTTP {response.status_code}"
+                    await asyncio.sleep(0.5)
+                    received.reconnects += 1
+                    continue
+                event_id: int | None = None
+                name = ""
+                async for line in response.aiter_lines():
+                    if line.startswith("id:"):
+                        event_id = int(line[3:].strip())
+                    elif line.startswith("event:"):
+                        name = line[6:].strip()
+                    elif line.startswith("data:"):
+                        received.events.append((event_id, name, time.time()))
+                        if event_id is not None:
+                            last = event_id
+                        if name in ENDING:
+                            received.ended = True
+                    elif not line:
+                        event_id, name = None, ""
+        except Exception as exc:  # a dropped stream is resumed
+            received.error = f"events: {type(exc).__name__}: {exc}"
+        if not received.ended:
+            received.reconnects += 1
+            await asyncio.sleep(0.2)
+
+
+async def start_and_follow(
+    client: Any, received: Received, deadline: float, done: asyncio.Queue[None]
+) -> None:
+    try:
+        response = await client.post(
+            f"/api/conversations/{received.conversation}/runs/",
+            json={"message": "What time is it?", "background": True},
+        )
+        if response.status_code != 202:
+            received.error = f"start: HTTP {response.status_code} {response.text[:200]}"
+            return
+        received.run = response.json()["id"]
+        await follow(client, received, deadline)
+    except Exception as exc:
+        received.error = f"start: {type(exc).__name__}: {exc}"
+    finally:
+        done.put_nowait(None)
+
+
+async def read_steadily(client: Any, stop: asyncio.Event, latencies: list[float]) -> int:
+    """``GET /api/conversations/`` READS_PER_SECOND times a second; return the failures."""
+    failures = 0
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def one() -> None:
+        nonlocal failures
+        started = time.perf_counter()
+        try:
+            response = await client.get("/api/conversations/")
+            if response.status_code != 200:
+                failures += 1
+        except Exception:
+            failures += 1
+        latencies.append(time.perf_counter() - started)
+
+    next_at = time.monotonic()
+    while not stop.is_set():
+        task = asyncio.create_task(one())
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        next_at += 1 / READS_PER_SECOND
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), max(0.0, next_at - time.monotonic()))
+    if tasks:
+        await asyncio.wait(tasks)
+    return failures
+
+
+@dataclass
+class Load:
+    clients: list[Received]
+    wall: float
+    reads: list[float]
+    read_failures: int
+    killed_at: float | None
+    client_cpu: float = 0.0
+
+
+def session_cookies() -> dict[str, str]:
+    """A logged-in session of the benchmark's user, and a CSRF cookie for its POSTs."""
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+    from django.contrib.auth.models import User
+    from django.contrib.sessions.backends.db import SessionStore
+
+    user = User.objects.get(username=USERNAME)
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.save()
+    assert session.session_key is not None
+    return {"sessionid": session.session_key, "csrftoken": CSRF_TOKEN}
+
+
+async def load(root: str, conversations: list[str], timeout: float, kill: Any | None) -> Load:
+    import httpx
+
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    timeout_config = httpx.Timeout(30.0, read=60.0)
+    clients = [Received(c) for c in conversations]
+    reads: list[float] = []
+    stop = asyncio.Event()
+    done: asyncio.Queue[None] = asyncio.Queue()
+    killed_at: float | None = None
+    cookies = await asyncio.to_thread(session_cookies)
+    headers = {"X-CSRFToken": CSRF_TOKEN}
+    async with (
+        httpx.AsyncClient(
+            base_url=root, cookies=cookies, headers=headers, limits=limits, timeout=timeout_config
+        ) as runs_client,
+        httpx.AsyncClient(base_url=root, cookies=cookies, timeout=timeout_config) as reads_client,
+    ):
+        reader = asyncio.create_task(read_steadily(reads_client, stop, reads))
+        started = time.monotonic()
+        deadline = started + timeout
+        followers = [
+            asyncio.create_task(start_and_follow(runs_client, c, deadline, done)) for c in clients
+        ]
+        finished = 0
+        while finished < len(clients):
+            try:
+                await asyncio.wait_for(done.get(), max(0.1, deadline + 5 - time.monotonic()))
+            except TimeoutError:
+                break
+            finished += 1
+            if kill is not None and killed_at is None and finished >= len(clients) // 2:
+                kill()
+                killed_at = time.monotonic() - started
+        wall = time.monotonic() - started
+        for task in followers:
+            task.cancel()
+        await asyncio.gather(*followers, return_exceptions=True)
+        stop.set()
+        failures = await reader
+    return Load(clients, wall, reads, failures, killed_at, time.process_time())
+
+
+# Checking against the database ----------------------------------------------------
+
+
+def percentile(values: list[float], share: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(share * len(ordered)) - 1))]
+
+
+def ms(value: float) -> str:
+    return f"{value * 1000:.0f} ms"
+
+
+def create_conversations(count: int) -> list[str]:
+    from django.contrib.auth.models import User
+
+    from llm_conversations.services import create_conversation
+
+    user = User.objects.get(username=USERNAME)
+    return [str(create_conversation(owner=user, title=f"load {i}").pk) for i in range(count)]
+
+
+def report(
+    result: Load, group: Cluster, workers: int, latency: float, busy: float, client_cpu: float
+) -> bool:
+    """Print the figures of one phase; return whether it met every target."""
+    from llm_conversations.messages import Role, check_sequence
+    from llm_conversations.models import Run, RunEvent
+    from llm_conversations.services import load_messages
+
+    clients = result.clients
+    runs = {str(r.pk): r for r in Run.objects.filter(pk__in=[c.run for c in clients if c.run])}
+    stored: dict[str, list[tuple[int, datetime]]] = {}
+    for run_id, event_id, created in (
+        RunEvent.objects.filter(run_id__in=list(runs))
+        .order_by("id")
+        .values_list("run_id", "id", "created_at")
+    ):
+        stored.setdefault(str(run_id), []).append((event_id, created))
+
+    delays: list[float] = []
+    lost = duplicated = clients_short = unnumbered = 0
+    for client in clients:
+        got = Counter(e[0] for e in client.events if e[0] is not None)
+        unnumbered += sum(1 for e in client.events if e[0] is None)
+        first_seen: dict[int, float] = {}
+        for event_id, _name, at in client.events:
+            if event_id is not None:
+                first_seen.setdefault(event_id, at)
+        log = stored.get(client.run, [])
+        missing = sum(1 for event_id, _ in log if event_id not in got)
+        lost += missing
+        clients_short += bool(missing)
+        duplicated += sum(n - 1 for n in got.values() if n > 1)
+        for event_id, created in log:
+            if event_id in first_seen:
+                delays.append(first_seen[event_id] - created.timestamp())
+
+    statuses = Counter(str(r.status) for r in runs.values())
+    ended = sum(n for s, n in statuses.items() if s in {"completed", "failed", "cancelled"})
+    invalid = bad_turns = 0
+    for client in clients:
+        try:
+            messages = load_messages(client.conversation)
+            valid = check_sequence(messages) == ()
+        except Exception:
+            invalid += 1
+            continue
+        invalid += not valid
+        roles = [m.role for m in messages]
+        # One round: user, assistant calling get_time, its result, assistant's answer.
+        bad_turns += roles != [Role.USER, Role.ASSISTANT, Role.TOOL, Role.ASSISTANT]
+    attempts = Counter(r.attempts for r in runs.values())
+    errors = Counter(c.error.split(":")[0] + ": " + c.error for c in clients if c.error)
+
+    total = len(clients)
+    ideal = workers / (2 * latency)
+    rate = statuses.get("completed", 0) / result.wall
+    p50, p95 = percentile(delays, 0.5), percentile(delays, 0.95)
+    r50, r95 = percentile(result.reads, 0.5), percentile(result.reads, 0.95)
+    print(f"  wall time: {result.wall:.1f} s for {total} runs")
+    print(
+        f"  throughput: {rate:.2f} runs/s; ideal {ideal:.2f} runs/s "
+        f"({workers} workers / (2 x {latency:g} s)); ratio {rate / ideal:.0%}"
+    )
+    print(
+        f"  runs: {dict(sorted(statuses.items()))}; ended {ended}/{total}; "
+        f"attempts {dict(sorted(attempts.items()))}"
+    )
+    executing = [
+        (r.finished_at - r.started_at).total_seconds()
+        for r in runs.values()
+        if r.started_at and r.finished_at and r.attempts == 1
+    ]
+    if executing:
+        busy_share = sum(executing) / (workers * result.wall)
+        print(
+            f"  execution per run (started -> finished, first attempts): "
+            f"p50 {ms(percentile(executing, 0.5))}, p95 {ms(percentile(executing, 0.95))} "
+            f"(2 x latency = {ms(2 * latency)}); workers executing runs "
+            f"{busy_share:.0%} of the wall time"
+        )
+    print(
+        f"  delivery delay (stored -> received): p50 {ms(p50)}, p95 {ms(p95)}, "
+        f"max {ms(max(delays, default=float('nan')))} over {len(delays)} events"
+    )
+    print(
+        f"  events: {sum(len(v) for v in stored.values())} stored, "
+        f"{sum(len(c.events) for c in clients)} received; lost {lost} "
+        f"({clients_short} clients short), duplicated {duplicated}, "
+        f"without id {unnumbered}; streams resumed {sum(c.reconnects for c in clients)}"
+    )
+    print(
+        f"  conversations: {total - invalid}/{total} valid; "
+        f"{bad_turns} not exactly user, assistant call, tool result, assistant answer"
+    )
+    print(
+        f"  API reads meanwhile: {len(result.reads)} at {READS_PER_SECOND}/s, "
+        f"p50 {ms(r50)}, p95 {ms(r95)}, max {ms(max(result.reads, default=float('nan')))}; "
+        f"failed {result.read_failures}"
+    )
+    workers_cpu = sum(c.cpu for c in group.children if c.name.startswith("worker"))
+    cpu = {c.name: c.cpu for c in group.children if not c.name.startswith("worker")}
+    cpu["workers (sum)"] = workers_cpu
+    print(
+        "  CPU seconds (share of the wall time): "
+        + ", ".join(f"{name} {sec:.1f} ({sec / result.wall:.0%})" for name, sec in cpu.items())
+        + f", this client {client_cpu:.1f} ({client_cpu / result.wall:.0%}); machine busy {busy:.0%} of "
+        f"{os.cpu_count()} cores"
+    )
+    if errors:
+        print(f"  client errors: {sum(errors.values())}; first: {next(iter(errors))}")
+    return (
+        statuses.get("completed", 0) == total
+        and invalid == 0
+        and bad_turns == 0
+        and lost == 0
+        and duplicated == 0
+        and p95 <= 0.150
+        and rate >= 0.8 * ideal
+        and r95 <= 0.050
+    )
+
+
+def phase(args: argparse.Namespace, logs: Path, kill: bool) -> bool:
+    conversations = create_conversations(args.runs)
+    ideal_seconds = args.runs * 2 * args.latency / args.workers
+    timeout = max(60.0, 5 * ideal_seconds + 4 * LEASE_SECONDS)
+    with cluster(args.workers, args.latency, logs) as (group, root):
+        busy_before = machine_busy()
+        group.mark_cpu()
+        client_cpu = time.process_time()
+
+        def kill_one() -> None:
+            victim = next(c for c in group.children if c.name == "worker0")
+            group.kill(victim)
+
+        result = asyncio.run(load(root, conversations, timeout, kill_one if kill else None))
+        busy_after = machine_busy()
+        group.sample_cpu()
+        group.check_alive()
+    busy = (busy_after[0] - busy_before[0]) / max(1, busy_after[1] - busy_before[1])
+    if result.killed_at is not None:
+        print(f"  worker0 killed (SIGKILL) at {result.killed_at:.1f} s, half the runs ended")
+    return report(result, group, args.workers, args.latency, busy, result.client_cpu - client_cpu)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--latency", type=float, default=1.0, help="seconds per provider call")
+    parser.add_argument("--no-kill", action="store_true", help="skip the phase with a kill")
+    parser.add_argument(
+        "--serve-provider", nargs=2, metavar=("PORT", "LATENCY"), help=argparse.SUPPRESS
+    )
+    args = parser.parse_args()
+    if args.serve_provider:
+        serve_provider(int(args.serve_provider[0]), float(args.serve_provider[1]))
+        return
+
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        print(
+            "skipped: needs PostgreSQL, e.g. DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench"
+        )
+        return
+    sys.path.insert(0, str(ROOT))
+    os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    user, _ = User.objects.get_or_create(username=USERNAME)
+    user.set_password(PASSWORD)
+    user.save()
+
+    logs = Path(tempfile.mkdtemp(prefix="load_runs-"))
+    print(
+        f"{args.runs} background runs (2 model rounds + 1 tool each), {args.workers} db_worker "
+        f"processes, provider latency {args.latency:g} s, uvicorn (1 process), PostgreSQL; "
+        f"logs in {logs}"
+    )
+    print(TARGETS)
+    print("without failures:")
+    met = phase(args, logs, kill=False)
+    print(f"  all targets met: {'yes' if met else 'no'}")
+    if not args.no_kill:
+        print("with one worker killed half-way (LEASE_SECONDS 5, reap_runs every 2 s):")
+        met = phase(args, logs, kill=True)
+        print(f"  all targets met: {'yes' if met else 'no'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""Settings of ``bench/load_runs.py``: the demo project's, pointed at the fake provider.
+
+The benchmark starts every process (web server, task workers, reaper) with
+``DJANGO_SETTINGS_MODULE=bench.settings.load_runs`` and these variables:
+``DATABASE_URL`` (PostgreSQL), ``BENCH_PROVIDER_URL`` (the fake
+OpenAI-compatible server) and ``BENCH_LEASE_SECONDS`` (short, so the reaper
+requeues a killed worker's run within seconds).
+"""
+
+import os
+
+from project.settings import *  # noqa: F403
+from project.settings import DATABASES, LLM_CONVERSATIONS
+
+DEBUG = False
+# Under ASGI each request's synchronous part runs in a thread of its own, so a
+# persistent connection (the demo's CONN_MAX_AGE=60) is left open per request
+# until PostgreSQL runs out of connections: close each at the end of its request.
+DATABASES["default"]["CONN_MAX_AGE"] = 0
+LLM_CONVERSATIONS = {
+    **LLM_CONVERSATIONS,
+    "DEFAULT_PROVIDER": "default",
+    "PROVIDERS": {
+        "default": {
+            "BACKEND": "openai",
+            "MODEL": "bench-model",
+            "API_KEY": "sk-bench-not-a-key",
+            "BASE_URL": os.environ.get("BENCH_PROVIDER_URL", "http://127.0.0.1:9/v1"),
+        }
+    },
+    "TOOLS": ["project.tools.get_time"],
+    "LEASE_SECONDS": int(os.environ.get("BENCH_LEASE_SECONDS", "5")),
+}
+# One line per claimed lease would drown the workers' logs.
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"llm_conversations": {"handlers": ["console"], "level": "WARNING"}},
+}
