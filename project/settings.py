@@ -85,7 +85,9 @@ TEMPLATES = [
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{BASE_DIR / 'db.sqlite3'}",
-        conn_max_age=60,
+        # Persistent connections only where asked: under ASGI every request and
+        # every waiting event stream would keep one open (Django's docs advise 0).
+        conn_max_age=int(os.environ.get("DJANGO_CONN_MAX_AGE", "0")),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
