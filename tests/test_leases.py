@@ -49,6 +49,17 @@ def service(provider: Provider | None = None, *tools: Any) -> ToolLoopService:
     return ToolLoopService(provider or CallsThenAnswers(), tools=ToolRegistry(tools or [noop]))
 
 
+@pytest.fixture
+def scripted_from_settings(settings: Any) -> None:
+    """The scripted provider and ``noop`` as the settings' defaults, as a worker finds them."""
+    settings.LLM_CONVERSATIONS = {
+        **settings.LLM_CONVERSATIONS,
+        "TOOLS": ["tests.test_leases.noop"],
+        "PROVIDERS": {"s": {"BACKEND": "tests.test_leases.CallsThenAnswers", "MODEL": "s"}},
+        "DEFAULT_PROVIDER": "s",
+    }
+
+
 def expire(run: Run) -> None:
     Run.objects.filter(pk=run.pk).update(
         status=RunStatus.RUNNING,
@@ -95,15 +106,10 @@ class TestClaims:
 
 @pytest.mark.django_db
 class TestRecovery:
+    @pytest.mark.usefixtures("scripted_from_settings")
     def test_the_reaper_requeues_a_lost_run_and_a_worker_finishes_it(
-        self, django_capture_on_commit_callbacks: Any, settings: Any
+        self, django_capture_on_commit_callbacks: Any
     ) -> None:
-        settings.LLM_CONVERSATIONS = {
-            **settings.LLM_CONVERSATIONS,
-            "TOOLS": ["tests.test_leases.noop"],
-            "PROVIDERS": {"s": {"BACKEND": "tests.test_leases.CallsThenAnswers", "MODEL": "s"}},
-            "DEFAULT_PROVIDER": "s",
-        }
         run = ToolLoopService().start(create_conversation(), "hi")
         expire(run)
         Run.objects.filter(pk=run.pk).update(attempts=1)
@@ -145,15 +151,10 @@ class TestRecovery:
 
 @pytest.mark.django_db
 class TestBackgroundAndRetry:
+    @pytest.mark.usefixtures("scripted_from_settings")
     def test_a_background_start_is_executed_by_the_task_backend(
-        self, django_capture_on_commit_callbacks: Any, settings: Any
+        self, django_capture_on_commit_callbacks: Any
     ) -> None:
-        settings.LLM_CONVERSATIONS = {
-            **settings.LLM_CONVERSATIONS,
-            "TOOLS": ["tests.test_leases.noop"],
-            "PROVIDERS": {"s": {"BACKEND": "tests.test_leases.CallsThenAnswers", "MODEL": "s"}},
-            "DEFAULT_PROVIDER": "s",
-        }
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
             run = ToolLoopService().start(create_conversation(), "hi", background=True)
         assert run.status == "queued"
