@@ -6,12 +6,14 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
-from rest_framework.test import APIClient
 
 from llm_conversations.providers import get_provider
+from tests.api.conftest import client, user
 
 from . import tools
+
+# The API tests' authenticated user and client.
+__all__ = ["client", "user"]
 from .server import API_KEY, FakeProvider
 
 BACKENDS = ("openai", "anthropic", "gemini", "ollama")
@@ -69,15 +71,3 @@ def configure(settings: Any, fake: FakeProvider) -> Configure:
         return sleeps
 
     return apply
-
-
-@pytest.fixture
-def user(db: None) -> User:
-    return User.objects.create_user("alice", password="alice-pw")
-
-
-@pytest.fixture
-def client(user: User) -> APIClient:
-    api = APIClient()
-    api.force_authenticate(user)
-    return api
