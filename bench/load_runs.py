@@ -22,7 +22,8 @@ SIGKILL half-way (unless ``--no-kill``); every run must still end.
 Usage::
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench \\
-        python bench/load_runs.py [--runs 200] [--workers 8] [--latency 1.0] [--no-kill]
+        python bench/load_runs.py [--runs 200] [--workers 8] [--latency 1.0] [--no-kill] \\
+            [--web-processes 1] [--poll 1.0]
 """
 
 from __future__ import annotations
@@ -245,7 +246,9 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def cluster(workers: int, latency: float, logs: Path) -> Iterator[tuple[Cluster, str]]:
+def cluster(
+    workers: int, latency: float, logs: Path, web_processes: int = 1, poll: float = 1.0
+) -> Iterator[tuple[Cluster, str]]:
     provider_port, web_port = free_port(), free_port()
     env = {
         **os.environ,
@@ -266,10 +269,12 @@ def cluster(workers: int, latency: float, logs: Path) -> Iterator[tuple[Cluster,
                 *(python, "-m", "uvicorn", "project.asgi:application"),
                 *("--host", "127.0.0.1", "--port", str(web_port)),
                 *("--lifespan", "off", "--no-access-log", "--log-level", "warning"),
+                *("--workers", str(web_processes)),
             ],
         )
+        worker = [python, "manage.py", "db_worker", "--no-startup-delay", "--interval", str(poll)]
         for number in range(workers):
-            group.start(f"worker{number}", [python, "manage.py", "db_worker", "--no-startup-delay"])
+            group.start(f"worker{number}", worker)
         group.start("reaper", [python, "manage.py", "reap_runs", "--loop", str(REAP_EVERY)])
         root = f"http://127.0.0.1:{web_port}"
         wait_ready(group, root, provider_port)
@@ -615,7 +620,10 @@ def phase(args: argparse.Namespace, logs: Path, kill: bool) -> bool:
     conversations = create_conversations(args.runs)
     ideal_seconds = args.runs * 2 * args.latency / args.workers
     timeout = max(60.0, 5 * ideal_seconds + 4 * LEASE_SECONDS)
-    with cluster(args.workers, args.latency, logs) as (group, root):
+    with cluster(args.workers, args.latency, logs, args.web_processes, args.poll) as (
+        group,
+        root,
+    ):
         busy_before = machine_busy()
         group.mark_cpu()
         client_cpu = time.process_time()
@@ -640,6 +648,15 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--latency", type=float, default=1.0, help="seconds per provider call")
     parser.add_argument("--no-kill", action="store_true", help="skip the phase with a kill")
+    parser.add_argument(
+        "--web-processes", type=int, default=1, help="uvicorn worker processes (default 1)"
+    )
+    parser.add_argument(
+        "--poll",
+        type=float,
+        default=1.0,
+        help="seconds db_worker sleeps when its queue is empty (its --interval, default 1)",
+    )
     parser.add_argument(
         "--serve-provider", nargs=2, metavar=("PORT", "LATENCY"), help=argparse.SUPPRESS
     )
@@ -670,7 +687,8 @@ def main() -> None:
     logs = Path(tempfile.mkdtemp(prefix="load_runs-"))
     print(
         f"{args.runs} background runs (2 model rounds + 1 tool each), {args.workers} db_worker "
-        f"processes, provider latency {args.latency:g} s, uvicorn (1 process), PostgreSQL; "
+        f"processes (--interval {args.poll:g}), provider latency {args.latency:g} s, "
+        f"uvicorn ({args.web_processes} process(es)), PostgreSQL; "
         f"logs in {logs}"
     )
     print(TARGETS)

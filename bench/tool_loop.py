@@ -1,9 +1,11 @@
 """Tool loop overhead and parallel tool speed-up.
 
 1. Overhead per round: a zero-latency provider asks for one tool call per
-   round; runs with 1 and 6 tool rounds (below the default iteration limit) are timed and their queries counted,
-   and the difference divided by 5 is the cost of one round (a provider round
-   plus a tool round) spent in the loop, the store and the database.
+   round; runs with 1 and 6 tool rounds (below the default iteration limit)
+   are timed and their queries counted, and the difference divided by 5 is
+   the cost of one round (a provider round plus a tool round) spent in the
+   loop, the store, the event log and the database. SQL statements and
+   transaction control (BEGIN/COMMIT) are counted apart.
 2. Five tools that each sleep 0.2 s, run in parallel (TOOL_WORKERS=5) against
    one after another (TOOL_WORKERS=1): printed as a ratio.
 """
@@ -78,14 +80,19 @@ def slow(n: int) -> str:
     return f"slow {n}"
 
 
-def timed_run(rounds: int) -> tuple[float, int]:
+TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE SAVEPOINT")
+
+
+def timed_run(rounds: int) -> tuple[float, int, int]:
+    """Seconds, SQL statements, and transaction control statements of one run."""
     service = ToolLoopService(ScriptedProvider(rounds), tools=ToolRegistry([tick]))
     run = service.start(create_conversation(), ChatMessage.user("go"))
     with CaptureQueriesContext(connection) as queries:
         started = time.perf_counter()
         assert service.execute(run.pk).status == "completed"
         elapsed = time.perf_counter() - started
-    return elapsed, len(queries)
+    control = sum(1 for q in queries if q["sql"].startswith(TRANSACTION_CONTROL))
+    return elapsed, len(queries) - control, control
 
 
 def parallel_seconds(workers: int) -> float:
@@ -112,11 +119,14 @@ def main() -> None:
         short = min((timed_run(1) for _ in range(5)), key=lambda r: r[0])
         long = min((timed_run(6) for _ in range(5)), key=lambda r: r[0])
         per_round_ms = (long[0] - short[0]) / 5 * 1000
-        per_round_queries = (long[1] - short[1]) / 5
+        per_round_statements = (long[1] - short[1]) / 5
+        per_round_control = (long[2] - short[2]) / 5
         print(f"database: {connection.vendor}")
         print(
             f"loop overhead per tool round (provider round + tool round): "
-            f"{per_round_ms:.2f} ms, {per_round_queries:g} queries"
+            f"{per_round_ms:.2f} ms, {per_round_statements:g} SQL statements "
+            f"(target <= 8) in {per_round_control / 2:g} transactions "
+            f"(+{per_round_control:g} BEGIN/COMMIT)"
         )
         sequential = parallel_seconds(1)
         parallel = parallel_seconds(5)

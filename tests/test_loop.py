@@ -494,14 +494,13 @@ def test_signals_report_messages_and_finished_runs(
     assert finished == ["completed"]
 
 
-# Per round: lease renewal and history load (2), then the reply (run update,
-# then the store's lock, active-run check, tail, insert and count update, the
-# event, with savepoints: 11),
-# then lease renewal and history load again (2), the tool_call.started events
-# (run update and insert, with savepoints: 4) and the tool results (run update,
-# then the store's 5 queries, the events, with savepoints: 11). On PostgreSQL
-# each of those three event writes also sends NOTIFY (3).
-QUERIES_PER_TOOL_ROUND = 2 + 11 + 2 + 4 + 11 + (3 if connection.vendor == "postgresql" else 0)
+# Per round, two transactions: the reply (the run's conditional update, which
+# also renews the lease; the store's conditional update of the conversation;
+# the insert; the events: message.stored with tool_call.started), then the
+# tool results (the same four). The history is read once per execution.
+STATEMENTS_PER_TOOL_ROUND = 4 + 4
+TRANSACTIONS_PER_TOOL_ROUND = 2
+TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE SAVEPOINT")
 
 
 def test_queries_per_round_are_constant() -> None:
@@ -523,10 +522,13 @@ def test_queries_per_round_are_constant() -> None:
         run = service.start(create_conversation(), ChatMessage.user("go"))
         with CaptureQueriesContext(connection) as captured:
             assert service.execute(run.pk).status == "completed"
-        return len(captured)
+        control = [q for q in captured if q["sql"].startswith(TRANSACTION_CONTROL)]
+        return len(captured) - len(control), len(control)
 
     one, two, three = queries_for(1), queries_for(2), queries_for(3)
-    assert two - one == three - two == QUERIES_PER_TOOL_ROUND
+    assert two[0] - one[0] == three[0] - two[0] == STATEMENTS_PER_TOOL_ROUND
+    # In the test's transaction each transaction is a savepoint and its release.
+    assert two[1] - one[1] == three[1] - two[1] == 2 * TRANSACTIONS_PER_TOOL_ROUND
 
 
 def test_every_stored_event_row_points_to_the_run() -> None:

@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
 
 from django.db import connections, transaction
@@ -29,7 +29,7 @@ from llm_conversations.conf import conf
 from llm_conversations.exceptions import RunStateError
 from llm_conversations.models import Run, RunEventType, RunStatus, TerminationReason
 from llm_conversations.services.run_log import record
-from llm_conversations.services.runs import finish
+from llm_conversations.services.runs import finish, lease_expiry
 
 __all__ = ["Heartbeat", "Reaped", "claim", "new_owner", "reap_runs", "release", "renew"]
 
@@ -41,10 +41,6 @@ CHECK_SECONDS = 1.0
 def new_owner() -> str:
     """A lease owner naming this process (host and pid) and one execution."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def _expiry() -> datetime:
-    return timezone.now() + timedelta(seconds=conf.LEASE_SECONDS)
 
 
 def claim(run: Run, owner: str) -> bool:
@@ -63,7 +59,7 @@ def claim(run: Run, owner: str) -> bool:
         claimed = Run.objects.filter(claimable, pk=run.pk).update(
             status=RunStatus.RUNNING,
             lease_owner=owner,
-            lease_expires_at=_expiry(),
+            lease_expires_at=lease_expiry(),
             attempts=F("attempts") + 1,
             started_at=Coalesce(F("started_at"), now),
         )
@@ -79,7 +75,7 @@ def renew(run: Run) -> bool:
     """Extend this process's lease; False when the run stopped running or changed hands."""
     return bool(
         Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING, lease_owner=run.lease_owner).update(
-            lease_expires_at=_expiry()
+            lease_expires_at=lease_expiry()
         )
     )
 

@@ -33,7 +33,6 @@ from llm_conversations.messages import (
 from llm_conversations.models import (
     Decision,
     Run,
-    RunEventType,
     RunStatus,
     TerminationReason,
 )
@@ -245,9 +244,16 @@ class ToolLoopService:
         offered = ToolRegistry(
             self.registry.get(spec.name) for spec in specs if spec.name in self.registry
         )
+        # Read once: while this execution holds the lease only it appends, and
+        # every append checks that this copy is still the whole conversation.
+        history = load_messages(run.conversation_id)
+        # After a lost worker, a call an earlier attempt logged as started may have run.
+        ran_before = run_events.started_call_ids(run.pk) if run.attempts > 1 else set()
+        logged: set[str] = set()  # calls this execution logged as started
         while True:
-            # One query renews the lease and says whether the run still runs here.
-            if heartbeat.lost.is_set() or not leases.renew(run):
+            # Every write below is conditional on the lease; the heartbeat
+            # notices a cancel or a takeover while nothing is written.
+            if heartbeat.lost.is_set():
                 return
             if deadline is not None and time.monotonic() > deadline:
                 late = RunStateError(
@@ -256,7 +262,6 @@ class ToolLoopService:
                 )
                 yield RunFailed(runs.finish(run, RunStatus.FAILED, TerminationReason.TIMEOUT, late))
                 return
-            history = load_messages(run.conversation_id)
             pending = set(unanswered_tool_call_ids(history))
             if pending:
                 calls = [c for c in _last_tool_calls(history) if c.id in pending]
@@ -264,22 +269,19 @@ class ToolLoopService:
                 if waiting:
                     yield RunRequiresAction(runs.pause(run, waiting))
                     return
-                # After a lost worker, a call it logged as started may have run.
-                ran_before = run_events.started_call_ids(run.pk) if run.attempts > 1 else set()
                 started = [c for c in calls if run.decision(c.id) is not Decision.DENIED]
-                logged = [
-                    (RunEventType.TOOL_CALL_STARTED, {"tool_call": c.to_wire()}) for c in started
-                ]
-                if logged and run_log.record_live(run, logged) is None:
+                unlogged = [c for c in started if c.id not in logged]
+                if unlogged and run_log.record_live(run, runs.started_events(unlogged)) is None:
                     return
                 for call in started:
                     yield ToolCallStarted(call)
                 results = runs.answer_calls(
                     calls, offered, run, stop=heartbeat.lost, ran_before=ran_before
                 )
-                rows = runs.store_results(run, results)
+                rows = runs.store_results(run, results, history=history)
                 if rows is None:
                     return
+                history.extend(row.to_chat_message() for row in rows)
                 for row in rows:
                     yield ToolResultStored(row)
                 continue
@@ -309,9 +311,14 @@ class ToolLoopService:
                     content=response.content or "I stopped before finishing: too many tool rounds.",
                     tool_calls=(),
                 )
-            reply = runs.store_reply(run, response)
+            # Calls that will run at once are logged as started with the turn.
+            calls = list(response.tool_calls)
+            starting = [] if runs.waiting_calls(calls, offered, run) else calls
+            reply = runs.store_reply(run, response, history=history, starting=starting)
             if reply is None:
                 return
+            history.append(reply.to_chat_message())
+            logged.update(call.id for call in starting)
             yield MessageStored(reply)
             if closing or not response.tool_calls:
                 reason = _end_reason(response, cut_short)

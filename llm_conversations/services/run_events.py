@@ -4,13 +4,13 @@ The log is written by :mod:`llm_conversations.services.run_log`, one run's
 events committed in id order, so a reader that resumes after the last id it
 saw misses nothing and repeats nothing.
 
-A follower reads a page, hands it on, and waits for more: it polls every
-``POLL_SECONDS`` on every database; on PostgreSQL (psycopg 3) it also
-``LISTEN``\\s on the run's channel in a connection of its own and wakes as soon
-as new events are committed (then it reads at least every
-``LISTEN_POLL_SECONDS``, should a notification be lost with its connection).
+A follower reads a page, hands it on, and waits for more. It is woken by
+:mod:`llm_conversations.services.event_listener` (on PostgreSQL, the process's
+one ``LISTEN``; on every database, events this process commits) and polls as
+well: every ``POLL_SECONDS``, or every ``LISTEN_POLL_SECONDS`` while
+notifications arrive, should one be lost with its connection.
 :func:`follow` is the synchronous follower (a thread waits); :func:`afollow`
-the asynchronous one (``asyncio`` waits; reads go through ``sync_to_async``).
+the asynchronous one (``asyncio`` waits; reads run on the loop's thread pool).
 Both stop after the event that ends a stream (``run.completed``,
 ``run.failed``, ``run.cancelled`` or ``run.requires_action``), or at once
 when nothing is left to read of a run that no longer executes.
@@ -18,18 +18,16 @@ when nothing is left to read of a run that no longer executes.
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import connection
+from django.db import close_old_connections
 
 from llm_conversations.models import Message, Run, RunEvent, RunEventType, RunStatus
-from llm_conversations.services.run_log import channel
+from llm_conversations.services.event_listener import listener
 
 __all__ = [
     "LISTEN_POLL_SECONDS",
@@ -125,85 +123,22 @@ def read_page(run_id: uuid.UUID | str, after_id: int, limit: int = PAGE_SIZE) ->
     )
 
 
-def _listens() -> bool:
-    if connection.vendor != "postgresql":
-        return False
-    from django.db.backends.postgresql.psycopg_any import is_psycopg3
-
-    return bool(is_psycopg3)
-
-
-def _listen_sql(run_id: uuid.UUID | str) -> Any:
-    from psycopg import sql
-
-    return sql.SQL("LISTEN {}").format(sql.Identifier(channel(run_id)))
-
-
-class _Listener:
-    """A connection of its own ``LISTEN``-ing on the run's channel (PostgreSQL)."""
-
-    def __init__(self, run_id: uuid.UUID | str) -> None:
-        import psycopg
-
-        self._connection = psycopg.connect(**connection.get_connection_params(), autocommit=True)
-        try:
-            self._connection.execute(_listen_sql(run_id))
-        except BaseException:
-            self._connection.close()
-            raise
-
-    def wait(self, timeout: float) -> None:
-        for _ in self._connection.notifies(timeout=timeout, stop_after=1):
-            pass
-
-    def close(self) -> None:
-        self._connection.close()
-
-
-class _AsyncListener:
-    """:class:`_Listener` on an asynchronous connection."""
-
-    def __init__(self, connection: Any) -> None:
-        self._connection = connection
-
-    @classmethod
-    async def open(cls, run_id: uuid.UUID | str) -> _AsyncListener:
-        import psycopg
-
-        params = await sync_to_async(connection.get_connection_params)()
-        params.pop("cursor_factory", None)  # Django's cursors are synchronous
-        opened = await psycopg.AsyncConnection.connect(**params, autocommit=True)
-        try:
-            await opened.execute(_listen_sql(run_id))
-        except BaseException:
-            await opened.close()
-            raise
-        return cls(opened)
-
-    async def wait(self, timeout: float) -> None:
-        async for _ in self._connection.notifies(timeout=timeout, stop_after=1):
-            pass
-
-    async def close(self) -> None:
-        await self._connection.close()
-
-
 class _Clock:
     """When the next heartbeat is due, and how long to wait until the next read."""
 
-    def __init__(self, heartbeat: float | None, listening: bool) -> None:
+    def __init__(self, heartbeat: float | None) -> None:
         self._heartbeat = heartbeat
-        self._poll = LISTEN_POLL_SECONDS if listening else POLL_SECONDS
         self._last = time.monotonic()
 
     def sent(self) -> None:
         self._last = time.monotonic()
 
     def wait_for(self) -> float:
+        poll = LISTEN_POLL_SECONDS if listener.listening else POLL_SECONDS
         if self._heartbeat is None:
-            return self._poll
+            return poll
         due = self._last + self._heartbeat - time.monotonic()
-        return max(0.0, min(self._poll, due))
+        return max(0.0, min(poll, due))
 
     def heartbeat_due(self) -> bool:
         return self._heartbeat is not None and time.monotonic() - self._last >= self._heartbeat
@@ -222,10 +157,10 @@ def follow(
     after the page that ends a stream, or when the run no longer executes and
     nothing is left to read.
     """
-    listener: _Listener | None = None
-    clock = _Clock(heartbeat, _listens())
-    try:
+    clock = _Clock(heartbeat)
+    with listener.subscribe(run_id) as waiter:
         while True:
+            waiter.clear()  # before reading: a commit after the read wakes the wait
             page = read_page(run_id, after_id, limit)
             if page.events:
                 yield page
@@ -237,20 +172,19 @@ def follow(
                     continue
             elif page.stopped:
                 return
-            if listener is None and _listens():
-                # Listen first, then read again: nothing committed in between is missed.
-                listener = _Listener(run_id)
-                continue
-            if listener is not None:
-                listener.wait(clock.wait_for())
-            else:
-                time.sleep(clock.wait_for())
+            waiter.wait(clock.wait_for())
             if clock.heartbeat_due():
                 yield None
                 clock.sent()
+
+
+def _read_page_in_pool(run_id: uuid.UUID | str, after_id: int, limit: int) -> Page:
+    # A pool thread serves many streams: its connection follows CONN_MAX_AGE
+    # as a request's would, closed or kept after each read.
+    try:
+        return read_page(run_id, after_id, limit)
     finally:
-        if listener is not None:
-            listener.close()
+        close_old_connections()
 
 
 async def afollow(
@@ -260,13 +194,17 @@ async def afollow(
     heartbeat: float | None = None,
     limit: int = PAGE_SIZE,
 ) -> AsyncIterator[Page | None]:
-    """:func:`follow` for an event loop: no thread is held while it waits."""
-    read = sync_to_async(read_page, thread_sensitive=True)
-    listens = await sync_to_async(_listens, thread_sensitive=True)()
-    listener: _AsyncListener | None = None
-    clock = _Clock(heartbeat, listens)
-    try:
+    """:func:`follow` for an event loop: no thread is held while it waits.
+
+    Reads run on the event loop's shared thread pool rather than a thread of
+    the request's own, so many open streams share a few connections.
+    """
+    read = sync_to_async(_read_page_in_pool, thread_sensitive=False)
+    clock = _Clock(heartbeat)
+    with listener.subscribe(run_id) as waiter:
+        waiter.bind()
         while True:
+            waiter.clear()
             page = await read(run_id, after_id, limit)
             if page.events:
                 yield page
@@ -278,19 +216,10 @@ async def afollow(
                     continue
             elif page.stopped:
                 return
-            if listener is None and listens:
-                listener = await _AsyncListener.open(run_id)
-                continue
-            if listener is not None:
-                await listener.wait(clock.wait_for())
-            else:
-                await asyncio.sleep(clock.wait_for())
+            await waiter.await_(clock.wait_for())
             if clock.heartbeat_due():
                 yield None
                 clock.sent()
-    finally:
-        if listener is not None:
-            await listener.close()
 
 
 def started_call_ids(run_id: uuid.UUID | str) -> set[str]:

@@ -7,9 +7,10 @@ says whether the run still runs. So the events of one run commit in id order.
 Text arrives in many small pieces; :class:`TextBuffer` joins them so the log
 holds one event per ``TEXT_FLUSH_CHARS`` characters or ``TEXT_FLUSH_SECONDS``.
 
-On PostgreSQL every write also sends ``NOTIFY`` on the run's channel
-(:func:`channel`) in the same transaction, so readers waiting in
-:mod:`llm_conversations.services.run_events` wake once the events are committed.
+Readers waiting in :mod:`llm_conversations.services.run_events` wake once the
+events are committed: those of this process through
+:func:`~llm_conversations.services.event_listener.wake`, those of every
+process on PostgreSQL through the ``NOTIFY`` a trigger sends (migration 0004).
 """
 
 from __future__ import annotations
@@ -17,18 +18,20 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from llm_conversations.models import Run, RunEvent, RunEventType, RunStatus
+from llm_conversations.services.event_listener import wake
 
 __all__ = [
     "TEXT_FLUSH_CHARS",
     "TEXT_FLUSH_SECONDS",
+    "EventItem",
     "TextBuffer",
-    "channel",
     "record",
     "record_live",
 ]
@@ -37,36 +40,33 @@ TEXT_FLUSH_CHARS = 256
 TEXT_FLUSH_SECONDS = 0.05
 
 EventItem = tuple[RunEventType, dict[str, Any]]
-
-
-def channel(run_id: uuid.UUID | str) -> str:
-    """The PostgreSQL ``LISTEN``/``NOTIFY`` channel of one run's events."""
-    return f"llmconv_run_{uuid.UUID(str(run_id)).hex}"
+"""An event to log: its type and data."""
 
 
 def record(run_id: uuid.UUID, items: Sequence[EventItem]) -> list[RunEvent]:
     """Append events; the caller's transaction holds the run's row lock.
 
-    On PostgreSQL, listeners of the run's channel are notified at commit.
+    Once committed, this process's readers of the run are woken; on
+    PostgreSQL a trigger also notifies every process's listener.
     """
     rows = RunEvent.objects.bulk_create(
         [RunEvent(run_id=run_id, type=kind, data=data) for kind, data in items]
     )
-    if rows and connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, '')", [channel(run_id)])
+    if rows:
+        transaction.on_commit(partial(wake, run_id))
     return rows
 
 
 def record_live(run: Run, items: Sequence[EventItem]) -> list[RunEvent] | None:
-    """Append events of a running run; ``None`` (nothing written) if it stopped running.
+    """Append events of a running run; ``None`` (nothing written) if it stopped running
+    or another process took it over.
 
     A run cancelled meanwhile writes nothing more after its ``run.cancelled``.
     """
     with transaction.atomic():
-        if not Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING).update(
-            updated_at=timezone.now()
-        ):
+        if not Run.objects.filter(
+            pk=run.pk, status=RunStatus.RUNNING, lease_owner=run.lease_owner
+        ).update(updated_at=timezone.now()):
             return None
         return record(run.pk, items)
 

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import replace
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -42,7 +43,7 @@ from llm_conversations.models import (
     TerminationReason,
     WaitReason,
 )
-from llm_conversations.services.run_log import record
+from llm_conversations.services.run_log import EventItem, record
 from llm_conversations.services.store import (
     append_completion,
     append_messages,
@@ -58,8 +59,10 @@ __all__ = [
     "decide",
     "finish",
     "held",
+    "lease_expiry",
     "pause",
     "requeue_failed",
+    "started_events",
     "store_reply",
     "store_results",
     "submit_outputs",
@@ -86,6 +89,11 @@ SERVER_ERROR = "The run failed on the server; the server log has the details."
 def held(run: Run) -> Q:
     """The run while this process holds its lease (any holder when it has none)."""
     return Q(pk=run.pk, lease_owner=run.lease_owner)
+
+
+def lease_expiry() -> datetime:
+    """When a lease taken or renewed now expires."""
+    return timezone.now() + timedelta(seconds=conf.LEASE_SECONDS)
 
 
 _RELEASED = {"lease_owner": "", "lease_expires_at": None}
@@ -165,8 +173,20 @@ def finish(
     return run
 
 
-def store_reply(run: Run, response: CompletionResponse) -> Message | None:
-    """Count the model call and store its turn; ``None`` if the run stopped meanwhile."""
+def store_reply(
+    run: Run,
+    response: CompletionResponse,
+    *,
+    history: Sequence[ChatMessage] | None = None,
+    starting: Sequence[ToolCall] = (),
+) -> Message | None:
+    """Count the model call and store its turn; ``None`` if the run stopped meanwhile.
+
+    One transaction: the conditional update that counts the call also renews
+    the lease, and ``starting`` (calls of this turn about to run) are logged
+    as ``tool_call.started`` with the turn. ``history``, the conversation as
+    the loop holds it, spares the store re-reading it.
+    """
     usage = response.usage
     with transaction.atomic():
         # The conditional update locks the run; a run cancelled while the
@@ -177,20 +197,35 @@ def store_reply(run: Run, response: CompletionResponse) -> Message | None:
             output_tokens=F("output_tokens") + usage.output_tokens,
             total_tokens=F("total_tokens") + (usage.total_tokens or 0),
             cached_tokens=F("cached_tokens") + (usage.cached_tokens or 0),
+            lease_expires_at=lease_expiry(),
         )
         if not counted:
             return None
-        row = append_completion(run.conversation_id, response, run=run)
-        record(run.pk, [(RunEventType.MESSAGE_STORED, {"message": str(row.pk)})])
+        row = append_completion(run.conversation_id, response, run=run, history=history)
+        record(
+            run.pk,
+            [
+                (RunEventType.MESSAGE_STORED, {"message": str(row.pk)}),
+                *started_events(starting),
+            ],
+        )
     run.iterations += 1
     return row
 
 
-def store_results(run: Run, results: list[ChatMessage]) -> list[Message] | None:
+def started_events(calls: Iterable[ToolCall]) -> list[EventItem]:
+    """The ``tool_call.started`` events of calls about to run."""
+    return [(RunEventType.TOOL_CALL_STARTED, {"tool_call": call.to_wire()}) for call in calls]
+
+
+def store_results(
+    run: Run, results: list[ChatMessage], *, history: Sequence[ChatMessage] | None = None
+) -> list[Message] | None:
     """Store tool turns; ``None`` if the run stopped meanwhile (its calls are answered).
 
     Output no database can store is made storable and the turn flagged
-    ``metadata["sanitized"]``.
+    ``metadata["sanitized"]``. The conditional update that says the run still
+    runs here also renews the lease; ``history`` as for :func:`store_reply`.
     """
     storable = [replace(m, content=storable_text(m.content)) for m in results]
     metadata = [
@@ -200,10 +235,12 @@ def store_results(run: Run, results: list[ChatMessage]) -> list[Message] | None:
         # Lock the run; one cancelled while its tools ran has answered
         # the calls already, so these late results are dropped.
         if not Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
-            updated_at=timezone.now()
+            updated_at=timezone.now(), lease_expires_at=lease_expiry()
         ):
             return None
-        rows = append_messages(run.conversation_id, storable, run=run, metadata=metadata)
+        rows = append_messages(
+            run.conversation_id, storable, run=run, metadata=metadata, history=history
+        )
         record(run.pk, [(RunEventType.TOOL_RESULT_STORED, {"message": str(r.pk)}) for r in rows])
     return rows
 

@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Subquery
+from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
 from llm_conversations.completions import CompletionResponse
@@ -195,26 +195,23 @@ def _append(
     conversation: ConversationRef,
     items: Sequence[tuple[ChatMessage, dict[str, Any]]],
     run: Run | None,
+    history: Sequence[ChatMessage] | None = None,
 ) -> list[Message]:
     conversation_id = conversation_pk(conversation)
     messages = [message for message, _ in items]
     _check_storable(items)
-    with transaction.atomic():
-        count = _lock(conversation_id, run)
-        check_sequence(messages, pending=unanswered_tool_call_ids(_tail(conversation_id)))
-        rows = [
-            Message(
-                conversation_id=conversation_id,
-                position=count + offset,
-                **Message.fields_from_chat_message(message),
-                **extra,
+    rows = None
+    if history is not None and run is not None:
+        count = len(history)
+        rows = _append_known(conversation_id, items, run, history)
+    if rows is None:
+        with transaction.atomic():
+            count = _lock(conversation_id, run)
+            check_sequence(messages, pending=unanswered_tool_call_ids(_tail(conversation_id)))
+            rows = _insert(conversation_id, count, items)
+            Conversation.objects.filter(pk=conversation_id).update(
+                message_count=count + len(rows), updated_at=timezone.now()
             )
-            for offset, (message, extra) in enumerate(items)
-        ]
-        Message.objects.bulk_create(rows)
-        Conversation.objects.filter(pk=conversation_id).update(
-            message_count=count + len(rows), updated_at=timezone.now()
-        )
     if isinstance(conversation, Conversation):
         conversation.message_count = count + len(rows)
     # Receivers hear of rows only once they are committed.
@@ -226,19 +223,67 @@ def _append(
     return rows
 
 
+def _insert(
+    conversation_id: uuid.UUID, count: int, items: Sequence[tuple[ChatMessage, dict[str, Any]]]
+) -> list[Message]:
+    rows = [
+        Message(
+            conversation_id=conversation_id,
+            position=count + offset,
+            **Message.fields_from_chat_message(message),
+            **extra,
+        )
+        for offset, (message, extra) in enumerate(items)
+    ]
+    return Message.objects.bulk_create(rows)
+
+
+def _append_known(
+    conversation_id: uuid.UUID,
+    items: Sequence[tuple[ChatMessage, dict[str, Any]]],
+    run: Run,
+    history: Sequence[ChatMessage],
+) -> list[Message] | None:
+    """Append after ``history``, the conversation as the appending run last saw it.
+
+    Two statements instead of five: one conditional ``UPDATE`` locks the
+    conversation row and confirms at once that ``history`` is still all of
+    it (the count matches) and that ``run`` is its active run, so the tail
+    need not be read again. ``None`` when either does not hold: the caller
+    then takes the general path, which reads what it needs. It runs in the
+    caller's transaction (the loop's, which also changes the run) without a
+    savepoint, so a refused append rolls that transaction back.
+    """
+    count = len(history)
+    active_run = Run.objects.filter(
+        pk=run.pk, conversation_id=OuterRef("pk"), status__in=ACTIVE_RUN_STATUSES
+    )
+    with transaction.atomic(savepoint=False):
+        if not Conversation.objects.filter(
+            Exists(active_run), pk=conversation_id, message_count=count
+        ).update(message_count=count + len(items), updated_at=timezone.now()):
+            return None
+        check_sequence([message for message, _ in items], pending=unanswered_tool_call_ids(history))
+        return _insert(conversation_id, count, items)
+
+
 def append_messages(
     conversation: ConversationRef,
     messages: Iterable[MessageInput],
     *,
     run: Run | None = None,
     metadata: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    history: Sequence[ChatMessage] | None = None,
 ) -> list[Message]:
     """Append messages atomically after checking the conversation-level rules.
 
     Dicts are read with ``ChatMessage.from_dict``. ``metadata`` is one dict for
     every message or a list with one dict per message. Only ``run`` may append
-    while it is active. Raises ``InvalidMessage`` (nothing is stored),
-    ``ConversationBusy`` or ``Conversation.DoesNotExist``.
+    while it is active. ``history`` is for that run, appending in a
+    transaction of its own: the conversation as it last saw it, which spares
+    the append re-reading it (checked, never trusted: a stale one is ignored).
+    Raises ``InvalidMessage`` (nothing is stored), ``ConversationBusy`` or
+    ``Conversation.DoesNotExist``.
     """
     chat = as_chat_messages(messages)
     if metadata is None or isinstance(metadata, Mapping):
@@ -251,7 +296,7 @@ def append_messages(
         (message, {"run": run, "metadata": dict(data)})
         for message, data in zip(chat, per_message, strict=True)
     ]
-    return _append(conversation, items, run)
+    return _append(conversation, items, run, history)
 
 
 def append_completion(
@@ -260,9 +305,13 @@ def append_completion(
     *,
     run: Run | None = None,
     metadata: dict[str, Any] | None = None,
+    history: Sequence[ChatMessage] | None = None,
 ) -> Message:
     """Append the assistant turn of a provider reply with its provider, model, usage and
-    finish reason; a reply the adapter had to make storable is flagged ``sanitized``."""
+    finish reason; a reply the adapter had to make storable is flagged ``sanitized``.
+
+    ``run`` and ``history`` as for :func:`append_messages`.
+    """
     usage = response.usage
     extra = {
         "provider": response.provider,
@@ -275,7 +324,7 @@ def append_completion(
         "run": run,
         "metadata": {**(metadata or {}), **({"sanitized": True} if response.sanitized else {})},
     }
-    return _append(conversation, [(response.to_message(), extra)], run)[0]
+    return _append(conversation, [(response.to_message(), extra)], run, history)[0]
 
 
 def delete_conversation(conversation: ConversationRef) -> None:

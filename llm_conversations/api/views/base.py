@@ -41,11 +41,17 @@ _ERROR_DESCRIPTIONS = {
         "The conversation or run is in the wrong state for this request, or "
         "`idempotency_key_in_use`."
     ),
+    411: "`length_required`: a chunked body that cannot be read safely; send `Content-Length`.",
+    413: "`too_large`: the body is over `MAX_REQUEST_BYTES` (`details.limit`).",
     415: "`unsupported_media_type`: send `application/json`.",
     422: "`idempotency_key_reused`: the `Idempotency-Key` was sent with another request.",
     500: "`run_failed`: the run failed on the server; the run records the error.",
     502: "`provider_error`: the provider failed; `details.run` is the failed run.",
 }
+
+
+BODY_ERRORS = (400, 411, 413, 415)
+"""What any request with a JSON body may be refused with."""
 
 
 def error_responses(*codes: int, media_type: str | None = None) -> dict[Any, OpenApiResponse]:

@@ -25,6 +25,7 @@ from llm_conversations.api.serializers import (
     MessagesInputSerializer,
 )
 from llm_conversations.api.views.base import (
+    BODY_ERRORS,
     CONVERSATION_ID,
     ApiView,
     error_responses,
@@ -54,14 +55,14 @@ class ConversationPagination(PageNumberPagination):
     ),
     create=extend_schema(
         summary="Create a conversation",
-        responses={201: ConversationSerializer, **error_responses(400, 415)},
+        responses={201: ConversationSerializer, **error_responses(*BODY_ERRORS)},
     ),
     retrieve=extend_schema(
         summary="Get a conversation", responses={200: ConversationSerializer, **error_responses()}
     ),
     partial_update=extend_schema(
         summary="Update title or metadata",
-        responses={200: ConversationSerializer, **error_responses(400, 415)},
+        responses={200: ConversationSerializer, **error_responses(*BODY_ERRORS)},
     ),
     destroy=extend_schema(
         summary="Delete a conversation", responses={204: None, **error_responses(409)}
@@ -102,7 +103,7 @@ class ConversationViewSet(ApiView, viewsets.ModelViewSet[Conversation]):
         summary="Append messages",
         parameters=[IDEMPOTENCY_KEY],
         request={"application/json": MessagesInputSerializer},
-        responses={201: MessagePageSerializer, **error_responses(400, 409, 415, 422)},
+        responses={201: MessagePageSerializer, **error_responses(*BODY_ERRORS, 409, 422)},
     ),
 )
 class MessageViewSet(ApiView, viewsets.GenericViewSet[Message]):

@@ -45,6 +45,7 @@ from llm_conversations.api.sse import (
     wants_stream,
 )
 from llm_conversations.api.views.base import (
+    BODY_ERRORS,
     CONVERSATION_ID,
     ApiView,
     error_responses,
@@ -107,7 +108,7 @@ def _run_responses(
         )
     if stream:
         responses[(200, EVENT_STREAM)] = _STREAM
-    responses.update(error_responses(400, 415, *errors, media_type=JSON))
+    responses.update(error_responses(*BODY_ERRORS, *errors, media_type=JSON))
     return responses
 
 

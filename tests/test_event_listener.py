@@ -1,0 +1,173 @@
+"""Waking readers of run events: the process's one LISTEN (PostgreSQL) and local wake-ups."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+from django.db import connection, connections, transaction
+
+from llm_conversations.models import Run, RunEventType
+from llm_conversations.services import create_conversation, run_events
+from llm_conversations.services.event_listener import CHANNEL, EventListener, listener
+from llm_conversations.services.run_log import record
+
+on_postgresql = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="LISTEN/NOTIFY is PostgreSQL's"
+)
+
+
+def make_run() -> Run:
+    return Run.objects.create(conversation=create_conversation(), status="running")
+
+
+def listening_connections() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND query = %s",
+            [f"LISTEN {CHANNEL}"],
+        )
+        (count,) = cursor.fetchone()
+    return int(count)
+
+
+def eventually(check: object, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if callable(check) and check():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def insert_event_elsewhere(run: Run) -> None:
+    """Log an event from another connection, as a worker process would."""
+
+    def work() -> None:
+        try:
+            with transaction.atomic():
+                record(run.pk, [(RunEventType.TEXT_DELTA, {"delta": "x"})])
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+
+
+@pytest.fixture
+def fresh_listener() -> EventListener:
+    """A listener of the test's own, so local wake-ups of ``record`` do not reach it."""
+    return EventListener()
+
+
+@pytest.mark.django_db
+def test_a_committed_event_wakes_this_process_readers_of_its_run_only_after_commit(
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    run, other = make_run(), make_run()
+    with listener.subscribe(run.pk) as waiter, listener.subscribe(other.pk) as bystander:
+        with django_capture_on_commit_callbacks(execute=True):
+            record(run.pk, [(RunEventType.TEXT_DELTA, {"delta": "x"})])
+            assert not waiter.wait(0)  # not before the commit
+        assert waiter.wait(0)
+        assert not bystander.wait(0)
+
+
+@on_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_one_connection_wakes_all_readers_of_a_run_elsewhere_and_closes_when_they_leave(
+    fresh_listener: EventListener,
+) -> None:
+    runs = [make_run() for _ in range(5)]
+    subscriptions = [fresh_listener.subscribe(run.pk) for run in runs]
+    waiters = [s.__enter__() for s in subscriptions]
+    try:
+        assert eventually(lambda: fresh_listener.listening)
+        assert listening_connections() == 1
+        for waiter in waiters:
+            waiter.clear()
+        started = time.monotonic()
+        insert_event_elsewhere(runs[2])
+        assert waiters[2].wait(5)
+        assert time.monotonic() - started < 1.0  # woken by the notification, not a poll
+        assert not any(w.wait(0) for i, w in enumerate(waiters) if i != 2)
+    finally:
+        for subscription in subscriptions:
+            subscription.__exit__(None, None, None)
+    assert eventually(lambda: listening_connections() == 0)
+    assert not fresh_listener.listening
+
+
+@on_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_a_lost_listening_connection_wakes_every_reader_and_listens_again(
+    fresh_listener: EventListener,
+) -> None:
+    run = make_run()
+    with fresh_listener.subscribe(run.pk) as waiter:
+        assert eventually(lambda: fresh_listener.listening)
+        waiter.clear()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = %s",
+                [f"LISTEN {CHANNEL}"],
+            )
+        assert waiter.wait(5)  # readers read again: something may have been missed
+        assert eventually(lambda: listening_connections() == 1)
+        assert eventually(lambda: fresh_listener.listening)
+        waiter.clear()
+        insert_event_elsewhere(run)
+        assert waiter.wait(5)
+
+
+@on_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_the_trigger_notifies_with_the_run_id() -> None:
+    import psycopg
+
+    run = make_run()
+    params = dict(connection.get_connection_params())
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    with psycopg.connect(**params, autocommit=True) as listening:
+        listening.execute(f"LISTEN {CHANNEL}")
+        insert_event_elsewhere(run)
+        payloads = [n.payload for n in listening.notifies(timeout=5, stop_after=1)]
+    assert payloads == [str(run.pk)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_async_follower_is_woken_from_another_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The loop's pool threads close their connections after each read, as with
+    # CONN_MAX_AGE 0 (kept otherwise, and this test's loop ends with its threads).
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 0)
+    run = make_run()
+    got: list[int] = []
+
+    async def follow() -> None:
+        async for page in run_events.afollow(run.pk, 0):
+            assert page is not None
+            got.extend(e.id for e in page.events)
+            if len(got) == 2:
+                return
+
+    def write_later() -> None:
+        time.sleep(0.3)
+        insert_event_elsewhere(run)
+        time.sleep(0.3)
+        with transaction.atomic():
+            record(run.pk, [(RunEventType.RUN_COMPLETED, {})])
+        connections.close_all()
+
+    writer = threading.Thread(target=write_later)
+    writer.start()
+    started = time.monotonic()
+    asyncio.run(follow())
+    writer.join()
+    assert len(got) == 2
+    assert time.monotonic() - started < 2.0
