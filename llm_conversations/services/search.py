@@ -10,7 +10,7 @@ of the text, case-insensitively, without an index or a rank.
 
 User turns, answers and tool results are searched; system turns are not (they
 are instructions, often the same in every conversation), nor tool-call
-arguments. ``docs/search.md`` describes the differences for users.
+arguments. ``docs/feedback-search-titles.md`` describes the differences for users.
 """
 
 from __future__ import annotations

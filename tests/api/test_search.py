@@ -1,7 +1,7 @@
 """Search: conversations by title and message text, a conversation's messages by text.
 
 Full-text search with a GIN index on PostgreSQL, substring matching on SQLite;
-the tests marked for one database check what differs (docs/search.md).
+the tests marked for one database check what differs (docs/feedback-search-titles.md).
 """
 
 from __future__ import annotations

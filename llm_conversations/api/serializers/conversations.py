@@ -173,7 +173,7 @@ class ConversationListQuerySerializer(serializers.Serializer[Any]):
         help_text=(
             "Text to find: in the title (every word) or in the text of a user turn, answer "
             "or tool result. PostgreSQL: full-text search in web search syntax, best "
-            "matches first unless `ordering` is given. See docs/search.md."
+            "matches first unless `ordering` is given. See docs/feedback-search-titles.md."
         ),
     )
     ordering = serializers.RegexField(
@@ -206,6 +206,6 @@ class MessageListQuerySerializer(serializers.Serializer[Any]):
         max_length=MAX_SEARCH_CHARS,
         help_text=(
             "Only the user turns, answers and tool results whose text this finds, "
-            "as in the conversation search. See docs/search.md."
+            "as in the conversation search. See docs/feedback-search-titles.md."
         ),
     )
