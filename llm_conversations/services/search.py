@@ -16,7 +16,7 @@ arguments. ``docs/feedback-search-titles.md`` describes the differences for user
 from __future__ import annotations
 
 from django.db import connections
-from django.db.models import F, OuterRef, Q, QuerySet, Subquery
+from django.db.models import F, FilteredRelation, Max, Q, QuerySet
 from django.utils.text import smart_split, unescape_string_literal
 
 from llm_conversations.messages import Role
@@ -57,22 +57,30 @@ def _full_text(queryset: QuerySet[Message] | QuerySet[Conversation]) -> bool:
     return connections[queryset.db].vendor == "postgresql"
 
 
+def _full_text_match(text: str, path: str = "") -> Q:
+    """PostgreSQL: the condition that the message at ``path`` (``""``, or a
+    relation such as ``"messages__"``) is found by ``text``. Its expression is
+    the one the index holds."""
+    from django.contrib.postgres.search import SearchQuery, SearchVector, SearchVectorExact
+
+    vector = SearchVector(f"{path}content", config=SEARCH_CONFIG)
+    query = SearchQuery(text, config=SEARCH_CONFIG, search_type="websearch")
+    return ~Q(**{f"{path}role": Role.SYSTEM}) & Q(SearchVectorExact(vector, query))
+
+
 def matching_messages(rows: QuerySet[Message], text: str) -> QuerySet[Message]:
     """The messages of ``rows`` that ``text`` finds (all of them for blank text).
 
     PostgreSQL: full-text search with web search syntax (``"a phrase"``,
     ``or``, ``-word``). Elsewhere: the content contains every term.
     """
-    if not search_terms(text):
+    terms = search_terms(text)
+    if not terms:
         return rows
-    rows = rows.exclude(role=Role.SYSTEM)
     if _full_text(rows):
-        from django.contrib.postgres.search import SearchQuery, SearchVector
-
-        return rows.annotate(search_vector=SearchVector("content", config=SEARCH_CONFIG)).filter(
-            search_vector=SearchQuery(text, config=SEARCH_CONFIG, search_type="websearch")
-        )
-    for term in search_terms(text):
+        return rows.filter(_full_text_match(text))
+    rows = rows.exclude(role=Role.SYSTEM)
+    for term in terms:
         rows = rows.filter(content__icontains=term)
     return rows
 
@@ -101,19 +109,20 @@ def search_conversations(
 def order_by_relevance(conversations: QuerySet[Conversation], text: str) -> QuerySet[Conversation]:
     """On PostgreSQL, the best-matching conversations first: by the rank
     (``ts_rank``) of their best message, then by last activity; conversations
-    found by their title alone come after. Elsewhere ``conversations`` as they are.
+    found by their title alone (rank 0) come after. Elsewhere ``conversations``
+    as they are.
+
+    The matching messages are joined to their conversations by one ``LEFT
+    JOIN`` whose condition the index serves, and grouped by conversation, so a
+    rank is computed for each matching message only.
     """
     if not search_terms(text) or not _full_text(conversations):
         return conversations
     from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
 
     query = SearchQuery(text, config=SEARCH_CONFIG, search_type="websearch")
-    best = (
-        matching_messages(Message.objects.filter(conversation_id=OuterRef("pk")), text)
-        .annotate(rank=SearchRank(SearchVector("content", config=SEARCH_CONFIG), query))
-        .order_by("-rank")
-        .values("rank")[:1]
-    )
-    return conversations.annotate(search_rank=Subquery(best)).order_by(
+    hits = FilteredRelation("messages", condition=_full_text_match(text, "messages__"))
+    rank = SearchRank(SearchVector("search_hit__content", config=SEARCH_CONFIG), query)
+    return conversations.annotate(search_hit=hits, search_rank=Max(rank)).order_by(
         F("search_rank").desc(nulls_last=True), "-updated_at"
     )
