@@ -1,5 +1,6 @@
 from django.apps import AppConfig
 from django.core.checks import Tags, register
+from django.core.signals import request_finished, request_started
 
 
 class LLMConversationsConfig(AppConfig):
@@ -10,8 +11,18 @@ class LLMConversationsConfig(AppConfig):
     def ready(self) -> None:
         # Imported here, not at the top, so loading the app config does not
         # import the provider and tool modules the checks need.
-        from llm_conversations import checks
+        from llm_conversations import after_response, checks
+        from llm_conversations.services import titles
+        from llm_conversations.signals import run_finished
 
         register(Tags.compatibility)(checks.check_settings)
         register(checks.check_providers)
         register(Tags.compatibility)(checks.check_tools)
+        # Work that must not delay a response (automatic titles) runs after it.
+        request_started.connect(
+            after_response.open_scope, dispatch_uid="llm_conversations.after_response.open"
+        )
+        request_finished.connect(
+            after_response.run_queued, dispatch_uid="llm_conversations.after_response.run"
+        )
+        run_finished.connect(titles.on_run_finished, dispatch_uid="llm_conversations.titles")

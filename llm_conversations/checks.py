@@ -5,7 +5,8 @@ One function per concern, each id stable:
 - :func:`check_settings`: E001 not a dict, E002 unknown key, E003 not a
   positive integer (every name in ``conf.POSITIVE_INTEGERS``), E004 ``MAX_ITERATIONS`` above ``MAX_ITERATIONS_LIMIT``.
 - :func:`check_providers`: E010 ``PROVIDERS`` not a non-empty dict, E015
-  ``DEFAULT_PROVIDER`` not a key of it, and the rules of each entry
+  ``DEFAULT_PROVIDER`` not a key of it, E019 ``TITLE_PROVIDER`` neither
+  ``None`` nor a key of it, and the rules of each entry
   (E011-E014, E016-E018, W010) from
   :func:`~llm_conversations.providers.registry.provider_entry_problems`, which
   ``build_provider()`` applies too.
@@ -97,7 +98,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
 
 def check_providers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """E010 PROVIDERS not a non-empty dict, E015 DEFAULT_PROVIDER unknown, plus each entry."""
+    """E010 PROVIDERS not a non-empty dict, E015 DEFAULT_PROVIDER unknown, E019
+    TITLE_PROVIDER unknown, plus each entry."""
     providers = raw_setting("PROVIDERS")
     if not isinstance(providers, Mapping) or not providers:
         return [
@@ -115,6 +117,16 @@ def check_providers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
                 f"LLM_CONVERSATIONS['DEFAULT_PROVIDER'] is {default!r}, not a key of PROVIDERS.",
                 hint=f"Configured: {', '.join(sorted(map(str, providers)))}.",
                 id="llm_conversations.E015",
+            )
+        )
+    title = raw_setting("TITLE_PROVIDER")
+    if title is not None and (not isinstance(title, str) or title not in providers):
+        errors.append(
+            Error(
+                f"LLM_CONVERSATIONS['TITLE_PROVIDER'] is {title!r}, "
+                "neither None nor a key of PROVIDERS.",
+                hint=f"Configured: {', '.join(sorted(map(str, providers)))}.",
+                id="llm_conversations.E019",
             )
         )
     for name, entry in providers.items():

@@ -15,6 +15,8 @@ _T = TypeVar("_T")
 DEFAULTS: dict[str, Any] = {
     "PROVIDERS": {"default": {"BACKEND": "echo", "MODEL": "echo"}},
     "DEFAULT_PROVIDER": "default",
+    # The PROVIDERS entry that writes automatic titles; None: no automatic titles.
+    "TITLE_PROVIDER": None,
     "TOOLS": [],
     "MAX_ITERATIONS": 8,
     "MAX_ITERATIONS_LIMIT": 32,
@@ -107,6 +109,7 @@ class Settings:
 
     PROVIDERS: _Setting[dict[str, dict[str, Any]]] = _Setting(dict)
     DEFAULT_PROVIDER: _Setting[str] = _Setting(str)
+    TITLE_PROVIDER: _Setting[str | None] = _Setting(_optional(str))
     TOOLS: _Setting[list[str]] = _Setting(list)
     MAX_ITERATIONS: _Setting[int] = _Setting(int)
     MAX_ITERATIONS_LIMIT: _Setting[int] = _Setting(int)

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Self
 __all__ = [
     "AuthenticationError",
     "ConversationBusy",
+    "FeedbackError",
     "IdempotencyKeyError",
     "InvalidMessage",
     "InvalidRequestError",
@@ -85,6 +86,15 @@ class ConversationBusy(LLMConversationsError):
 
     def __init__(self, message: str = "another run of this conversation is still active.") -> None:
         super().__init__("conversation_busy", message)
+
+
+class FeedbackError(LLMConversationsError, ValueError):
+    """A rating cannot be stored.
+
+    Codes: ``not_an_assistant_message`` (only assistant turns are rated),
+    ``invalid_rating`` (not 1 or -1) and ``invalid_comment`` (too long, not
+    text, or text no database stores).
+    """
 
 
 class IdempotencyKeyError(LLMConversationsError):

@@ -1,11 +1,11 @@
 """Tasks of Django's Tasks framework: executing runs in the background, reaping
-lost ones, pruning old run events.
+lost ones, pruning old run events, writing automatic titles.
 
 ``django.tasks`` on Django 6.x, the ``django-tasks`` backport on 5.2. The tasks
 use the backend named by ``LLM_CONVERSATIONS["TASK_BACKEND"]`` (an alias of the
 project's ``TASKS`` setting): the database backend (``django-tasks-db``, worker
 ``manage.py db_worker``) by default, or a broker-backed one (``django-tasks-rq``).
-Arguments are run ids as text, so any backend can serialise them.
+Arguments are run or conversation ids as text, so any backend can serialise them.
 """
 
 from __future__ import annotations
@@ -20,7 +20,14 @@ try:
 except ImportError:  # Django 5.2: the backport
     from django_tasks import task  # type: ignore[no-redef]
 
-__all__ = ["enqueue_run", "execute_run", "prune_run_events", "reap_lost_runs"]
+__all__ = [
+    "enqueue_run",
+    "enqueue_title",
+    "execute_run",
+    "generate_title",
+    "prune_run_events",
+    "reap_lost_runs",
+]
 
 
 @task()
@@ -48,6 +55,20 @@ def prune_run_events() -> dict[str, int]:
 
     pruned = prune()
     return {"deleted": pruned.events, "idempotency_keys": pruned.idempotency_keys}
+
+
+@task()
+def generate_title(conversation_id: str) -> str | None:
+    """Write a conversation's automatic title; the title, or ``None`` (see
+    :func:`llm_conversations.services.titles.generate_title`)."""
+    from llm_conversations.services import titles
+
+    return titles.generate_title(conversation_id)
+
+
+def enqueue_title(conversation_id: uuid.UUID | str) -> Any:
+    """Queue ``generate_title`` for a conversation on the configured task backend."""
+    return generate_title.using(backend=conf.TASK_BACKEND).enqueue(str(conversation_id))
 
 
 def enqueue_run(run_id: uuid.UUID | str) -> Any:

@@ -9,6 +9,7 @@ import pytest
 from django.db import connection, connections
 
 from llm_conversations.messages import ChatMessage, ToolCall
+from tests import title_server as titles
 
 
 def parallel_call_history() -> list[ChatMessage]:
@@ -72,3 +73,11 @@ def run_together(workers: int, work: Callable[[int], Any]) -> list[Any]:
     for thread in threads:
         thread.join()
     return outcomes
+
+
+@pytest.fixture
+def title_server(settings: Any) -> titles.TitleServer:
+    """A fresh title provider's HTTP side, and settings whose ``TITLE_PROVIDER`` uses it."""
+    titles.current = titles.TitleServer()
+    settings.LLM_CONVERSATIONS = titles.title_settings(settings.LLM_CONVERSATIONS)
+    return titles.current

@@ -26,9 +26,10 @@ from tests import loop_tools
 pytestmark = pytest.mark.django_db
 
 CHANGELIST = "admin:llm_conversations_conversation_changelist"
-# Login session row, user, conversation (with its run count), messages, runs, and the
-# owner shown by the autocomplete widget; whatever the number of messages and runs.
-CHANGE_PAGE_QUERIES = 6
+# Login session row, user, conversation (with its run count), messages, their feedback,
+# runs, and the owner shown by the autocomplete widget; whatever the number of
+# messages, runs and ratings.
+CHANGE_PAGE_QUERIES = 7
 
 
 @pytest.fixture

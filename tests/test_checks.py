@@ -43,6 +43,7 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.E016": (entry(BACKEND="ollama", MODEL="m", MODLE="x"), True),
     "llm_conversations.E017": (entry(BACKEND="ollama", MODEL="m", TIMEOUT=0), True),
     "llm_conversations.E018": (entry(BACKEND="ollama", MODEL="m", OPTIONS=[1]), True),
+    "llm_conversations.E019": ({"TITLE_PROVIDER": "missing"}, True),
     "llm_conversations.W010": (entry(BACKEND="echo", MODEL="echo"), False),
     "llm_conversations.E020": ({"TOOLS": ["no_such_module.tool"]}, True),
     "llm_conversations.E021": ({"TOOLS": [f"{FIXTURES}.add", f"{FIXTURES}.another_add"]}, True),
@@ -194,6 +195,15 @@ def test_e014_missing_key_for_hosted_backend() -> None:
 def test_e015_default_provider_not_configured() -> None:
     value = {"PROVIDERS": {"p": {"BACKEND": "ollama", "MODEL": "m"}}, "DEFAULT_PROVIDER": "q"}
     assert provider_ids(value) == ["llm_conversations.E015"]
+
+
+@pytest.mark.parametrize("title", ["q", ["p"], 1])
+def test_e019_title_provider_not_configured(title: Any) -> None:
+    value = {"PROVIDERS": {"p": {"BACKEND": "ollama", "MODEL": "m"}}, "DEFAULT_PROVIDER": "p"}
+    assert provider_ids({**value, "TITLE_PROVIDER": title}) == ["llm_conversations.E019"]
+    # Off (the default) or naming an entry: no error.
+    assert provider_ids({**value, "TITLE_PROVIDER": None}) == []
+    assert provider_ids({**value, "TITLE_PROVIDER": "p"}) == []
 
 
 def test_e016_unknown_entry_key() -> None:

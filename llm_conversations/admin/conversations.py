@@ -12,17 +12,19 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
-from django.utils.text import smart_split, unescape_string_literal
+from django.utils.text import smart_split
 from django.utils.translation import gettext_lazy as _
 
 from llm_conversations.admin.filters import (
+    FeedbackFilter,
     HasToolCallsFilter,
     RoleFilter,
     RunStateFilter,
     ToolErrorFilter,
 )
 from llm_conversations.admin.transcript import summarise_runs, transcript
-from llm_conversations.models import Conversation, Message, Run, RunStatus
+from llm_conversations.models import Conversation, Feedback, Message, Run, RunStatus, TitleSource
+from llm_conversations.services.search import unquote_term
 
 __all__ = ["ConversationAdmin", "status_badge"]
 
@@ -37,12 +39,6 @@ def status_badge(status: str) -> SafeString:
     """A run status as a coloured label (failed and paused runs stand out)."""
     label = RunStatus(status).label if status in RunStatus.values else status
     return format_html('<span class="llmconv-status llmconv-status-{}">{}</span>', status, label)
-
-
-def _unquote(bit: str) -> str:
-    if len(bit) > 1 and bit[0] in "\"'" and bit[-1] == bit[0]:
-        return unescape_string_literal(bit)
-    return bit
 
 
 class ConversationAdmin(_ModelAdmin):
@@ -70,6 +66,8 @@ class ConversationAdmin(_ModelAdmin):
         RoleFilter,
         HasToolCallsFilter,
         ToolErrorFilter,
+        FeedbackFilter,
+        "title_source",
         ("created_at", admin.DateFieldListFilter),
         ("updated_at", admin.DateFieldListFilter),
     )
@@ -79,8 +77,17 @@ class ConversationAdmin(_ModelAdmin):
     # The owner is an autocomplete when the user admin supports it, else a raw id.
     raw_id_fields = ("owner",)
     date_hierarchy = "created_at"
-    readonly_fields = ("id", "message_count", "created_at", "updated_at")
-    fields = ("id", "title", "owner", "metadata", "message_count", "created_at", "updated_at")
+    readonly_fields = ("id", "title_source", "message_count", "created_at", "updated_at")
+    fields = (
+        "id",
+        "title",
+        "title_source",
+        "owner",
+        "metadata",
+        "message_count",
+        "created_at",
+        "updated_at",
+    )
     # The change page shows the latest messages and runs up to these numbers.
     transcript_limit = 1000
     runs_limit = 100
@@ -159,7 +166,7 @@ class ConversationAdmin(_ModelAdmin):
             return super().get_search_results(request, queryset, search_term)
         has_fields = bool(self.get_search_fields(request))
         for bit in smart_split(search_term):
-            term = _unquote(bit)
+            term = unquote_term(bit)
             if not term:
                 continue
             match: Q | Exists = self.message_search(term)
@@ -175,12 +182,30 @@ class ConversationAdmin(_ModelAdmin):
 
     # Change page -----------------------------------------------------------
 
+    def save_model(self, request: HttpRequest, obj: Conversation, form: Any, change: bool) -> None:
+        """A title changed here is a person's: automatic titles never replace it."""
+        if "title" in form.changed_data:
+            obj.title_source = TitleSource.USER
+        super().save_model(request, obj, form, change)
+
     def transcript_context(self, request: HttpRequest, obj: Conversation) -> dict[str, Any]:
-        """Template context for the transcript and the run timeline: two queries."""
+        """Template context for the transcript and the run timeline: three queries
+        (messages, their feedback with its users, runs)."""
         rows = list(
             Message.objects.filter(conversation=obj).order_by("-position")[: self.transcript_limit]
         )
         rows.reverse()
+        feedback = (
+            list(
+                Feedback.objects.filter(
+                    message__conversation=obj, message__position__gte=rows[0].position
+                )
+                .select_related("user")
+                .order_by("created_at")
+            )
+            if rows
+            else []
+        )
         run_rows = list(
             Run.objects.filter(conversation=obj).order_by("-created_at")[: self.runs_limit]
         )
@@ -196,7 +221,7 @@ class ConversationAdmin(_ModelAdmin):
                 )
         opts = Message._meta
         return {
-            "entries": transcript(rows, runs),
+            "entries": transcript(rows, runs, feedback),
             "runs": runs,
             "hidden_messages": max(0, obj.message_count - len(rows)),
             "hidden_runs": max(0, total_runs - len(run_rows)),

@@ -16,7 +16,9 @@ from django.utils.translation import gettext_lazy as _
 from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,
     ROLE_CHOICES,
+    Feedback,
     Message,
+    Rating,
     Run,
     RunStatus,
     TerminationReason,
@@ -86,12 +88,35 @@ class ToolErrorFilter(YesNoFilter):
         return _has_message(role="tool", is_error=True)
 
 
-class RunStateFilter(admin.SimpleListFilter):
+class RelatedChoicesFilter(admin.SimpleListFilter):
+    """One choice per condition on related rows; ``none``: no related row at all.
+
+    A subclass sets ``CHOICES`` (key: label and condition) and ``related()``.
+    """
+
+    CHOICES: dict[str, tuple[StrOrPromise, Q]] = {}
+
+    def related(self, condition: Q) -> Exists:
+        raise NotImplementedError
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, StrOrPromise]]:
+        return [(key, label) for key, (label, _) in self.CHOICES.items()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any] | None:
+        value = self.value()
+        if value == "none":
+            return queryset.filter(~self.related(Q()))
+        if value in self.CHOICES:
+            return queryset.filter(self.related(self.CHOICES[value][1]))
+        return None
+
+
+class RunStateFilter(RelatedChoicesFilter):
     """Conversations with a run in the chosen state (failed, paused, ...)."""
 
     title = _("runs")
     parameter_name = "run"
-    CHOICES: dict[str, tuple[StrOrPromise, Q]] = {
+    CHOICES = {
         "failed": (_("with a failed run"), Q(status=RunStatus.FAILED)),
         "paused": (_("paused, waiting for action"), Q(status=RunStatus.REQUIRES_ACTION)),
         "active": (_("with an active run"), Q(status__in=ACTIVE_RUN_STATUSES)),
@@ -103,13 +128,22 @@ class RunStateFilter(admin.SimpleListFilter):
         "none": (_("without runs"), Q()),
     }
 
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, StrOrPromise]]:
-        return [(key, label) for key, (label, _) in self.CHOICES.items()]
+    def related(self, condition: Q) -> Exists:
+        return _has_run(condition)
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any] | None:
-        value = self.value()
-        if value == "none":
-            return queryset.filter(~_has_run(Q()))
-        if value in self.CHOICES:
-            return queryset.filter(_has_run(self.CHOICES[value][1]))
-        return None
+
+class FeedbackFilter(RelatedChoicesFilter):
+    """Conversations whose answers were rated: up, down, with a comment, at all, or never."""
+
+    title = _("feedback")
+    parameter_name = "feedback"
+    CHOICES = {
+        "up": (_("rated +1"), Q(rating=Rating.UP)),
+        "down": (_("rated -1"), Q(rating=Rating.DOWN)),
+        "commented": (_("with a comment"), ~Q(comment="")),
+        "any": (_("rated"), Q()),
+        "none": (_("never rated"), Q()),
+    }
+
+    def related(self, condition: Q) -> Exists:
+        return Exists(Feedback.objects.filter(condition, message__conversation=OuterRef("pk")))

@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llm_conversations.messages import ToolCall
-from llm_conversations.models import Decision, Message, PendingCall, Run, RunStatus, WaitReason
+from llm_conversations.models import (
+    Decision,
+    Feedback,
+    Message,
+    PendingCall,
+    Run,
+    RunStatus,
+    WaitReason,
+)
 
 
 def pretty_json(value: Any) -> str:
@@ -41,12 +49,14 @@ class TranscriptCall:
 class TranscriptEntry:
     """One row of the transcript: a message, and its calls for assistant turns.
 
-    ``run`` is set on the first message stored by a run, to mark where it begins.
+    ``run`` is set on the first message stored by a run, to mark where it begins;
+    ``feedback`` holds the ratings users gave an assistant turn.
     """
 
     message: Message
     calls: list[TranscriptCall] = field(default_factory=list)
     run: RunSummary | None = None
+    feedback: list[Feedback] = field(default_factory=list)
 
 
 @dataclass
@@ -87,14 +97,20 @@ def summarise_runs(runs: Iterable[Run]) -> list[RunSummary]:
 
 
 def transcript(
-    messages: Sequence[Message], runs: Sequence[RunSummary] = ()
+    messages: Sequence[Message],
+    runs: Sequence[RunSummary] = (),
+    feedback: Iterable[Feedback] = (),
 ) -> list[TranscriptEntry]:
     """Pair each tool result with the call it answers; unpaired results stay rows.
 
     ``messages`` are in position order. With ``runs``, calls a paused run waits
-    on are marked, decisions are shown, and each run's first message is labelled.
+    on are marked, decisions are shown, and each run's first message is labelled;
+    ``feedback`` goes with the messages it rates.
     """
     by_run = {summary.run.pk: summary for summary in runs}
+    ratings: dict[Any, list[Feedback]] = {}
+    for item in feedback:
+        ratings.setdefault(item.message_id, []).append(item)
     entries: list[TranscriptEntry] = []
     open_calls: dict[str, TranscriptCall] = {}
     previous_run: Any = None
@@ -102,7 +118,7 @@ def transcript(
         if message.role == "tool" and message.tool_call_id in open_calls:
             open_calls.pop(message.tool_call_id).result = message
             continue
-        entry = TranscriptEntry(message)
+        entry = TranscriptEntry(message, feedback=ratings.get(message.pk, []))
         if message.run_id is not None and message.run_id != previous_run:
             entry.run = by_run.get(message.run_id)
         previous_run = message.run_id

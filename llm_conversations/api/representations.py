@@ -40,7 +40,9 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
 
     Tool call arguments are JSON text, as in the OpenAI request form.
     ``model`` and ``usage`` are set on assistant turns that a provider
-    answered, ``None`` otherwise.
+    answered, ``None`` otherwise. ``feedback`` is the caller's rating when the
+    row carries the ``FEEDBACK_COLUMNS`` of
+    :func:`~llm_conversations.services.feedback.with_feedback`, else ``None``.
     """
     data = chat_message_from_row(
         row["role"], row["content"], row["tool_calls"], row["tool_call_id"], row["is_error"]
@@ -62,6 +64,10 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
         }
         if assistant and row["input_tokens"] is not None
         else None
+    )
+    rating = row.get("feedback_rating")
+    data["feedback"] = (
+        None if rating is None else {"rating": rating, "comment": row["feedback_comment"]}
     )
     return data
 

@@ -1,4 +1,4 @@
-"""The app's models: conversations with their messages, and runs of the tool loop."""
+"""The app's models: conversations with their messages, runs of the tool loop, feedback."""
 
 from llm_conversations.models.conversations import (
     MAX_ID_CHARS,
@@ -6,9 +6,11 @@ from llm_conversations.models.conversations import (
     ROLE_CHOICES,
     Conversation,
     Message,
+    TitleSource,
     chat_message_from_row,
 )
 from llm_conversations.models.events import RunEvent, RunEventType
+from llm_conversations.models.feedback import MAX_COMMENT_CHARS, Feedback, Rating
 from llm_conversations.models.idempotency import IdempotencyKey
 from llm_conversations.models.runs import (
     ACTIVE_RUN_STATUSES,
@@ -22,19 +24,23 @@ from llm_conversations.models.runs import (
 
 __all__ = [
     "ACTIVE_RUN_STATUSES",
+    "MAX_COMMENT_CHARS",
     "MAX_ID_CHARS",
     "MESSAGE_FIELDS",
     "ROLE_CHOICES",
     "Conversation",
     "Decision",
+    "Feedback",
     "IdempotencyKey",
     "Message",
     "PendingCall",
+    "Rating",
     "Run",
     "RunEvent",
     "RunEventType",
     "RunStatus",
     "TerminationReason",
+    "TitleSource",
     "WaitReason",
     "chat_message_from_row",
 ]

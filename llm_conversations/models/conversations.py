@@ -25,8 +25,21 @@ from llm_conversations.db import JSONTypeOf
 from llm_conversations.messages import ChatMessage, InvalidMessage, Role, ToolCall
 
 
+class TitleSource(models.TextChoices):
+    """Who set a conversation's title; blank while nobody has."""
+
+    USER = "user", _("set by the user")
+    AUTO = "auto", _("automatic")
+
+
 class Conversation(models.Model):
-    """A conversation; its turns are :class:`Message` rows ordered by ``position``."""
+    """A conversation; its turns are :class:`Message` rows ordered by ``position``.
+
+    ``title_source`` says who set the title: an automatic title is written
+    only while the title is empty and no user has set one (an empty title a
+    user chose included), by a conditional ``UPDATE`` (see
+    :mod:`llm_conversations.services.titles`).
+    """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(
@@ -38,6 +51,9 @@ class Conversation(models.Model):
         verbose_name=_("owner"),
     )
     title = models.CharField(_("title"), max_length=200, blank=True)
+    title_source = models.CharField(
+        _("title source"), max_length=8, choices=TitleSource.choices, blank=True, default=""
+    )
     metadata = models.JSONField(_("metadata"), default=dict, blank=True)
     # Maintained by the conversation store: the next message's position.
     message_count = models.PositiveIntegerField(_("message count"), default=0, editable=False)

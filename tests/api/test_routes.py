@@ -12,6 +12,7 @@ from llm_conversations.api.schema import ServerSentEventSerializer, describe_run
 from llm_conversations.api.sse import RunEventName
 from llm_conversations.exceptions import (
     ConversationBusy,
+    FeedbackError,
     InvalidMessage,
     ProviderUnavailableError,
     RunStateError,
@@ -29,6 +30,11 @@ R = uuid.UUID("c3f7d0a4-5b5e-4f0a-8d8e-2b0f3c9f0d11")
         ("conversation-list", {}, "/api/conversations/"),
         ("conversation-detail", {"pk": C}, f"/api/conversations/{C}/"),
         ("message-list", {"conversation_pk": C}, f"/api/conversations/{C}/messages/"),
+        (
+            "message-feedback",
+            {"conversation_pk": C, "pk": R},
+            f"/api/conversations/{C}/messages/{R}/feedback/",
+        ),
         ("run-list", {"conversation_pk": C}, f"/api/conversations/{C}/runs/"),
         ("run-detail", {"conversation_pk": C, "run_pk": R}, f"/api/conversations/{C}/runs/{R}/"),
         *(
@@ -55,6 +61,7 @@ def test_url_names_and_paths(name: str, kwargs: dict[str, uuid.UUID], path: str)
         (f"/api/conversations/{C}/runs/{R}/approve/", False),
         (f"/api/conversations/{C}/runs/{R}/cancel/", False),
         (f"/api/conversations/{C}/messages/", True),
+        (f"/api/conversations/{C}/messages/{R}/feedback/", True),
     ],
 )
 def test_run_views_are_outside_atomic_requests(path: str, atomic: bool) -> None:
@@ -90,6 +97,8 @@ def test_event_names_come_from_one_enum() -> None:
             "content",
         ),
         (ToolError("unknown_tool", "x", field="tools"), 400, "unknown_tool", "tools"),
+        (FeedbackError("not_an_assistant_message", "x"), 400, "not_an_assistant_message", None),
+        (FeedbackError("invalid_rating", "x", field="rating"), 400, "invalid_rating", "rating"),
         (ProviderNotConfigured("x"), 400, "unknown_provider", "provider"),
         (ProviderUnavailableError("x"), 502, "provider_error", None),
     ],

@@ -32,6 +32,7 @@ def test_schema_validates_without_warnings(tmp_path: Any) -> None:
     text = (tmp_path / "schema.yaml").read_text()
     assert "text/event-stream" in text
     assert "/api/conversations/{conversation_pk}/runs/{run_pk}/submit_tool_outputs/" in text
+    assert "/api/conversations/{conversation_pk}/messages/{id}/feedback/" in text
 
 
 schema = schemathesis.openapi.from_wsgi("/api/schema/", get_wsgi_application())
@@ -107,7 +108,13 @@ def api_data(db: None) -> dict[str, str]:
         ).pk
     )
     assert run.status == "requires_action"
-    return {"idle": str(idle.pk), "busy": str(busy.pk), "run": str(run.pk)}
+    answer = idle.messages.get(position=3)
+    return {
+        "idle": str(idle.pk),
+        "busy": str(busy.pk),
+        "run": str(run.pk),
+        "answer": str(answer.pk),
+    }
 
 
 @pytest.fixture
@@ -154,6 +161,8 @@ def test_api_conforms_to_its_schema(
     if params and positive and next(_cases) % 5:
         if "run_pk" in params:
             params.update(conversation_pk=api_data["busy"], run_pk=api_data["run"])
+        elif "id" in params:  # a message: the idle conversation's answer
+            params.update(conversation_pk=api_data["idle"], id=api_data["answer"])
         else:
             params[next(iter(params))] = api_data["idle"]
     if case.method in RULE_BOUND.get(case.path, ()):

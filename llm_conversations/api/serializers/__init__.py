@@ -26,6 +26,10 @@ from llm_conversations.api.serializers.conversations import (
     MessagePageSerializer,
     MessageSerializer,
 )
+from llm_conversations.api.serializers.feedback import (
+    FeedbackSerializer,
+    MessageFeedbackSerializer,
+)
 from llm_conversations.api.serializers.runs import (
     RunCreateSerializer,
     RunEventsQuerySerializer,
@@ -44,7 +48,9 @@ __all__ = [
     "ConversationListQuerySerializer",
     "ConversationSerializer",
     "ErrorSerializer",
+    "FeedbackSerializer",
     "MaxIterationsField",
+    "MessageFeedbackSerializer",
     "MessageListQuerySerializer",
     "MessagePageSerializer",
     "MessageSerializer",

@@ -13,12 +13,15 @@ from llm_conversations.api.serializers.common import (
     MetadataField,
     StrictTypes,
 )
+from llm_conversations.api.serializers.feedback import MessageFeedbackSerializer
 from llm_conversations.completions import FinishReason
 from llm_conversations.conf import conf
 from llm_conversations.models import (
     Conversation,
     Message,
+    TitleSource,
 )
+from llm_conversations.services.search import MAX_SEARCH_CHARS
 
 # Conversations ----------------------------------------------------------------
 
@@ -40,12 +43,22 @@ class ConversationSerializer(StrictTypes[Conversation], serializers.ModelSeriali
     updated_at = serializers.DateTimeField(
         read_only=True, help_text="Last activity: the last appended message or edit."
     )
+    title_source = serializers.ChoiceField(
+        choices=TitleSource.choices,
+        read_only=True,
+        allow_null=True,
+        help_text=(
+            "Who set the title: `user` (a client sent `title`), `auto` (an automatic "
+            "title), or null (nobody yet)."
+        ),
+    )
 
     class Meta:
         model = Conversation
         fields = [
             "id",
             "title",
+            "title_source",
             "metadata",
             "message_count",
             "active_run",
@@ -53,6 +66,11 @@ class ConversationSerializer(StrictTypes[Conversation], serializers.ModelSeriali
             "updated_at",
         ]
         read_only_fields = ["id", "message_count", "created_at"]
+
+    def to_representation(self, instance: Conversation) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        data["title_source"] = data["title_source"] or None
+        return data
 
     def validate_metadata(self, value: dict[str, Any]) -> dict[str, Any]:
         """Refuse more keys than ``MAX_METADATA_KEYS``."""
@@ -120,6 +138,10 @@ class MessageSerializer(serializers.Serializer[Message]):
         ),
     )
     usage = UsageSerializer(allow_null=True, help_text="Assistant turns: token usage.")
+    feedback = MessageFeedbackSerializer(
+        allow_null=True,
+        help_text="The caller's rating of this assistant turn, or null (`PUT feedback/` sets it).",
+    )
 
     def to_representation(self, instance: Message) -> dict[str, Any]:
         return message_data(message_row(instance))
@@ -145,7 +167,14 @@ class ConversationListQuerySerializer(serializers.Serializer[Any]):
         required=False, min_value=1, max_value=100, help_text="Page size, 1-100 (default 20)."
     )
     search = serializers.CharField(
-        required=False, allow_blank=True, help_text="Words the title contains."
+        required=False,
+        allow_blank=True,
+        max_length=MAX_SEARCH_CHARS,
+        help_text=(
+            "Text to find: in the title (every word) or in the text of a user turn, answer "
+            "or tool result. PostgreSQL: full-text search in web search syntax, best "
+            "matches first unless `ordering` is given. See docs/feedback-search-titles.md."
+        ),
     )
     ordering = serializers.RegexField(
         ORDERING_PATTERN,
@@ -170,4 +199,13 @@ class MessageListQuerySerializer(serializers.Serializer[Any]):
         required=False,
         default="desc",
         help_text="`asc`: oldest first; `desc`: newest first.",
+    )
+    search = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=MAX_SEARCH_CHARS,
+        help_text=(
+            "Only the user turns, answers and tool results whose text this finds, "
+            "as in the conversation search. See docs/feedback-search-titles.md."
+        ),
     )

@@ -1,12 +1,15 @@
-"""Conversations and their messages."""
+"""Conversations and their messages, searched by text; feedback on assistant messages."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpResponseBase
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from django.db.models import QuerySet
+from django.http import Http404, HttpResponseBase
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import filters, serializers, status, viewsets
+from rest_framework.decorators import action
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -19,6 +22,7 @@ from llm_conversations.api.serializers import (
     ORDERING_FIELDS,
     ConversationListQuerySerializer,
     ConversationSerializer,
+    FeedbackSerializer,
     MessageListQuerySerializer,
     MessagePageSerializer,
     MessageSerializer,
@@ -30,13 +34,35 @@ from llm_conversations.api.views.base import (
     ApiView,
     error_responses,
     owned_conversations,
+    parse_uuid,
     valid_query,
 )
 from llm_conversations.messages import InvalidMessage
-from llm_conversations.models import Conversation, Message
+from llm_conversations.models import Conversation, Message, TitleSource
 from llm_conversations.services import append_messages, delete_conversation
+from llm_conversations.services.feedback import (
+    FEEDBACK_COLUMNS,
+    delete_feedback,
+    rate_message,
+    with_feedback,
+)
+from llm_conversations.services.search import (
+    matching_messages,
+    order_by_relevance,
+    search_conversations,
+    search_terms,
+)
 
-__all__ = ["ConversationPagination", "ConversationViewSet", "MessageViewSet"]
+MESSAGE_ID = OpenApiParameter(
+    "id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="A message id."
+)
+
+__all__ = [
+    "ConversationPagination",
+    "ConversationSearchFilter",
+    "ConversationViewSet",
+    "MessageViewSet",
+]
 
 
 class ConversationPagination(PageNumberPagination):
@@ -45,6 +71,21 @@ class ConversationPagination(PageNumberPagination):
     page_size = 20
     page_size_query_param = "page_size"
     max_page_size = 100
+
+
+class ConversationSearchFilter(filters.BaseFilterBackend):
+    """``?search=``: the caller's conversations by title or message text
+    (:mod:`llm_conversations.services.search`); on PostgreSQL the best matches
+    come first unless ``ordering`` is given, so it runs after ``OrderingFilter``."""
+
+    def filter_queryset(
+        self, request: Request, queryset: QuerySet[Any], view: Any
+    ) -> QuerySet[Any]:
+        text = request.query_params.get("search", "")
+        if not search_terms(text):
+            return queryset
+        found = search_conversations(queryset, text)
+        return found if "ordering" in request.query_params else order_by_relevance(found, text)
 
 
 @extend_schema_view(
@@ -69,12 +110,12 @@ class ConversationPagination(PageNumberPagination):
     ),
 )
 class ConversationViewSet(ApiView, viewsets.ModelViewSet[Conversation]):
-    """The caller's conversations: search on title, ordering, page-number pagination."""
+    """The caller's conversations: search by title and message text, ordering,
+    page-number pagination."""
 
     serializer_class = ConversationSerializer
     pagination_class = ConversationPagination
-    filter_backends = [filters.SearchFilter, filters.OrderingFilter]
-    search_fields = ["title"]
+    filter_backends = [filters.OrderingFilter, ConversationSearchFilter]
     ordering_fields = list(ORDERING_FIELDS)
     ordering = ["-updated_at"]
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
@@ -90,7 +131,10 @@ class ConversationViewSet(ApiView, viewsets.ModelViewSet[Conversation]):
     def perform_create(self, serializer: serializers.BaseSerializer[Conversation]) -> None:
         # A new conversation has no active_run annotation; the field shows null.
         user = self.request.user
-        serializer.save(owner=user if user.is_authenticated else None)
+        serializer.save(owner=user if user.is_authenticated else None, **_title_source(serializer))
+
+    def perform_update(self, serializer: serializers.BaseSerializer[Conversation]) -> None:
+        serializer.save(**_title_source(serializer))
 
     def perform_destroy(self, instance: Conversation) -> None:
         # The store refuses (409 conversation_busy) while a run is active.
@@ -107,7 +151,8 @@ class ConversationViewSet(ApiView, viewsets.ModelViewSet[Conversation]):
     ),
 )
 class MessageViewSet(ApiView, viewsets.GenericViewSet[Message]):
-    """A conversation's history: cursor-paged reads, appends in the OpenAI message shape."""
+    """A conversation's history: cursor-paged reads (filtered by text if asked),
+    appends in the OpenAI message shape, the caller's feedback on answers."""
 
     serializer_class = MessageSerializer
     # The list pages with its own cursor (MessageListQuerySerializer).
@@ -125,7 +170,8 @@ class MessageViewSet(ApiView, viewsets.GenericViewSet[Message]):
         responses={200: MessagePageSerializer, **error_responses(400)},
     )
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        """A page of messages after the ``after`` cursor, in ``order``."""
+        """A page of messages after the ``after`` cursor, in ``order``, with the
+        caller's feedback; only those ``search`` finds, if given."""
         conversation = self.get_conversation()
         query = valid_query(MessageListQuerySerializer, request)
         after, limit = query.validated_data.get("after"), query.validated_data["limit"]
@@ -142,11 +188,14 @@ class MessageViewSet(ApiView, viewsets.GenericViewSet[Message]):
                 if ascending
                 else rows.filter(position__lt=position)
             )
+        rows = with_feedback(
+            matching_messages(rows, query.validated_data.get("search", "")), request.user
+        )
         # One row more than the page tells whether another page follows.
         page = list(
-            rows.order_by("position" if ascending else "-position").values(*MESSAGE_COLUMNS)[
-                : limit + 1
-            ]
+            rows.order_by("position" if ascending else "-position").values(
+                *MESSAGE_COLUMNS, *FEEDBACK_COLUMNS
+            )[: limit + 1]
         )
         return Response(_page([message_data(row) for row in page[:limit]], len(page) > limit))
 
@@ -167,6 +216,52 @@ class MessageViewSet(ApiView, viewsets.GenericViewSet[Message]):
             raise
         data = [message_data(message_row(row)) for row in rows]
         return Response(_page(data, False), status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        methods=["PUT"],
+        summary="Rate an assistant message",
+        parameters=[MESSAGE_ID],
+        request=FeedbackSerializer,
+        responses={200: FeedbackSerializer, **error_responses(400, 415)},
+    )
+    @extend_schema(
+        methods=["DELETE"],
+        summary="Remove the rating of a message",
+        parameters=[MESSAGE_ID],
+        request=None,
+        responses={204: None, **error_responses()},
+    )
+    @action(detail=True, methods=["put", "delete"])
+    def feedback(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """PUT: the caller's rating of an assistant message, stored or changed (400
+        ``not_an_assistant_message`` for another role). DELETE: removed, if any."""
+        message = self._message()
+        if request.method == "DELETE":
+            delete_feedback(message, request.user)
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        serializer = FeedbackSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        feedback = rate_message(
+            message,
+            request.user,
+            serializer.validated_data["rating"],
+            serializer.validated_data["comment"],
+        )
+        return Response(FeedbackSerializer(feedback).data)
+
+    def _message(self) -> Message:
+        """The message named by the URL, of the caller's conversation it names, or 404."""
+        conversation = self.get_conversation()
+        try:
+            return Message.objects.get(conversation=conversation, pk=parse_uuid(self.kwargs["pk"]))
+        except Message.DoesNotExist:
+            raise Http404 from None
+
+
+def _title_source(serializer: serializers.BaseSerializer[Conversation]) -> dict[str, Any]:
+    """A title the client sends is the user's: automatic titles never replace it."""
+    sent = "title" in getattr(serializer, "validated_data", {})
+    return {"title_source": TitleSource.USER} if sent else {}
 
 
 def _page(data: list[dict[str, Any]], has_more: bool) -> dict[str, Any]:
