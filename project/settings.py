@@ -2,7 +2,9 @@
 
 Everything comes from environment variables: SQLite, the echo provider (no
 API key needed), and DEBUG off unless ``DJANGO_DEBUG=1`` (``make run`` sets it).
-``DATABASE_URL`` switches to PostgreSQL, e.g. ``postgres://postgres@127.0.0.1:5432/test``.
+``DATABASE_URL`` switches to PostgreSQL, e.g. ``postgres://postgres@127.0.0.1:5432/test``;
+there ``DJANGO_DB_POOL=N`` gives each process a pool of at most N connections
+(advised under ASGI, see docs/deployment.md).
 
 Static files are served by whitenoise. With DEBUG on it finds them in the apps'
 ``static/`` directories; with DEBUG off (e.g. under gunicorn) it serves
@@ -95,6 +97,14 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # with "database is locked" when two appenders upgrade their locks.
     DATABASES["default"]["OPTIONS"] = {"transaction_mode": "IMMEDIATE", "timeout": 20}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+elif os.environ.get("DJANGO_DB_POOL"):
+    # A connection pool per process (psycopg_pool, Django 5.1+): under ASGI
+    # every request's thread takes a connection from it and gives it back,
+    # instead of connecting anew (CONN_MAX_AGE 0) or keeping one per thread.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"] = {
+        "pool": {"min_size": 2, "max_size": int(os.environ["DJANGO_DB_POOL"]), "timeout": 10}
+    }
 
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
 LANGUAGE_CODE = "en-us"

@@ -34,6 +34,7 @@ from typing import Any, cast
 
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
+from django.db import connections
 from django.http import HttpRequest, StreamingHttpResponse
 from rest_framework.renderers import BaseRenderer
 from rest_framework.utils.encoders import JSONEncoder
@@ -283,9 +284,19 @@ def _follow_log(run_id: uuid.UUID | str, after_id: int) -> Iterator[bytes]:
         yield HEARTBEAT if page is None else render_page(page)
 
 
+def _release_connections() -> None:
+    # The request's thread is done with the database (authentication, the
+    # run's lookup): its connection goes back now (to the pool, or closed),
+    # not when the stream ends minutes later.
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:
+            connection.close()
+
+
 async def _afollow_log(
     run_id: uuid.UUID | str, after_id: int, heartbeat: float
 ) -> AsyncIterator[bytes]:
+    await sync_to_async(_release_connections)()
     async for page in run_events.afollow(run_id, after_id, heartbeat=heartbeat):
         yield HEARTBEAT if page is None else render_page(page)
 

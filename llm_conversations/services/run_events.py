@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 POLL_SECONDS = 0.2
-LISTEN_POLL_SECONDS = 1.0
+LISTEN_POLL_SECONDS = 10.0
 PAGE_SIZE = 100
 
 # Statuses in which a run may still log events without anyone acting on it.
