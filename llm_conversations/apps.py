@@ -15,3 +15,4 @@ class LLMConversationsConfig(AppConfig):
         register(Tags.compatibility)(checks.check_settings)
         register(checks.check_providers)
         register(Tags.compatibility)(checks.check_tools)
+        register(Tags.compatibility)(checks.check_mcp_servers)

@@ -16,6 +16,10 @@ DEFAULTS: dict[str, Any] = {
     "PROVIDERS": {"default": {"BACKEND": "echo", "MODEL": "echo"}},
     "DEFAULT_PROVIDER": "default",
     "TOOLS": [],
+    # Tool servers spoken to over the Model Context Protocol (docs/mcp.md).
+    "MCP_SERVERS": {},
+    # Seconds a server's tool list is reused before it is listed again.
+    "MCP_TOOLS_TTL": 300,
     "MAX_ITERATIONS": 8,
     "MAX_ITERATIONS_LIMIT": 32,
     "TOOL_RESULT_MAX_CHARS": 50_000,
@@ -46,7 +50,7 @@ DEFAULTS: dict[str, Any] = {
 OPTIONAL_DURATIONS = ("TOOL_TIMEOUT", "RUN_TIMEOUT")
 
 # Seconds, a positive number (never None).
-DURATIONS = ("SSE_HEARTBEAT_SECONDS",)
+DURATIONS = ("SSE_HEARTBEAT_SECONDS", "MCP_TOOLS_TTL")
 
 POSITIVE_INTEGERS = (
     "LEASE_SECONDS",
@@ -108,6 +112,8 @@ class Settings:
     PROVIDERS: _Setting[dict[str, dict[str, Any]]] = _Setting(dict)
     DEFAULT_PROVIDER: _Setting[str] = _Setting(str)
     TOOLS: _Setting[list[str]] = _Setting(list)
+    MCP_SERVERS: _Setting[dict[str, Any]] = _Setting(dict)
+    MCP_TOOLS_TTL: _Setting[float] = _Setting(float)
     MAX_ITERATIONS: _Setting[int] = _Setting(int)
     MAX_ITERATIONS_LIMIT: _Setting[int] = _Setting(int)
     TOOL_RESULT_MAX_CHARS: _Setting[int] = _Setting(int)
