@@ -145,7 +145,7 @@ def _exchange(
         raise
     except Exception as exc:
         text = _describe(server, exc, timeout)
-        if statuses:
+        if statuses and isinstance(_leaf(exc), MCPError):
             text = f"{text} (HTTP status {statuses[-1]})"
         raise McpUnavailable(_redacted(text, server)) from exc
 
