@@ -76,9 +76,7 @@ def without_sdk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
 # Registration ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "check", [check_settings, check_providers, check_tools, check_mcp_servers]
-)
+@pytest.mark.parametrize("check", [check_settings, check_providers, check_tools, check_mcp_servers])
 def test_each_check_is_registered(check: Any) -> None:
     assert check in registry.get_checks()
 

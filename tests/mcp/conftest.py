@@ -16,6 +16,7 @@ Every test here ends by checking that it left no child process behind.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import shutil
 import socket
@@ -23,6 +24,7 @@ import subprocess
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Literal
 
 import pytest
@@ -38,6 +40,9 @@ EVERYTHING = (
 INSTALL_HINT = "run: npm ci --prefix tests (make install does where npm exists)"
 
 
+SDK_MISSING = "the mcp package is not installed (pip install -r requirements.txt)"
+
+
 def missing_requirements(
     environ: Mapping[str, str],
     *,
@@ -48,7 +53,7 @@ def missing_requirements(
     """What a test that needs the reference server does: run, skip (locally) or fail (CI)."""
     problems = []
     if not sdk:
-        problems.append("the mcp package is not installed (pip install -r requirements.txt)")
+        problems.append(SDK_MISSING)
     if node is None:
         problems.append("node is not on PATH (Node 20 or later)")
     if not everything.exists():
@@ -73,6 +78,16 @@ def require_everything() -> str:
         pytest.skip(reason)
     assert node is not None
     return node
+
+
+def sdk_module(name: str) -> ModuleType:
+    """Import ``name``, a module that needs the SDK, for a test module; without the SDK
+    the test module is skipped (under CI it fails to collect)."""
+    if not mcp_installed():
+        if running_under_ci(os.environ):
+            pytest.fail(f"{SDK_MISSING}. CI=true: MCP tests may not be skipped.", pytrace=False)
+        pytest.skip(f"{SDK_MISSING} (under CI=true: a failure)", allow_module_level=True)
+    return importlib.import_module(name)
 
 
 def children() -> set[int]:

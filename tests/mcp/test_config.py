@@ -22,6 +22,7 @@ from llm_conversations.tools.mcp_config import (
     mcp_installed,
     mcp_server_problems,
 )
+from tests.mcp.conftest import missing_requirements, sdk_module
 
 ROOT = Path(__file__).resolve().parents[2]
 UNSET = "LLMCONV_TEST_UNSET_VARIABLE"
@@ -279,3 +280,38 @@ print(default_registry().names(), "mcp_client" in str(sorted(sys.modules)))
     assert completed.stdout.strip().splitlines()[-1] == (
         "['get_weather', 'get_time', 'delete_file', 'pick_color'] False"
     )
+
+
+# When the tests that need the reference server run, skip or fail ---------------
+
+
+def test_the_reference_server_tests_run_skip_locally_or_fail_under_ci(tmp_path: Path) -> None:
+    everything = tmp_path / "index.js"
+    everything.touch()
+    ready = {"node": "/usr/bin/node", "everything": everything, "sdk": True}
+    assert missing_requirements({"CI": "true"}, **ready) == ("run", "")
+    for missing, words in [
+        ({"node": None}, "node is not on PATH"),
+        ({"everything": tmp_path / "absent.js"}, "npm ci --prefix tests"),
+        ({"sdk": False}, "the mcp package is not installed"),
+    ]:
+        action, reason = missing_requirements({}, **{**ready, **missing})
+        assert action == "skip"
+        assert words in reason
+        assert "under CI=true they fail" in reason
+        action, reason = missing_requirements({"CI": "true"}, **{**ready, **missing})
+        assert action == "fail"
+        assert words in reason
+        assert "may not be skipped" in reason
+
+
+@pytest.mark.usefixtures("without_sdk")
+def test_modules_that_import_the_sdk_skip_locally_and_fail_under_ci(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="mcp package is not installed"):
+        sdk_module("llm_conversations.tools.mcp_client")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="may not be skipped"):
+        sdk_module("llm_conversations.tools.mcp_client")

@@ -14,11 +14,15 @@ import pytest
 from llm_conversations.messages import ToolCall
 from llm_conversations.tools import default_registry
 from llm_conversations.tools import mcp as mcp_module
+from llm_conversations.tools.errors import ToolError
 from llm_conversations.tools.mcp import McpTool
-from llm_conversations.tools.mcp_client import McpAnswer, call_tool
 from llm_conversations.tools.mcp_config import McpServer, configured_servers
 from tests.http_server import serving, stop_event
-from tests.mcp.conftest import everything_over_http, mcp_settings, stdio_entry
+from tests.mcp.conftest import everything_over_http, mcp_settings, sdk_module, stdio_entry
+
+# Modules that need the SDK: without it this module skips (under CI: fails).
+client = sdk_module("llm_conversations.tools.mcp_client")
+types = sdk_module("mcp.types")
 
 ECHO_SCHEMA = {
     "$schema": "http://json-schema.org/draft-07/schema#",
@@ -202,7 +206,7 @@ def test_headers_are_read_from_the_environment_and_never_shown(
         entry = {"URL": f"{http.root}/mcp", "HEADERS": {"Authorization": "DOCS_MCP_AUTHORIZATION"}}
         with mcp_settings({"docs": entry}):
             assert default_registry().names() == []
-            answer = call_tool(only_server(), "search", {"q": "x"})
+            answer = client.call_tool(only_server(), "search", {"q": "x"})
     assert seen
     assert set(seen) == {"Bearer sk-test-123"}
     assert answer.is_error
@@ -221,9 +225,11 @@ def test_an_http_server_that_never_answers_times_out(monkeypatch: pytest.MonkeyP
     with serving(hang) as http, mcp_settings({"slow": {"URL": f"{http.root}/mcp", "TIMEOUT": 0.5}}):
         started = time.monotonic()
         assert default_registry().names() == []
-        answer = call_tool(only_server(), "search", {})
+        answer = client.call_tool(only_server(), "search", {})
         took = time.monotonic() - started
-    assert answer == McpAnswer("The MCP server 'slow' did not answer within 0.5 seconds.", True)
+    assert answer == client.McpAnswer(
+        "The MCP server 'slow' did not answer within 0.5 seconds.", True
+    )
     assert took < 3
     time.sleep(0.1)
     assert set(threading.enumerate()) <= threads
@@ -246,7 +252,7 @@ def test_a_protocol_error_is_an_error_answer() -> None:
         handler.wfile.write(body)
 
     with serving(error) as http, mcp_settings({"broken": {"URL": f"{http.root}/mcp"}}):
-        answer = call_tool(only_server(), "x", {})
+        answer = client.call_tool(only_server(), "x", {})
     assert answer.is_error
     assert answer.text == "The MCP server 'broken' answered with an error: boom"
 
@@ -270,3 +276,63 @@ def test_logs_of_a_failed_listing_are_warnings(caplog: pytest.LogCaptureFixture)
     [record] = caplog.records
     assert record.levelno == logging.WARNING
     assert "The MCP server 'down' is not reachable" in record.getMessage()
+
+
+# Without a server: rules and result text --------------------------------------
+
+
+def test_rules_per_server_and_per_tool_become_the_tool_s() -> None:
+    rules = {"search": {"CLIENT_SIDE": True}, "pay": {"REPEATABLE": False, "TIMEOUT": 5}}
+    servers = {"s": {"URL": "http://h/mcp", "REQUIRES_APPROVAL": True, "TOOLS": rules}}
+    with mcp_settings(servers, TOOL_TIMEOUT=None):
+        server = only_server()
+    schema = {"type": "object", "properties": {}}
+    search, pay, other = (
+        mcp_module.remote_tool(server, types.Tool(name=name, input_schema=schema))
+        for name in ("search", "pay", "other")
+    )
+    assert (search.is_client_side, search.requires_approval, search.timeout) == (True, True, None)
+    assert (pay.is_client_side, pay.repeatable, pay.timeout) == (False, False, 15.0)
+    assert (other.requires_approval, other.repeatable, other.timeout) == (True, True, None)
+    assert (other.name, other.remote_name, other.server) == ("s__other", "other", server)
+
+
+def test_a_tool_whose_name_or_schema_cannot_be_offered_is_skipped() -> None:
+    server = McpServer("s" * 32, url="http://h/mcp")
+    with pytest.raises(ToolError, match="tool name must match"):
+        mcp_module.remote_tool(server, types.Tool(name="x" * 31, input_schema={"type": "object"}))
+    with pytest.raises(ToolError, match="JSON Schema"):
+        mcp_module.remote_tool(server, types.Tool(name="t", input_schema={"type": "string"}))
+
+
+def test_result_text_of_each_content_kind() -> None:
+    result = types.CallToolResult(
+        content=[
+            types.TextContent(text="two blocks"),
+            types.EmbeddedResource(
+                resource=types.TextResourceContents(uri="file:///a.txt", text="embedded text")
+            ),
+            types.EmbeddedResource(
+                resource=types.BlobResourceContents(
+                    uri="file:///a.bin", blob="AAAA", mime_type=None
+                )
+            ),
+            types.ResourceLink(uri="demo://r/1", name="Resource 1"),
+            types.AudioContent(data="UklGRg==", mime_type="audio/wav"),
+        ],
+        structured_content={"n": 1},
+    )
+    assert client.result_text(result).splitlines() == [
+        "two blocks",
+        "embedded text",
+        "[resource: file:///a.bin (binary)]",
+        "[resource link: demo://r/1 (Resource 1)]",
+        "[audio: audio/wav, 8 base64 characters]",
+        '{"n": 1}',  # no text block holds it: appended
+    ]
+    holds = types.CallToolResult(
+        content=[types.TextContent(text='{"n":1}')], structured_content={"n": 1}
+    )
+    assert client.result_text(holds) == '{"n":1}'
+    assert client.result_text(types.CallToolResult(content=[], structured_content=["a"])) == '["a"]'
+    assert client.result_text(types.CallToolResult(content=[])) == ""
