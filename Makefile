@@ -16,7 +16,19 @@ $(BIN)/.installed: requirements.txt pyproject.toml
 	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.txt
 	touch $@
 
-install: $(BIN)/.installed
+# The reference MCP server the MCP tests start (tests/package.json, an exact
+# version in tests/package-lock.json). Without npm nothing is installed: those
+# tests skip, and fail under CI=true.
+NODE_MODULES := tests/node_modules/.package-lock.json
+
+$(NODE_MODULES): tests/package.json tests/package-lock.json
+	if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix tests --no-audit --no-fund --loglevel=error; \
+	else \
+		echo "npm not found: the MCP tests will skip (CI=true: fail)"; \
+	fi
+
+install: $(BIN)/.installed $(NODE_MODULES)
 
 # DEBUG is off unless DJANGO_DEBUG=1; local use turns it on (whitenoise then
 # serves static files from the apps without collectstatic).
@@ -45,4 +57,4 @@ wheel-check: install
 	bash .ci/wheel-check $(BIN)/python
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info db.sqlite3 test-artifacts
+	rm -rf $(VENV) build dist *.egg-info db.sqlite3 test-artifacts tests/node_modules

@@ -12,6 +12,10 @@ One function per concern, each id stable:
   ``build_provider()`` applies too.
 - :func:`check_tools`: E020 a ``TOOLS`` entry is not a usable tool, E021 two
   tools share a name.
+- :func:`check_mcp_servers`: E030 ``MCP_SERVERS`` not a dict, and the rules of
+  each entry (E030-E034) from
+  :func:`~llm_conversations.tools.mcp_config.mcp_server_problems`, which the
+  registry applies too; E035 servers are set but the ``mcp`` package is missing.
 """
 
 from __future__ import annotations
@@ -31,8 +35,9 @@ from llm_conversations.conf import (
 )
 from llm_conversations.providers.registry import EntryProblem, provider_entry_problems
 from llm_conversations.tools import ToolError, load_tool
+from llm_conversations.tools.mcp_config import MISSING_SDK, mcp_installed, mcp_server_problems
 
-__all__ = ["check_providers", "check_settings", "check_tools"]
+__all__ = ["check_mcp_servers", "check_providers", "check_settings", "check_tools"]
 
 
 def _wrong_type(setting: str, expected: str, value: object, check_id: str) -> list[CheckMessage]:
@@ -182,6 +187,29 @@ def check_tools(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
             )
         else:
             seen[loaded.name] = path
+    return errors
+
+
+def check_mcp_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E030 MCP_SERVERS not a dict, E030-E034 each entry, E035 the SDK is missing.
+
+    Nothing is started or connected: a server that is down is a run-time
+    condition (its calls are answered with error results), not a setting error.
+    """
+    servers = raw_setting("MCP_SERVERS")
+    if not isinstance(servers, Mapping):
+        return _wrong_type(
+            "LLM_CONVERSATIONS['MCP_SERVERS']",
+            "a dict of name -> server",
+            servers,
+            "llm_conversations.E030",
+        )
+    errors: list[CheckMessage] = []
+    if servers and not mcp_installed():
+        errors.append(Error(MISSING_SDK, id="llm_conversations.E035"))
+    for name, entry in servers.items():
+        problems = mcp_server_problems(entry, name, environment=True)
+        errors.extend(_as_check_message(p) for p in problems)
     return errors
 
 

@@ -18,6 +18,10 @@ DEFAULTS: dict[str, Any] = {
     # The PROVIDERS entry that writes automatic titles; None: no automatic titles.
     "TITLE_PROVIDER": None,
     "TOOLS": [],
+    # Tool servers spoken to over the Model Context Protocol (docs/mcp.md).
+    "MCP_SERVERS": {},
+    # Seconds a server's tool list is reused before it is listed again.
+    "MCP_TOOLS_TTL": 300,
     "MAX_ITERATIONS": 8,
     "MAX_ITERATIONS_LIMIT": 32,
     "TOOL_RESULT_MAX_CHARS": 50_000,
@@ -48,7 +52,7 @@ DEFAULTS: dict[str, Any] = {
 OPTIONAL_DURATIONS = ("TOOL_TIMEOUT", "RUN_TIMEOUT")
 
 # Seconds, a positive number (never None).
-DURATIONS = ("SSE_HEARTBEAT_SECONDS",)
+DURATIONS = ("SSE_HEARTBEAT_SECONDS", "MCP_TOOLS_TTL")
 
 POSITIVE_INTEGERS = (
     "LEASE_SECONDS",
@@ -111,6 +115,8 @@ class Settings:
     DEFAULT_PROVIDER: _Setting[str] = _Setting(str)
     TITLE_PROVIDER: _Setting[str | None] = _Setting(_optional(str))
     TOOLS: _Setting[list[str]] = _Setting(list)
+    MCP_SERVERS: _Setting[dict[str, Any]] = _Setting(dict)
+    MCP_TOOLS_TTL: _Setting[float] = _Setting(float)
     MAX_ITERATIONS: _Setting[int] = _Setting(int)
     MAX_ITERATIONS_LIMIT: _Setting[int] = _Setting(int)
     TOOL_RESULT_MAX_CHARS: _Setting[int] = _Setting(int)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import io
 import re
+import sys
 from typing import Any
 
 import pytest
@@ -15,8 +16,14 @@ from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 from llm_conversations import checks
-from llm_conversations.checks import check_providers, check_settings, check_tools
+from llm_conversations.checks import (
+    check_mcp_servers,
+    check_providers,
+    check_settings,
+    check_tools,
+)
 from llm_conversations.providers import registry as provider_registry
+from llm_conversations.tools import mcp_config
 
 FIXTURES = "tests.tools_fixtures"
 ID = re.compile(r"llm_conversations\.[EW]\d{3}")
@@ -47,24 +54,43 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.W010": (entry(BACKEND="echo", MODEL="echo"), False),
     "llm_conversations.E020": ({"TOOLS": ["no_such_module.tool"]}, True),
     "llm_conversations.E021": ({"TOOLS": [f"{FIXTURES}.add", f"{FIXTURES}.another_add"]}, True),
+    "llm_conversations.E030": ({"MCP_SERVERS": {"a.b": {"COMMAND": "x"}}}, True),
+    "llm_conversations.E031": ({"MCP_SERVERS": {"s": {"ARGS": []}}}, True),
+    "llm_conversations.E032": ({"MCP_SERVERS": {"s": {"COMMAND": "x", "COMAND": "y"}}}, True),
+    "llm_conversations.E033": ({"MCP_SERVERS": {"s": {"COMMAND": "x", "TIMEOUT": 0}}}, True),
+    "llm_conversations.E034": (
+        {"MCP_SERVERS": {"s": {"URL": "http://h/mcp", "HEADERS": {"X-Key": "LLMCONV_UNSET"}}}},
+        True,
+    ),
+    # Reported where the mcp package cannot be imported (see ``without_sdk``).
+    "llm_conversations.E035": ({"MCP_SERVERS": {"s": {"COMMAND": "x"}}}, True),
 }
+
+
+@pytest.fixture
+def without_sdk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """For E035, ``import mcp`` fails as where the extra is not installed."""
+    if request.node.callspec.params.get("check_id") == "llm_conversations.E035":
+        monkeypatch.setitem(sys.modules, "mcp", None)
 
 
 # Registration ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("check", [check_settings, check_providers, check_tools])
+@pytest.mark.parametrize("check", [check_settings, check_providers, check_tools, check_mcp_servers])
 def test_each_check_is_registered(check: Any) -> None:
     assert check in registry.get_checks()
 
 
 def test_every_id_in_the_code_has_a_broken_setting_here() -> None:
-    source = inspect.getsource(checks) + inspect.getsource(provider_registry)
+    sources = (checks, provider_registry, mcp_config)
+    source = "".join(inspect.getsource(module) for module in sources)
     assert set(ID.findall(source)) == set(BROKEN)
 
 
 # Django 6.1 runs the model checks against the database (JSONField support).
 @pytest.mark.django_db
+@pytest.mark.usefixtures("without_sdk")
 @pytest.mark.parametrize("check_id", sorted(BROKEN))
 def test_run_checks_reports_each_id(check_id: str) -> None:
     value, debug = BROKEN[check_id]
@@ -75,6 +101,7 @@ def test_run_checks_reports_each_id(check_id: str) -> None:
 
 # Django 6.1 runs the model checks against the database (JSONField support).
 @pytest.mark.django_db
+@pytest.mark.usefixtures("without_sdk")
 @pytest.mark.parametrize("check_id", sorted(BROKEN))
 def test_manage_py_check_reports_each_id(check_id: str) -> None:
     value, debug = BROKEN[check_id]

@@ -32,7 +32,12 @@ from django.contrib.auth import get_user_model
 from django.core.checks import ERROR, CheckMessage
 from django.test import RequestFactory, override_settings
 
-from llm_conversations.checks import check_providers, check_settings, check_tools
+from llm_conversations.checks import (
+    check_mcp_servers,
+    check_providers,
+    check_settings,
+    check_tools,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -40,7 +45,15 @@ FENCE = re.compile(r"^```\s*([\w+-]*)\s*$")
 # Environment variables the settings examples read their keys from.
 # "python" blocks run; the others are data, shell sessions, output or diagrams.
 LANGUAGES = {"python", "python-settings", "json", "js", "sh", "console", "bash", "text"}
-PLACEHOLDER_KEYS = ("OPENAI_API_KEY", "GROQ_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY")
+PLACEHOLDER_KEYS = (
+    "OPENAI_API_KEY",
+    "GROQ_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    # Named by the MCP servers' HEADERS and ENV in docs/mcp.md.
+    "DOCS_MCP_AUTHORIZATION",
+    "GITHUB_TOKEN",
+)
 
 
 @dataclass(frozen=True)
@@ -95,7 +108,7 @@ def run(block: Block, namespace: dict[str, Any]) -> None:
 
 def app_check_errors(llm_conversations: Any) -> list[CheckMessage]:
     with override_settings(LLM_CONVERSATIONS=llm_conversations):
-        messages = [*check_settings(), *check_providers(), *check_tools()]
+        messages = [*check_settings(), *check_providers(), *check_tools(), *check_mcp_servers()]
     return [message for message in messages if message.level >= ERROR]
 
 

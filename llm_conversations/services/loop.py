@@ -241,9 +241,8 @@ class ToolLoopService:
         _, provider = self._provider_for(run.provider or None)
         mine = runs.held(run)
         specs = run.offered_tools
-        offered = ToolRegistry(
-            self.registry.get(spec.name) for spec in specs if spec.name in self.registry
-        )
+        registry = self.registry  # once: MCP tool lists may refresh meanwhile
+        offered = ToolRegistry(registry.get(spec.name) for spec in specs if spec.name in registry)
         # Read once: while this execution holds the lease only it appends, and
         # every append checks that this copy is still the whole conversation.
         history = load_messages(run.conversation_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -11,12 +12,14 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
-from llm_conversations.conf import conf
+from llm_conversations.conf import conf, raw_setting
 from llm_conversations.messages import ChatMessage, ToolCall
 from llm_conversations.tool_specs import ToolSpec
 from llm_conversations.tools.definition import Tool
 from llm_conversations.tools.errors import ToolError
 from llm_conversations.tools.results import tool_result_message
+
+logger = logging.getLogger("llm_conversations.tools")
 
 
 class ToolRegistry:
@@ -104,29 +107,53 @@ def load_tool(path: str) -> Tool:
 
 _default: ToolRegistry | None = None
 _default_lock = threading.Lock()
+# The registry with the MCP servers' tools, and the ids of those tools it was built from.
+_combined: tuple[tuple[int, ...], ToolRegistry] | None = None
 
 
 def default_registry() -> ToolRegistry:
-    """The tools of ``LLM_CONVERSATIONS["TOOLS"]``, built once and cached.
+    """The tools of ``LLM_CONVERSATIONS["TOOLS"]``, then those of ``MCP_SERVERS``.
 
-    The cache is dropped whenever the setting changes (``override_settings``).
+    The ``TOOLS`` are built once and cached; the servers' tools come from
+    their cached lists (:func:`~llm_conversations.tools.mcp.mcp_tools`). The
+    cache is dropped whenever the setting changes (``override_settings``).
     Raises ``ImproperlyConfigured`` for an entry that cannot be loaded.
     """
-    global _default
+    global _default, _combined
     with _default_lock:
         if _default is None:
             try:
                 _default = ToolRegistry(load_tool(path) for path in conf.TOOLS)
             except ToolError as exc:
                 raise ImproperlyConfigured(f"LLM_CONVERSATIONS['TOOLS']: {exc.message}") from exc
-        return _default
+        local = _default
+    if not raw_setting("MCP_SERVERS"):
+        return local
+    from llm_conversations.tools.mcp import mcp_tools
+
+    remote = mcp_tools()
+    key = tuple(map(id, remote))
+    with _default_lock:
+        if _combined is None or _combined[0] != key or _default is not local:
+            _combined = key, _with_remote(local, remote)
+        return _combined[1]
+
+
+def _with_remote(local: ToolRegistry, remote: Iterable[Tool]) -> ToolRegistry:
+    combined = ToolRegistry(local)
+    for item in remote:
+        if item.name in combined:
+            logger.warning("The MCP tool %s is not offered: a tool has that name.", item.name)
+        else:
+            combined.register(item)
+    return combined
 
 
 def _reset_default_registry(*, setting: str, **kwargs: Any) -> None:
-    global _default
+    global _default, _combined
     if setting == "LLM_CONVERSATIONS":
         with _default_lock:
-            _default = None
+            _default = _combined = None
 
 
 setting_changed.connect(_reset_default_registry, dispatch_uid="llm_conversations.tools.reset")

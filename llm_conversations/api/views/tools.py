@@ -15,14 +15,14 @@ __all__ = ["ToolViewSet"]
 
 
 class ToolViewSet(ApiView, viewsets.ViewSet):
-    """``LLM_CONVERSATIONS["TOOLS"]``: what a run may offer, with argument schemas."""
+    """``TOOLS`` and the MCP servers' tools: what a run may offer, with argument schemas."""
 
     @extend_schema(
         summary="List tools",
         responses={200: ToolSerializer(many=True), **error_responses()},
     )
     def list(self, request: Request) -> Response:
-        """Every configured tool, in settings order."""
+        """Every configured tool, in settings order: ``TOOLS``, then each MCP server's."""
         return Response(
             [
                 {
