@@ -3,10 +3,11 @@
 One function per concern, each id stable:
 
 - :func:`check_settings`: E001 not a dict, E002 unknown key, E003 not a
-  positive integer (every name in ``conf.POSITIVE_INTEGERS``), E004 ``MAX_ITERATIONS`` above ``MAX_ITERATIONS_LIMIT``.
+  positive integer (every name in ``conf.POSITIVE_INTEGERS``), E004 ``MAX_ITERATIONS`` above ``MAX_ITERATIONS_LIMIT``,
+  E005 not a duration, E006 not a non-negative integer (``conf.NON_NEGATIVE_INTEGERS``).
 - :func:`check_providers`: E010 ``PROVIDERS`` not a non-empty dict, E015
   ``DEFAULT_PROVIDER`` not a key of it, and the rules of each entry
-  (E011-E014, E016-E018, W010) from
+  (E011-E014, E016-E019, W010) from
   :func:`~llm_conversations.providers.registry.provider_entry_problems`, which
   ``build_provider()`` applies too.
 - :func:`check_tools`: E020 a ``TOOLS`` entry is not a usable tool, E021 two
@@ -24,11 +25,16 @@ from django.core.checks import CheckMessage, Error, Warning
 from llm_conversations.conf import (
     DEFAULTS,
     DURATIONS,
+    NON_NEGATIVE_INTEGERS,
     OPTIONAL_DURATIONS,
     POSITIVE_INTEGERS,
     raw_setting,
 )
-from llm_conversations.providers.registry import EntryProblem, provider_entry_problems
+from llm_conversations.providers.registry import (
+    EntryProblem,
+    is_non_negative_integer,
+    provider_entry_problems,
+)
 from llm_conversations.tools import ToolError, load_tool
 
 __all__ = ["check_providers", "check_settings", "check_tools"]
@@ -50,7 +56,7 @@ def _is_optional_duration(value: object) -> bool:
 
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E001 not a dict, E002 unknown key, E003 not a positive integer, E004 limits,
-    E005 not a duration."""
+    E005 not a duration, E006 not a non-negative integer."""
     value = getattr(settings, "LLM_CONVERSATIONS", {})
     if not isinstance(value, Mapping):
         return _wrong_type("LLM_CONVERSATIONS", "a dict", value, "llm_conversations.E001")
@@ -72,6 +78,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             "llm_conversations.E005",
         ),
         (DURATIONS, _is_positive_number, "a positive number of seconds", "llm_conversations.E005"),
+        (
+            NON_NEGATIVE_INTEGERS,
+            is_non_negative_integer,
+            "a non-negative integer",
+            "llm_conversations.E006",
+        ),
     )
     for keys, valid, expected, check_id in kinds:
         for key in keys:

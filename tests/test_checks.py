@@ -34,6 +34,7 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.E003": ({"TOOL_WORKERS": 0}, True),
     "llm_conversations.E004": ({"MAX_ITERATIONS": 10, "MAX_ITERATIONS_LIMIT": 5}, True),
     "llm_conversations.E005": ({"TOOL_TIMEOUT": 0}, True),
+    "llm_conversations.E006": ({"STRUCTURED_OUTPUT_REPAIRS": -1}, True),
     "llm_conversations.E010": ({"PROVIDERS": {}}, True),
     "llm_conversations.E011": ({"PROVIDERS": {"p": "openai"}, "DEFAULT_PROVIDER": "p"}, True),
     "llm_conversations.E012": (entry(BACKEND="mistral", MODEL="m"), True),
@@ -43,6 +44,7 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.E016": (entry(BACKEND="ollama", MODEL="m", MODLE="x"), True),
     "llm_conversations.E017": (entry(BACKEND="ollama", MODEL="m", TIMEOUT=0), True),
     "llm_conversations.E018": (entry(BACKEND="ollama", MODEL="m", OPTIONS=[1]), True),
+    "llm_conversations.E019": (entry(BACKEND="ollama", MODEL="m", MODELS="m2"), True),
     "llm_conversations.W010": (entry(BACKEND="echo", MODEL="echo"), False),
     "llm_conversations.E020": ({"TOOLS": ["no_such_module.tool"]}, True),
     "llm_conversations.E021": ({"TOOLS": [f"{FIXTURES}.add", f"{FIXTURES}.another_add"]}, True),
@@ -96,7 +98,7 @@ def test_manage_py_check_is_quiet_for_valid_settings() -> None:
     assert not ID.findall(stderr.getvalue())
 
 
-# Settings (E001-E005) -------------------------------------------------------
+# Settings (E001-E006) -------------------------------------------------------
 
 
 def setting_ids(value: Any) -> list[str]:
@@ -149,7 +151,17 @@ def test_the_idempotency_key_ttl_is_a_positive_integer(value: Any) -> None:
     assert setting_ids({"IDEMPOTENCY_KEY_TTL": value}) == ["llm_conversations.E003"]
 
 
-# Providers (E010-E018, W010) ------------------------------------------------
+@pytest.mark.parametrize("value", [-1, 1.5, "1", True, None])
+def test_e006_repairs_not_a_non_negative_integer(value: Any) -> None:
+    assert setting_ids({"STRUCTURED_OUTPUT_REPAIRS": value}) == ["llm_conversations.E006"]
+
+
+@pytest.mark.parametrize("value", [0, 1, 3])
+def test_repairs_may_be_zero(value: Any) -> None:
+    assert setting_ids({"STRUCTURED_OUTPUT_REPAIRS": value}) == []
+
+
+# Providers (E010-E019, W010) ------------------------------------------------
 
 
 def provider_ids(value: dict[str, Any], debug: bool = True) -> list[str]:
@@ -211,6 +223,18 @@ def test_e018_options_not_a_dict() -> None:
     assert provider_ids(entry(BACKEND="ollama", MODEL="m", OPTIONS=[1])) == [
         "llm_conversations.E018"
     ]
+
+
+@pytest.mark.parametrize("models", ["gpt-4o", ["gpt-4o", ""], [None], {"gpt-4o": 1}])
+def test_e019_models_not_a_list_of_names(models: Any) -> None:
+    assert provider_ids(entry(BACKEND="ollama", MODEL="m", MODELS=models)) == [
+        "llm_conversations.E019"
+    ]
+
+
+def test_models_may_list_other_models() -> None:
+    assert provider_ids(entry(BACKEND="ollama", MODEL="m", MODELS=["m", "m2"])) == []
+    assert provider_ids(entry(BACKEND="ollama", MODEL="m", MODELS=[])) == []
 
 
 def test_w010_echo_without_debug() -> None:

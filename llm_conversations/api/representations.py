@@ -32,6 +32,7 @@ MESSAGE_COLUMNS = (
     "output_tokens",
     "total_tokens",
     "cached_tokens",
+    "parsed",
 )
 
 
@@ -40,7 +41,8 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
 
     Tool call arguments are JSON text, as in the OpenAI request form.
     ``model`` and ``usage`` are set on assistant turns that a provider
-    answered, ``None`` otherwise.
+    answered, ``None`` otherwise; ``parsed`` on structured answers that
+    matched their run's ``response_format``.
     """
     data = chat_message_from_row(
         row["role"], row["content"], row["tool_calls"], row["tool_call_id"], row["is_error"]
@@ -53,6 +55,7 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
     data["created_at"] = row["created_at"]
     data["model"] = (row["model"] or None) if assistant else None
     data["finish_reason"] = (row["finish_reason"] or None) if assistant else None
+    data["parsed"] = row["parsed"]
     data["usage"] = (
         {
             "input_tokens": row["input_tokens"],

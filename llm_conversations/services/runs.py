@@ -60,6 +60,7 @@ __all__ = [
     "held",
     "pause",
     "requeue_failed",
+    "store_repair_prompt",
     "store_reply",
     "store_results",
     "submit_outputs",
@@ -165,8 +166,13 @@ def finish(
     return run
 
 
-def store_reply(run: Run, response: CompletionResponse) -> Message | None:
-    """Count the model call and store its turn; ``None`` if the run stopped meanwhile."""
+def store_reply(
+    run: Run, response: CompletionResponse, **answer: dict[str, Any] | None
+) -> Message | None:
+    """Count the model call and store its turn; ``None`` if the run stopped meanwhile.
+
+    ``answer`` is what a judged final answer adds (``parsed``, ``metadata``).
+    """
     usage = response.usage
     with transaction.atomic():
         # The conditional update locks the run; a run cancelled while the
@@ -180,7 +186,7 @@ def store_reply(run: Run, response: CompletionResponse) -> Message | None:
         )
         if not counted:
             return None
-        row = append_completion(run.conversation_id, response, run=run)
+        row = append_completion(run.conversation_id, response, run=run, **answer)
         record(run.pk, [(RunEventType.MESSAGE_STORED, {"message": str(row.pk)})])
     run.iterations += 1
     return row
@@ -385,3 +391,16 @@ def cancel_run(run_id: uuid.UUID | str) -> Run:
                 gettext("the run is already %(status)s.") % {"status": run.status},
             )
         return finish(run, RunStatus.CANCELLED, TerminationReason.CANCELLED)
+
+
+def store_repair_prompt(run: Run, prompt: ChatMessage) -> Message | None:
+    """Store the user turn of a repair round; ``None`` if the run stopped meanwhile."""
+    with transaction.atomic():
+        # Lock the run, as store_results does: a cancelled run gets no late turn.
+        if not Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
+            updated_at=timezone.now()
+        ):
+            return None
+        row = append_messages(run.conversation_id, [prompt], run=run, metadata={"repair": True})[0]
+        record(run.pk, [(RunEventType.MESSAGE_STORED, {"message": str(row.pk)})])
+    return row

@@ -120,6 +120,11 @@ class MessageSerializer(serializers.Serializer[Message]):
         ),
     )
     usage = UsageSerializer(allow_null=True, help_text="Assistant turns: token usage.")
+    parsed = serializers.DictField(
+        allow_null=True,
+        help_text="The answer of a run with a `response_format`, read as JSON once it "
+        "matched the schema; `null` otherwise.",
+    )
 
     def to_representation(self, instance: Message) -> dict[str, Any]:
         return message_data(message_row(instance))
