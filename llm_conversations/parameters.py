@@ -268,6 +268,31 @@ class ParameterSupport:
     max_temperature: float = TEMPERATURE_RANGE[1]
     max_stop_sequences: int | None = None
 
+    def check(
+        self,
+        parameters: RunParameters,
+        provider: str,
+        *,
+        models: Collection[str],
+        tools: Collection[str] | None = None,
+    ) -> None:
+        """Raise :class:`ParameterError` for what ``provider`` (its name, for the
+        message) cannot honour: a model not in ``models``, an unsupported parameter,
+        a ``tool_choice`` needing a tool not in ``tools`` (unchecked when ``None``)."""
+        model = parameters.model
+        if model is not None and model not in models:
+            raise ParameterError(
+                "model_not_allowed",
+                f"provider {provider} does not allow model {model!r} "
+                f"(allowed: {', '.join(models)}).",
+                field="model",
+            )
+        problem = self.problem(parameters, provider)
+        if problem is not None:
+            raise problem
+        if tools is not None:
+            parameters.check_tools(tools)
+
     def problem(self, parameters: RunParameters, provider: str) -> ParameterError | None:
         """The first parameter ``provider`` (its name, for the message) cannot honour."""
         for name in SAMPLING:

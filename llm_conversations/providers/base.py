@@ -18,7 +18,6 @@ import httpx
 
 from llm_conversations.completions import CompletionResponse, FinishReason, Usage
 from llm_conversations.conf import conf
-from llm_conversations.exceptions import ParameterError
 from llm_conversations.messages import (
     ChatMessage,
     InvalidMessage,
@@ -253,19 +252,7 @@ class Provider(HttpTransport):
         name (not checked when ``None``).
         """
         label = repr(self.backend) if name in (None, self.backend) else f"{name!r} ({self.backend})"
-        model = parameters.model
-        if model is not None and model not in self.models:
-            raise ParameterError(
-                "model_not_allowed",
-                f"provider {label} does not allow model {model!r} "
-                f"(allowed: {', '.join(self.models)}).",
-                field="model",
-            )
-        problem = self.parameter_support.problem(parameters, label)
-        if problem is not None:
-            raise problem
-        if tools is not None:
-            parameters.check_tools(tools)
+        self.parameter_support.check(parameters, label, models=self.models, tools=tools)
 
     def _request(
         self,

@@ -138,18 +138,11 @@ class ToolLoopService:
         or with ``background=True`` let a task worker execute it (queued once committed).
 
         ``message`` is the user turn: its text, a ``ChatMessage`` or its dict
-        form. ``parameters`` are kept on the run for every model call of it:
-        ``instructions``, ``model``, ``temperature``, ``top_p``,
-        ``max_output_tokens``, ``stop``, ``seed``, ``reasoning_effort``,
-        ``tool_choice``, ``parallel_tool_calls``, ``response_format`` (see
-        ``docs/loop.md``). Errors name the argument in ``field``
-        (``message.content``, ``tools``, ``max_iterations``, ``provider``,
-        ``temperature``). Raises ``ConversationBusy`` when another run is
-        active, ``InvalidMessage`` for a bad message, ``RunStateError`` for a
-        bad limit, ``ToolError`` for an unknown tool name,
-        ``ProviderNotConfigured`` for an unknown provider, ``ParameterError``
-        for a parameter that is invalid or that the provider cannot honour.
-        Nothing is stored when one is raised.
+        form; ``parameters`` (``RunParameterInput``) are kept on the run for
+        its every model call. Errors name the argument in ``field``. Raises
+        ``ConversationBusy`` when another run is active, ``InvalidMessage``,
+        ``RunStateError`` (a bad limit), ``ToolError`` (an unknown tool),
+        ``ProviderNotConfigured`` or ``ParameterError``; nothing is stored then.
         """
         user_turn = _user_turn(message)
         limit = conf.MAX_ITERATIONS if max_iterations is None else max_iterations
