@@ -215,6 +215,7 @@ def test_run_parameter_flags_apply_to_every_run(tmp_path: Any) -> None:
     run = Run.objects.get()
     assert (run.model, run.instructions) == ("echo-2", "Answer in JSON.")
     assert run.parameters == {
+        "model": "echo-2",
         "temperature": 0.3,
         "max_output_tokens": 40,
         "reasoning_effort": "low",

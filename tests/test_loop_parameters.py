@@ -97,6 +97,7 @@ def test_parameters_are_kept_on_the_run_and_sent_on_every_call() -> None:
     assert (run.status, run.iterations, run.model) == ("completed", 2, "gpt-big")
     assert run.instructions == "Answer in French."
     assert run.parameters == {
+        "model": "gpt-big",
         "temperature": 0.2,
         "max_output_tokens": 64,
         "stop": ["###"],
@@ -286,3 +287,18 @@ def test_a_background_run_uses_its_stored_parameters(
     answer = rows(run)[-1]
     assert (answer.role, answer.content) == (Role.ASSISTANT, '{"city": "Paris", "celsius": 18}')
     assert answer.parsed == {"city": "Paris", "celsius": 18}
+
+
+def test_a_run_asks_for_a_model_only_when_it_chose_one(settings: Any) -> None:
+    def entry(model: str) -> dict[str, Any]:
+        echo = {"BACKEND": "echo", "MODEL": model, "MODELS": ["two"]}
+        return {"DEFAULT_PROVIDER": "e", "PROVIDERS": {"e": echo}}
+
+    settings.LLM_CONVERSATIONS = entry("one")
+    default = ToolLoopService().start(create_conversation(), "hi")
+    chosen = ToolLoopService().start(create_conversation(), "hi", model="two")
+    assert (default.model, chosen.model) == ("one", "two")
+    settings.LLM_CONVERSATIONS = entry("three")  # MODEL changed while they were queued
+    for run in (default, chosen):
+        ToolLoopService().execute(run.pk)
+    assert [rows(run)[-1].model for run in (default, chosen)] == ["three", "two"]

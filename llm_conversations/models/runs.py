@@ -126,7 +126,8 @@ class Run(models.Model):
     max_iterations = models.PositiveIntegerField(_("max iterations"), default=8)
     # The run's own system prompt, sent first on every call, never stored as a
     # message; and its other parameters (RunParameters stored form, without
-    # instructions and model). Read through run_parameters.
+    # instructions; a model only when the run asked for one, while the model
+    # column records the model used). Read through run_parameters.
     instructions = models.TextField(_("instructions"), blank=True)
     parameters = models.JSONField(_("parameters"), default=dict, blank=True)
     iterations = models.PositiveIntegerField(_("iterations"), default=0)
@@ -207,11 +208,7 @@ class Run(models.Model):
         """What every model call of this run asks for: instructions, model, sampling,
         tool choice, response format."""
         return RunParameters.from_input(
-            {
-                **self.parameters,
-                "instructions": self.instructions or None,
-                "model": self.model or None,
-            }
+            {**self.parameters, "instructions": self.instructions or None}
         )
 
     @run_parameters.setter
@@ -219,7 +216,7 @@ class Run(models.Model):
         stored = parameters.to_stored()
         self.instructions = stored.pop("instructions", "")
         if "model" in stored:
-            self.model = stored.pop("model")
+            self.model = stored["model"]
         self.parameters = stored
 
     # Waiting calls ---------------------------------------------------------------
