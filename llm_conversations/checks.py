@@ -3,11 +3,12 @@
 One function per concern, each id stable:
 
 - :func:`check_settings`: E001 not a dict, E002 unknown key, E003 not a
-  positive integer (every name in ``conf.POSITIVE_INTEGERS``), E004 ``MAX_ITERATIONS`` above ``MAX_ITERATIONS_LIMIT``.
+  positive integer (every name in ``conf.POSITIVE_INTEGERS``), E004 ``MAX_ITERATIONS`` above ``MAX_ITERATIONS_LIMIT``,
+  E005 not a duration, E006 not a non-negative integer (``conf.NON_NEGATIVE_INTEGERS``).
 - :func:`check_providers`: E010 ``PROVIDERS`` not a non-empty dict, E015
-  ``DEFAULT_PROVIDER`` not a key of it, E019 ``TITLE_PROVIDER`` neither
+  ``DEFAULT_PROVIDER`` not a key of it, E009 ``TITLE_PROVIDER`` neither
   ``None`` nor a key of it, and the rules of each entry
-  (E011-E014, E016-E018, W010) from
+  (E011-E014, E016-E019, W010) from
   :func:`~llm_conversations.providers.registry.provider_entry_problems`, which
   ``build_provider()`` applies too.
 - :func:`check_tools`: E020 a ``TOOLS`` entry is not a usable tool, E021 two
@@ -29,11 +30,16 @@ from django.core.checks import CheckMessage, Error, Warning
 from llm_conversations.conf import (
     DEFAULTS,
     DURATIONS,
+    NON_NEGATIVE_INTEGERS,
     OPTIONAL_DURATIONS,
     POSITIVE_INTEGERS,
     raw_setting,
 )
-from llm_conversations.providers.registry import EntryProblem, provider_entry_problems
+from llm_conversations.providers.registry import (
+    EntryProblem,
+    is_non_negative_integer,
+    provider_entry_problems,
+)
 from llm_conversations.tools import ToolError, load_tool
 from llm_conversations.tools.mcp_config import MISSING_SDK, mcp_installed, mcp_server_problems
 
@@ -56,7 +62,7 @@ def _is_optional_duration(value: object) -> bool:
 
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E001 not a dict, E002 unknown key, E003 not a positive integer, E004 limits,
-    E005 not a duration."""
+    E005 not a duration, E006 not a non-negative integer."""
     value = getattr(settings, "LLM_CONVERSATIONS", {})
     if not isinstance(value, Mapping):
         return _wrong_type("LLM_CONVERSATIONS", "a dict", value, "llm_conversations.E001")
@@ -78,6 +84,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             "llm_conversations.E005",
         ),
         (DURATIONS, _is_positive_number, "a positive number of seconds", "llm_conversations.E005"),
+        (
+            NON_NEGATIVE_INTEGERS,
+            is_non_negative_integer,
+            "a non-negative integer",
+            "llm_conversations.E006",
+        ),
     )
     for keys, valid, expected, check_id in kinds:
         for key in keys:
@@ -103,7 +115,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
 
 def check_providers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """E010 PROVIDERS not a non-empty dict, E015 DEFAULT_PROVIDER unknown, E019
+    """E010 PROVIDERS not a non-empty dict, E015 DEFAULT_PROVIDER unknown, E009
     TITLE_PROVIDER unknown, plus each entry."""
     providers = raw_setting("PROVIDERS")
     if not isinstance(providers, Mapping) or not providers:
@@ -131,7 +143,7 @@ def check_providers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
                 f"LLM_CONVERSATIONS['TITLE_PROVIDER'] is {title!r}, "
                 "neither None nor a key of PROVIDERS.",
                 hint=f"Configured: {', '.join(sorted(map(str, providers)))}.",
-                id="llm_conversations.E019",
+                id="llm_conversations.E009",
             )
         )
     for name, entry in providers.items():

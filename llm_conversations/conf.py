@@ -28,6 +28,9 @@ DEFAULTS: dict[str, Any] = {
     "TOOL_WORKERS": 4,
     "TOOL_TIMEOUT": 120.0,
     "RUN_TIMEOUT": 900.0,
+    # Repair rounds a run with a response_format gets for an answer that does
+    # not match its schema, before it fails with invalid_output.
+    "STRUCTURED_OUTPUT_REPAIRS": 1,
     "BACKGROUND_RUNS": False,
     "TASK_BACKEND": "default",
     "LEASE_SECONDS": 60,
@@ -53,6 +56,9 @@ OPTIONAL_DURATIONS = ("TOOL_TIMEOUT", "RUN_TIMEOUT")
 
 # Seconds, a positive number (never None).
 DURATIONS = ("SSE_HEARTBEAT_SECONDS", "MCP_TOOLS_TTL")
+
+# Counts that may be zero.
+NON_NEGATIVE_INTEGERS = ("STRUCTURED_OUTPUT_REPAIRS",)
 
 POSITIVE_INTEGERS = (
     "LEASE_SECONDS",
@@ -123,6 +129,7 @@ class Settings:
     TOOL_WORKERS: _Setting[int] = _Setting(int)
     TOOL_TIMEOUT: _Setting[float | None] = _Setting(_optional(float))
     RUN_TIMEOUT: _Setting[float | None] = _Setting(_optional(float))
+    STRUCTURED_OUTPUT_REPAIRS: _Setting[int] = _Setting(int)
     BACKGROUND_RUNS: _Setting[bool] = _Setting(bool)
     TASK_BACKEND: _Setting[str] = _Setting(str)
     LEASE_SECONDS: _Setting[int] = _Setting(int)

@@ -17,9 +17,11 @@ __all__ = [
     "FeedbackError",
     "IdempotencyKeyError",
     "InvalidMessage",
+    "InvalidOutput",
     "InvalidRequestError",
     "InvalidResponseError",
     "LLMConversationsError",
+    "ParameterError",
     "ProviderError",
     "ProviderTimeout",
     "ProviderUnavailableError",
@@ -107,6 +109,26 @@ class IdempotencyKeyError(LLMConversationsError):
 
 class RunStateError(LLMConversationsError, ValueError):
     """A request does not fit the run's state or names calls it does not have."""
+
+
+class ParameterError(LLMConversationsError, ValueError):
+    """A run parameter is invalid, or the provider cannot honour it.
+
+    Codes: ``invalid_parameter`` (wrong type or out of range, ``field`` names
+    it), ``unknown_parameter``, ``invalid_response_format`` (not a usable JSON
+    Schema), ``tool_not_offered`` (``tool_choice`` names a tool the run does not
+    offer, or forces a call with none offered), ``model_not_allowed`` (not a
+    model of the provider entry) and ``unsupported_parameter`` (the provider
+    has no way to honour it; the message names provider and parameter).
+    """
+
+
+class InvalidOutput(LLMConversationsError):
+    """The model's final answer did not match the run's ``response_format``,
+    repair rounds included (code ``invalid_output``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("invalid_output", message)
 
 
 class ToolError(LLMConversationsError, ValueError):

@@ -190,3 +190,48 @@ def test_busy_conversation_is_refused_without_ending() -> None:
     _out, err = chat("second", "third", conversation=str(conversation.pk))
     assert err.count("Not sent: another run of this conversation is still active.") == 2
     assert [m.content for m in load_messages(conversation)] == ["first", "first"]
+
+
+def test_run_parameter_flags_apply_to_every_run(tmp_path: Any) -> None:
+    schema = tmp_path / "city.json"
+    schema.write_text(json.dumps({"type": "object", "properties": {"city": {"type": "string"}}}))
+    settings = {
+        "DEFAULT_PROVIDER": "echo",
+        "PROVIDERS": {"echo": {"BACKEND": "echo", "MODEL": "echo-1", "MODELS": ["echo-2"]}},
+    }
+    with override_settings(LLM_CONVERSATIONS=settings):
+        out, err = chat(
+            '{"city": "Oslo"}',
+            model="echo-2",
+            instructions="Answer in JSON.",
+            temperature=0.3,
+            max_output_tokens=40,
+            reasoning_effort="low",
+            response_format=str(schema),
+        )
+    assert err == ""
+    assert "(echo, model echo-2)" in out
+    assert 'parsed: {"city": "Oslo"}' in out
+    run = Run.objects.get()
+    assert (run.model, run.instructions) == ("echo-2", "Answer in JSON.")
+    assert run.parameters == {
+        "model": "echo-2",
+        "temperature": 0.3,
+        "max_output_tokens": 40,
+        "reasoning_effort": "low",
+        "response_format": json.loads(schema.read_text()),
+    }
+
+
+def test_bad_run_parameter_flags_are_command_errors(tmp_path: Any) -> None:
+    with pytest.raises(CommandError, match=r"^--model: provider 'echo' does not allow model 'x'"):
+        chat("hi", model="x")
+    with pytest.raises(CommandError, match=r"^--temperature: temperature must be between 0 and 2"):
+        chat("hi", temperature=3.0)
+    missing = tmp_path / "missing.json"
+    with pytest.raises(CommandError, match=r"^--response-format: cannot read"):
+        chat("hi", response_format=str(missing))
+    (tmp_path / "list.json").write_text("[]")
+    with pytest.raises(CommandError, match=r"^--response-format: response_format must be"):
+        chat("hi", response_format=str(tmp_path / "list.json"))
+    assert not Run.objects.exists()

@@ -41,6 +41,7 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.E003": ({"TOOL_WORKERS": 0}, True),
     "llm_conversations.E004": ({"MAX_ITERATIONS": 10, "MAX_ITERATIONS_LIMIT": 5}, True),
     "llm_conversations.E005": ({"TOOL_TIMEOUT": 0}, True),
+    "llm_conversations.E006": ({"STRUCTURED_OUTPUT_REPAIRS": -1}, True),
     "llm_conversations.E010": ({"PROVIDERS": {}}, True),
     "llm_conversations.E011": ({"PROVIDERS": {"p": "openai"}, "DEFAULT_PROVIDER": "p"}, True),
     "llm_conversations.E012": (entry(BACKEND="mistral", MODEL="m"), True),
@@ -50,7 +51,8 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.E016": (entry(BACKEND="ollama", MODEL="m", MODLE="x"), True),
     "llm_conversations.E017": (entry(BACKEND="ollama", MODEL="m", TIMEOUT=0), True),
     "llm_conversations.E018": (entry(BACKEND="ollama", MODEL="m", OPTIONS=[1]), True),
-    "llm_conversations.E019": ({"TITLE_PROVIDER": "missing"}, True),
+    "llm_conversations.E009": ({"TITLE_PROVIDER": "missing"}, True),
+    "llm_conversations.E019": (entry(BACKEND="ollama", MODEL="m", MODELS="m2"), True),
     "llm_conversations.W010": (entry(BACKEND="echo", MODEL="echo"), False),
     "llm_conversations.E020": ({"TOOLS": ["no_such_module.tool"]}, True),
     "llm_conversations.E021": ({"TOOLS": [f"{FIXTURES}.add", f"{FIXTURES}.another_add"]}, True),
@@ -124,7 +126,7 @@ def test_manage_py_check_is_quiet_for_valid_settings() -> None:
     assert not ID.findall(stderr.getvalue())
 
 
-# Settings (E001-E005) -------------------------------------------------------
+# Settings (E001-E006) -------------------------------------------------------
 
 
 def setting_ids(value: Any) -> list[str]:
@@ -177,7 +179,17 @@ def test_the_idempotency_key_ttl_is_a_positive_integer(value: Any) -> None:
     assert setting_ids({"IDEMPOTENCY_KEY_TTL": value}) == ["llm_conversations.E003"]
 
 
-# Providers (E010-E018, W010) ------------------------------------------------
+@pytest.mark.parametrize("value", [-1, 1.5, "1", True, None])
+def test_e006_repairs_not_a_non_negative_integer(value: Any) -> None:
+    assert setting_ids({"STRUCTURED_OUTPUT_REPAIRS": value}) == ["llm_conversations.E006"]
+
+
+@pytest.mark.parametrize("value", [0, 1, 3])
+def test_repairs_may_be_zero(value: Any) -> None:
+    assert setting_ids({"STRUCTURED_OUTPUT_REPAIRS": value}) == []
+
+
+# Providers (E010-E019, W010) ------------------------------------------------
 
 
 def provider_ids(value: dict[str, Any], debug: bool = True) -> list[str]:
@@ -227,7 +239,7 @@ def test_e015_default_provider_not_configured() -> None:
 @pytest.mark.parametrize("title", ["q", ["p"], 1])
 def test_e019_title_provider_not_configured(title: Any) -> None:
     value = {"PROVIDERS": {"p": {"BACKEND": "ollama", "MODEL": "m"}}, "DEFAULT_PROVIDER": "p"}
-    assert provider_ids({**value, "TITLE_PROVIDER": title}) == ["llm_conversations.E019"]
+    assert provider_ids({**value, "TITLE_PROVIDER": title}) == ["llm_conversations.E009"]
     # Off (the default) or naming an entry: no error.
     assert provider_ids({**value, "TITLE_PROVIDER": None}) == []
     assert provider_ids({**value, "TITLE_PROVIDER": "p"}) == []
@@ -248,6 +260,18 @@ def test_e018_options_not_a_dict() -> None:
     assert provider_ids(entry(BACKEND="ollama", MODEL="m", OPTIONS=[1])) == [
         "llm_conversations.E018"
     ]
+
+
+@pytest.mark.parametrize("models", ["gpt-4o", ["gpt-4o", ""], [None], {"gpt-4o": 1}])
+def test_e019_models_not_a_list_of_names(models: Any) -> None:
+    assert provider_ids(entry(BACKEND="ollama", MODEL="m", MODELS=models)) == [
+        "llm_conversations.E019"
+    ]
+
+
+def test_models_may_list_other_models() -> None:
+    assert provider_ids(entry(BACKEND="ollama", MODEL="m", MODELS=["m", "m2"])) == []
+    assert provider_ids(entry(BACKEND="ollama", MODEL="m", MODELS=[])) == []
 
 
 def test_w010_echo_without_debug() -> None:

@@ -19,6 +19,8 @@ import llm_conversations.completions as completions_module
 import llm_conversations.deprecation as deprecation_module
 import llm_conversations.exceptions as exceptions_module
 import llm_conversations.messages as messages_module
+import llm_conversations.parameters as parameters_module
+import llm_conversations.structured as structured_module
 import llm_conversations.tool_calls as tool_calls_module
 import llm_conversations.tool_specs as tool_specs_module
 from llm_conversations.completions import CompletionResponse, Usage
@@ -40,6 +42,8 @@ PURE_MODULES = [
     tool_specs_module,
     exceptions_module,
     deprecation_module,
+    parameters_module,
+    structured_module,
 ]
 
 

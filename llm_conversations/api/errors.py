@@ -50,6 +50,7 @@ _STATUS_BY_CODE = {
     "idempotency_key_in_use": 409,
     "idempotency_key_reused": 422,
     "provider_error": 502,
+    "invalid_output": 502,
 }
 
 # Library codes the API reports under an older public code. A range check on

@@ -32,6 +32,7 @@ MESSAGE_COLUMNS = (
     "output_tokens",
     "total_tokens",
     "cached_tokens",
+    "parsed",
 )
 
 
@@ -40,8 +41,9 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
 
     Tool call arguments are JSON text, as in the OpenAI request form.
     ``model`` and ``usage`` are set on assistant turns that a provider
-    answered, ``None`` otherwise. ``feedback`` is the caller's rating when the
-    row carries the ``FEEDBACK_COLUMNS`` of
+    answered, ``None`` otherwise; ``parsed`` on structured answers that
+    matched their run's ``response_format``. ``feedback`` is the caller's
+    rating when the row carries the ``FEEDBACK_COLUMNS`` of
     :func:`~llm_conversations.services.feedback.with_feedback`, else ``None``.
     """
     data = chat_message_from_row(
@@ -55,6 +57,7 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
     data["created_at"] = row["created_at"]
     data["model"] = (row["model"] or None) if assistant else None
     data["finish_reason"] = (row["finish_reason"] or None) if assistant else None
+    data["parsed"] = row["parsed"]
     data["usage"] = (
         {
             "input_tokens": row["input_tokens"],

@@ -2,7 +2,7 @@
 
 Every limit the server enforces is stated, read from the settings when the
 schema is generated: ``MAX_MESSAGE_CHARS`` (``maxLength`` of content, of a
-run's message text and of a tool's text output), ``MAX_MESSAGES_PER_REQUEST``
+run's message text and instructions, and of a tool's text output), ``MAX_MESSAGES_PER_REQUEST``
 (``maxItems``), ``MAX_METADATA_KEYS`` (``maxProperties``) and
 ``MAX_ITERATIONS_LIMIT`` (``maximum``).
 
@@ -30,8 +30,15 @@ from llm_conversations.api.serializers import (
     ToolOutputField,
     UserMessageField,
 )
+from llm_conversations.api.serializers.parameters import (
+    InstructionsField,
+    ResponseFormatField,
+    StopField,
+    ToolChoiceField,
+)
 from llm_conversations.api.sse import RunEventName
 from llm_conversations.conf import conf
+from llm_conversations.parameters import TOOL_CHOICE_MODES
 
 __all__ = ["ServerSentEventSerializer", "describe_run_events"]
 
@@ -136,3 +143,49 @@ class MessagesInputExtension(OpenApiSerializerExtension):
 
     def map_serializer(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
         return messages_input_schema()
+
+
+class InstructionsFieldExtension(OpenApiSerializerFieldExtension):
+    """A run's instructions: text within ``MAX_MESSAGE_CHARS``."""
+
+    target_class = InstructionsField
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        schema = {"type": "string", "minLength": 1, "maxLength": conf.MAX_MESSAGE_CHARS}
+        return _described(self.target, schema)
+
+
+class StopFieldExtension(OpenApiSerializerFieldExtension):
+    """One stop sequence, or a list of them."""
+
+    target_class = StopField
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        text = {"type": "string", "minLength": 1}
+        listed = {"type": "array", "items": text, "minItems": 1}
+        return _described(self.target, {"oneOf": [text, listed]})
+
+
+class ToolChoiceFieldExtension(OpenApiSerializerFieldExtension):
+    """A mode, or one tool by name."""
+
+    target_class = ToolChoiceField
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        mode = {"type": "string", "enum": list(TOOL_CHOICE_MODES)}
+        one = {
+            "type": "object",
+            "properties": {"name": {"type": "string", "minLength": 1}},
+            "required": ["name"],
+            "additionalProperties": False,
+        }
+        return _described(self.target, {"oneOf": [mode, one]})
+
+
+class ResponseFormatFieldExtension(OpenApiSerializerFieldExtension):
+    """A JSON Schema: an object whose content JSON Schema itself describes."""
+
+    target_class = ResponseFormatField
+
+    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        return _described(self.target, {"type": "object", "additionalProperties": {}})

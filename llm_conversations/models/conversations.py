@@ -117,6 +117,9 @@ class Message(models.Model):
     output_tokens = models.PositiveIntegerField(_("output tokens"), null=True, blank=True)
     total_tokens = models.PositiveIntegerField(_("total tokens"), null=True, blank=True)
     cached_tokens = models.PositiveIntegerField(_("cached tokens"), null=True, blank=True)
+    # Assistant answers of a run with a response_format: the answer read as
+    # JSON, once it matched the schema (an object; NULL otherwise).
+    parsed = models.JSONField(_("parsed answer"), null=True, blank=True)
     metadata = models.JSONField(_("metadata"), default=dict, blank=True)
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
 
@@ -186,6 +189,11 @@ class Message(models.Model):
                 name="llmconv_message_usage_assistant_only",
                 violation_error_code="usage_not_allowed",
             ),
+            models.CheckConstraint(
+                condition=Q(parsed__isnull=True) | Q(role=Role.ASSISTANT),
+                name="llmconv_message_parsed_assistant_only",
+                violation_error_code="parsed_not_allowed",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -231,6 +239,15 @@ class Message(models.Model):
                             "Provider, model, finish reason and token usage belong to assistant messages only."
                         ),
                         code="usage_not_allowed",
+                    )
+                }
+            )
+        if self.role != Role.ASSISTANT and self.parsed is not None:
+            raise ValidationError(
+                {
+                    "parsed": ValidationError(
+                        _("Only assistant messages have a parsed answer."),
+                        code="parsed_not_allowed",
                     )
                 }
             )

@@ -2,7 +2,8 @@
 
 A run's state is read and written only through the values and methods here:
 statuses, why it ended, why it waits, the operator's decisions, the calls it
-waits on and the tools it offered. Nothing else parses the JSON columns.
+waits on, the tools it offered and its parameters. Nothing else parses the
+JSON columns.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from django.utils.translation import gettext_lazy as _
 
 from llm_conversations.exceptions import RunStateError
 from llm_conversations.messages import ToolCall
+from llm_conversations.parameters import RunParameters
 from llm_conversations.tool_specs import ToolSpec
 
 __all__ = [
@@ -57,6 +59,7 @@ class TerminationReason(models.TextChoices):
     WORKER_LOST = "worker_lost", _("the worker executing it was lost")
     CONTENT_FILTER = "content_filter", _("refused or filtered by the provider")
     LENGTH = "length", _("output limit reached")
+    INVALID_OUTPUT = "invalid_output", _("the answer did not match the response format")
     CANCELLED = "cancelled", _("cancelled")
 
 
@@ -121,6 +124,12 @@ class Run(models.Model):
     # The tools offered: ToolSpec stored forms; read through offered_tools.
     tools = models.JSONField(_("tools offered"), default=list, blank=True)
     max_iterations = models.PositiveIntegerField(_("max iterations"), default=8)
+    # The run's own system prompt, sent first on every call, never stored as a
+    # message; and its other parameters (RunParameters stored form, without
+    # instructions; a model only when the run asked for one, while the model
+    # column records the model used). Read through run_parameters.
+    instructions = models.TextField(_("instructions"), blank=True)
+    parameters = models.JSONField(_("parameters"), default=dict, blank=True)
     iterations = models.PositiveIntegerField(_("iterations"), default=0)
     input_tokens = models.PositiveIntegerField(_("input tokens"), default=0)
     output_tokens = models.PositiveIntegerField(_("output tokens"), default=0)
@@ -191,6 +200,24 @@ class Run(models.Model):
     def offered_tool_names(self) -> list[str]:
         """Names of the offered tools, in order."""
         return [spec.name for spec in self.offered_tools]
+
+    # Parameters ------------------------------------------------------------------
+
+    @property
+    def run_parameters(self) -> RunParameters:
+        """What every model call of this run asks for: instructions, model, sampling,
+        tool choice, response format."""
+        return RunParameters.from_input(
+            {**self.parameters, "instructions": self.instructions or None}
+        )
+
+    @run_parameters.setter
+    def run_parameters(self, parameters: RunParameters) -> None:
+        stored = parameters.to_stored()
+        self.instructions = stored.pop("instructions", "")
+        if "model" in stored:
+            self.model = stored["model"]
+        self.parameters = stored
 
     # Waiting calls ---------------------------------------------------------------
 

@@ -161,6 +161,22 @@ def pass_through(body: dict[str, Any], options: Mapping[str, Any]) -> dict[str, 
     return body
 
 
+def merge_fields(body: dict[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
+    """``body`` with ``fields`` written over it; nested objects are merged key by key.
+
+    How a run's parameters override what the options built: a per-run
+    ``temperature`` replaces ``generationConfig.temperature`` and keeps the
+    entry's other ``generationConfig`` keys.
+    """
+    for key, value in fields.items():
+        current = body.get(key)
+        if isinstance(value, Mapping) and isinstance(current, Mapping):
+            body[key] = merge_fields(dict(current), value)
+        else:
+            body[key] = value
+    return body
+
+
 def int_or_zero(value: object) -> int:
     """A token count from a provider body; absent or odd values count as 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -13,9 +13,11 @@ import httpx
 
 from llm_conversations.completions import CompletionResponse, FinishReason, Usage
 from llm_conversations.messages import ChatMessage, Role
+from llm_conversations.parameters import ParameterSupport, RunParameters
+from llm_conversations.structured import describes_object, map_subschemas
 from llm_conversations.tool_specs import ToolSpec
 
-from ._wire import CallIds, int_or_zero, iter_sse, pass_through
+from ._wire import CallIds, int_or_zero, iter_sse, merge_fields, pass_through
 from .base import CompletionRequest, Provider
 from .errors import (
     AuthenticationError,
@@ -31,6 +33,8 @@ __all__ = [
     "ANTHROPIC_VERSION",
     "DEFAULT_MAX_TOKENS",
     "AnthropicProvider",
+    "anthropic_parameters",
+    "anthropic_schema",
     "anthropic_usage",
     "to_anthropic_request",
 ]
@@ -47,6 +51,21 @@ _FINISH = {
     "refusal": FinishReason.CONTENT_FILTER,
 }
 _TOOL_CHOICE = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
+_NONE = RunParameters()
+# Constraints structured outputs refuse. As Anthropic's SDKs do, they move into
+# the description; the answer is still validated against the schema as given.
+_MOVED_CONSTRAINTS = (
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
+)
 _STREAM_ERRORS: dict[str, type[ProviderError]] = {
     "authentication_error": AuthenticationError,
     "permission_error": AuthenticationError,
@@ -55,12 +74,70 @@ _STREAM_ERRORS: dict[str, type[ProviderError]] = {
 }
 
 
+def anthropic_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON Schema as structured outputs take it: every object closes
+    ``additionalProperties`` unless it says otherwise, and the numeric, length
+    and count constraints it refuses are moved into the ``description``."""
+
+    def adapt(node: dict[str, Any]) -> dict[str, Any]:
+        moved = {key: node.pop(key) for key in _MOVED_CONSTRAINTS if key in node}
+        if isinstance(node.get("minItems"), int) and node["minItems"] > 1:
+            moved["minItems"] = node.pop("minItems")
+        if moved:
+            note = ", ".join(f"{key}: {json.dumps(value)}" for key, value in moved.items())
+            node["description"] = f"{node.get('description', '')}\n\n{{{note}}}".lstrip()
+        if describes_object(node):
+            node.setdefault("additionalProperties", False)
+        return node
+
+    adapted: dict[str, Any] = map_subschemas(dict(schema), adapt)
+    return adapted
+
+
+def anthropic_parameters(parameters: RunParameters) -> dict[str, Any]:
+    """The Messages API fields of a run's parameters (those that are set).
+
+    ``max_output_tokens`` is ``max_tokens``, ``stop`` ``stop_sequences``;
+    ``reasoning_effort`` is ``output_config.effort`` and ``response_format``
+    ``output_config.format`` (structured outputs, which work beside tools);
+    ``parallel_tool_calls: false`` is ``tool_choice.disable_parallel_tool_use``.
+    """
+    fields: dict[str, Any] = {
+        name: getattr(parameters, name)
+        for name in ("temperature", "top_p")
+        if getattr(parameters, name) is not None
+    }
+    if parameters.max_output_tokens is not None:
+        fields["max_tokens"] = parameters.max_output_tokens
+    if parameters.stop is not None:
+        fields["stop_sequences"] = list(parameters.stop)
+    output: dict[str, Any] = {}
+    if parameters.reasoning_effort is not None:
+        output["effort"] = parameters.reasoning_effort
+    if parameters.response_format is not None:
+        schema = anthropic_schema(parameters.response_format.schema)
+        output["format"] = {"type": "json_schema", "schema": schema}
+    if output:
+        fields["output_config"] = output
+    choice = parameters.tool_choice
+    if choice is not None:
+        fields["tool_choice"] = (
+            {"type": "tool", "name": choice.name}
+            if choice.mode == "tool"
+            else dict(_TOOL_CHOICE[choice.mode])
+        )
+    if parameters.parallel_tool_calls is False:
+        fields["tool_choice"] = {**fields.get("tool_choice", {}), "disable_parallel_tool_use": True}
+    return fields
+
+
 def to_anthropic_request(
     messages: Sequence[ChatMessage],
     tools: Sequence[ToolSpec],
     *,
     model: str,
     options: Mapping[str, Any],
+    parameters: RunParameters | None = None,
 ) -> dict[str, Any]:
     """Build the Messages request body.
 
@@ -69,6 +146,7 @@ def to_anthropic_request(
     ``tool_result`` blocks of a user turn. Consecutive same-role turns are
     merged (so the results of one assistant turn share one user message,
     ahead of any user text) and empty text blocks are never sent.
+    ``parameters`` (:func:`anthropic_parameters`) override what ``options`` set.
     """
     system = [m.content for m in messages if m.role is Role.SYSTEM]
     turns: list[dict[str, Any]] = []
@@ -126,7 +204,18 @@ def to_anthropic_request(
         body["tool_choice"] = (
             _TOOL_CHOICE.get(choice, choice) if isinstance(choice, str) else choice
         )
-    return pass_through(body, options)
+    body = pass_through(body, options)
+    parameters = parameters or _NONE
+    if parameters.tool_choice is not None:
+        body.pop("tool_choice", None)  # the run's choice replaces the entry's
+    body = merge_fields(body, anthropic_parameters(parameters))
+    tool_choice = body.get("tool_choice")
+    if isinstance(tool_choice, dict) and "disable_parallel_tool_use" in tool_choice:
+        # Only a choice that allows calls can limit them to one.
+        tool_choice.setdefault("type", "auto")
+        if tool_choice["type"] == "none":
+            del tool_choice["disable_parallel_tool_use"]
+    return body
 
 
 def anthropic_usage(data: object) -> Usage:
@@ -151,6 +240,14 @@ class AnthropicProvider(Provider):
 
     backend = "anthropic"
     default_base_url = "https://api.anthropic.com"
+    parameter_support = ParameterSupport(
+        sampling=frozenset({"temperature", "top_p", "max_output_tokens", "stop"}),
+        reasoning_efforts=frozenset({"low", "medium", "high", "xhigh", "max"}),
+        tool_choices=frozenset({"auto", "none", "required", "tool"}),
+        parallel_tool_calls=frozenset({True, False}),
+        response_format=True,
+        max_temperature=1.0,
+    )
 
     def auth_headers(self) -> dict[str, str]:
         headers = {"anthropic-version": ANTHROPIC_VERSION}
@@ -160,7 +257,11 @@ class AnthropicProvider(Provider):
 
     def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
         body = to_anthropic_request(
-            request.messages, request.tools, model=self.model, options=request.options
+            request.messages,
+            request.tools,
+            model=request.model,
+            options=request.options,
+            parameters=request.parameters,
         )
         if request.stream:
             body["stream"] = True

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import httpx
@@ -26,6 +26,7 @@ from llm_conversations.messages import (
     ToolCall,
     as_chat_messages,
 )
+from llm_conversations.parameters import ParameterSupport, RunParameters
 from llm_conversations.text import storable_text
 from llm_conversations.tool_specs import ToolSpec
 
@@ -71,15 +72,20 @@ ERROR_TEXT_LIMIT = 500
 
 @dataclass(frozen=True, slots=True)
 class CompletionRequest:
-    """What one call sends: the messages, the tools offered, options, and whether to stream.
+    """What one call sends: the messages, the tools offered, options, whether to stream,
+    the model, and the run parameters each adapter maps to its native fields.
 
-    ``messages`` leaves out empty assistant turns (see :meth:`Provider.complete`).
+    ``messages`` leaves out empty assistant turns and begins with the
+    parameters' ``instructions`` as a system message (see :meth:`Provider.complete`);
+    ``parameters`` are checked against what the adapter can honour.
     """
 
     messages: tuple[ChatMessage, ...]
     tools: tuple[ToolSpec, ...]
     options: dict[str, Any]
     stream: bool
+    model: str = ""
+    parameters: RunParameters = field(default_factory=RunParameters)
 
 
 class Provider(HttpTransport):
@@ -94,6 +100,9 @@ class Provider(HttpTransport):
     backend: ClassVar[str] = ""
     default_base_url: ClassVar[str] = ""
     uses_http: ClassVar[bool] = True
+    parameter_support: ClassVar[ParameterSupport] = ParameterSupport()
+    """The run parameters this adapter maps; a subclass that declares none
+    honours only ``instructions`` and ``model``."""
 
     def __init__(
         self,
@@ -108,11 +117,14 @@ class Provider(HttpTransport):
         max_reply_chars: int | None = None,
         http_client: httpx.Client | None = None,
         sleep: Callable[[float], None] | None = None,
+        models: Iterable[str] = (),
         **options: Any,
     ) -> None:
         if not isinstance(model, str) or not model:
             raise ValueError(f"{type(self).__name__} needs a non-empty model name.")
         self.model = model
+        # The models a call may ask for: the configured one and the entry's MODELS.
+        self.models: tuple[str, ...] = (model, *(m for m in models if m != model))
         self._api_key = api_key or None
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         self.timeout = float(timeout)
@@ -160,16 +172,24 @@ class Provider(HttpTransport):
         messages: Iterable[MessageInput],
         *,
         tools: Iterable[ToolInput] | None = None,
+        parameters: RunParameters | Mapping[str, Any] | None = None,
         **options: Any,
     ) -> CompletionResponse:
-        """Send the conversation and return the parsed reply."""
-        return self.send(self._request(messages, tools, options, stream=False))
+        """Send the conversation and return the parsed reply.
+
+        ``parameters`` (a :class:`RunParameters` or a dict by name) are mapped
+        to this adapter's native fields over ``options``; one it cannot honour
+        raises :class:`ParameterError` before anything is sent. ``options`` are
+        sent as this adapter's own request fields (see ``docs/providers.md``).
+        """
+        return self.send(self._request(messages, tools, options, parameters, stream=False))
 
     def stream(
         self,
         messages: Iterable[MessageInput],
         *,
         tools: Iterable[ToolInput] | None = None,
+        parameters: RunParameters | Mapping[str, Any] | None = None,
         **options: Any,
     ) -> Iterator[StreamEvent]:
         """Send the conversation and yield events as the reply arrives.
@@ -179,7 +199,7 @@ class Provider(HttpTransport):
         raises :class:`ProviderUnavailableError`. Text beyond
         ``max_reply_chars`` raises :class:`InvalidResponseError` at once.
         """
-        return self.send_stream(self._request(messages, tools, options, stream=True))
+        return self.send_stream(self._request(messages, tools, options, parameters, stream=True))
 
     def send(self, request: CompletionRequest) -> CompletionResponse:
         """Make the call :meth:`complete` describes (a hook for providers without HTTP)."""
@@ -218,11 +238,28 @@ class Provider(HttpTransport):
         finally:
             response.close()
 
+    def check_parameters(
+        self,
+        parameters: RunParameters,
+        *,
+        name: str | None = None,
+        tools: Collection[str] | None = None,
+    ) -> None:
+        """Refuse parameters this provider cannot honour, with a :class:`ParameterError`.
+
+        ``name`` is the provider's key in ``PROVIDERS``, for the message;
+        ``tools`` the names of the tools offered, which a ``tool_choice`` must
+        name (not checked when ``None``).
+        """
+        label = repr(self.backend) if name in (None, self.backend) else f"{name!r} ({self.backend})"
+        self.parameter_support.check(parameters, label, models=self.models, tools=tools)
+
     def _request(
         self,
         messages: Iterable[MessageInput],
         tools: Iterable[ToolInput] | None,
         options: Mapping[str, Any],
+        parameters: RunParameters | Mapping[str, Any] | None,
         *,
         stream: bool,
     ) -> CompletionRequest:
@@ -230,8 +267,21 @@ class Provider(HttpTransport):
         # tells a model nothing, and several protocols refuse an empty turn.
         chat = as_chat_messages(messages)
         sent = tuple(m for m in chat if m.content or m.tool_calls or m.role is not Role.ASSISTANT)
+        specs = tuple(as_tool_specs(tools))
+        chosen = RunParameters.from_input(parameters)
+        if not specs:
+            # A call offered no tools (a run's closing call) has no tool choice to send.
+            chosen = chosen.without_tools()
+        self.check_parameters(chosen, tools=[spec.name for spec in specs])
+        if chosen.instructions:
+            sent = (ChatMessage.system(chosen.instructions), *sent)
         return CompletionRequest(
-            sent, tuple(as_tool_specs(tools)), {**self.options, **options}, stream
+            sent,
+            specs,
+            {**self.options, **options},
+            stream,
+            model=chosen.model or self.model,
+            parameters=chosen,
         )
 
     # Hooks ----------------------------------------------------------------

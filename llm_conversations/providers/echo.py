@@ -4,6 +4,9 @@ It makes no network call. Its behaviour is documented in ``docs/providers.md``:
 it repeats the last user message; a user message that is a JSON object with a
 ``tool_calls`` list makes it call those tools; after tool results it replies
 with a short text quoting them. Usage is counted in characters, not tokens.
+Run parameters are recorded in ``raw["parameters"]``; those that can shape a
+deterministic reply do (``max_output_tokens``, ``stop``, ``tool_choice: none``,
+``parallel_tool_calls: false``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,12 @@ from llm_conversations.messages import (
     InvalidMessage,
     Role,
     ToolCall,
+)
+from llm_conversations.parameters import (
+    REASONING_EFFORTS,
+    SAMPLING,
+    ParameterSupport,
+    RunParameters,
 )
 
 from ._wire import CallIds, tool_names_by_id
@@ -41,13 +50,21 @@ class EchoProvider(Provider):
 
     backend = "echo"
     uses_http = False
+    # Every parameter: a stand-in for any provider during development.
+    parameter_support = ParameterSupport(
+        sampling=frozenset(SAMPLING),
+        reasoning_efforts=frozenset(REASONING_EFFORTS),
+        tool_choices=frozenset({"auto", "none", "required", "tool"}),
+        parallel_tool_calls=frozenset({True, False}),
+        response_format=True,
+    )
 
     def __init__(self, *, model: str = "echo", **kwargs: Any) -> None:
         super().__init__(model=model, **kwargs)
 
     def send(self, request: CompletionRequest) -> CompletionResponse:
         """Reply per the documented echo rules."""
-        return self._reply(request.messages)
+        return self._reply(request.messages, request.model, request.parameters)
 
     def send_stream(self, request: CompletionRequest) -> Iterator[StreamEvent]:
         """The same reply as :meth:`send`, its text split into a few deltas."""
@@ -60,7 +77,9 @@ class EchoProvider(Provider):
             yield ToolCallCompleted(call)
         yield ResponseCompleted(response)
 
-    def _reply(self, messages: Sequence[ChatMessage]) -> CompletionResponse:
+    def _reply(
+        self, messages: Sequence[ChatMessage], model: str, parameters: RunParameters
+    ) -> CompletionResponse:
         calls: tuple[ToolCall, ...] = ()
         if messages and messages[-1].role is Role.TOOL:
             content = self._quote_results(messages)
@@ -68,7 +87,18 @@ class EchoProvider(Provider):
             last_user = next((m for m in reversed(messages) if m.role is Role.USER), None)
             text = last_user.content if last_user else "(no user message)"
             content, calls = self._requested_calls(text, messages)
+            choice = parameters.tool_choice
+            if calls and choice is not None and choice.mode == "none":
+                content, calls = text, ()
+        if parameters.parallel_tool_calls is False:
+            calls = calls[:1]
         reason = FinishReason.TOOL_CALLS if calls else FinishReason.STOP
+        for stop in parameters.stop or ():
+            content = content.split(stop, 1)[0]
+        limit = parameters.max_output_tokens
+        if limit is not None and len(content) > limit:
+            content = content[:limit]
+            reason = reason if calls else FinishReason.LENGTH
         usage = Usage(
             input_tokens=sum(len(m.content) for m in messages),
             output_tokens=len(content) + sum(len(c.arguments_json) for c in calls),
@@ -81,12 +111,14 @@ class EchoProvider(Provider):
                 "output_characters": usage.output_tokens,
             },
         }
+        if stored := parameters.to_stored():
+            raw["parameters"] = stored
         return CompletionResponse(
             content=content,
             tool_calls=calls,
             finish_reason=reason,
             usage=usage,
-            model=self.model,
+            model=model,
             provider=self.backend,
             raw=raw,
             raw_finish_reason=reason.value,

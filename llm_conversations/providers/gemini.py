@@ -14,15 +14,30 @@ import httpx
 
 from llm_conversations.completions import CompletionResponse, FinishReason, Usage
 from llm_conversations.messages import ChatMessage, Role
+from llm_conversations.parameters import SAMPLING, ParameterSupport, RunParameters
 from llm_conversations.tool_specs import ToolSpec
 
-from ._wire import CallIds, CallParts, int_or_zero, iter_sse, pass_through, tool_names_by_id
+from ._wire import (
+    CallIds,
+    CallParts,
+    int_or_zero,
+    iter_sse,
+    merge_fields,
+    pass_through,
+    tool_names_by_id,
+)
 from .base import CompletionRequest, Provider
 from .errors import AuthenticationError, ProviderError
 from .events import StreamEvent
 from .stream import StreamAccumulator
 
-__all__ = ["SKIP_SIGNATURE", "GeminiProvider", "gemini_usage", "to_gemini_request"]
+__all__ = [
+    "SKIP_SIGNATURE",
+    "GeminiProvider",
+    "gemini_parameters",
+    "gemini_usage",
+    "to_gemini_request",
+]
 
 # Google's documented stand-in for a thought signature the history did not keep;
 # Gemini 3 refuses replayed function calls without one.
@@ -38,6 +53,14 @@ _GENERATION_KEYS = {
     "seed": "seed",
 }
 _TOOL_MODES = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
+# Run parameters and their generationConfig keys.
+_PARAMETER_KEYS = {
+    "temperature": "temperature",
+    "top_p": "topP",
+    "max_output_tokens": "maxOutputTokens",
+    "seed": "seed",
+}
+_NONE = RunParameters()
 _FILTERED = {
     "SAFETY",
     "RECITATION",
@@ -54,12 +77,45 @@ def _needs_signature(model: str) -> bool:
     return bool(match) and int(match.group(1)) >= 3  # type: ignore[union-attr]
 
 
+def gemini_parameters(parameters: RunParameters) -> dict[str, Any]:
+    """The ``generateContent`` fields of a run's parameters (those that are set).
+
+    Sampling goes in ``generationConfig``; ``reasoning_effort`` is
+    ``thinkingConfig.thinkingLevel``; ``response_format`` is
+    ``responseMimeType: application/json`` with ``responseJsonSchema`` (JSON
+    Schema as given, like the tools' ``parametersJsonSchema``); ``tool_choice``
+    is ``toolConfig.functionCallingConfig`` (one tool: ``ANY`` with
+    ``allowedFunctionNames``).
+    """
+    generation: dict[str, Any] = {
+        key: getattr(parameters, name)
+        for name, key in _PARAMETER_KEYS.items()
+        if getattr(parameters, name) is not None
+    }
+    if parameters.stop is not None:
+        generation["stopSequences"] = list(parameters.stop)
+    if parameters.reasoning_effort is not None:
+        generation["thinkingConfig"] = {"thinkingLevel": parameters.reasoning_effort}
+    if parameters.response_format is not None:
+        generation["responseMimeType"] = "application/json"
+        generation["responseJsonSchema"] = parameters.response_format.schema
+    fields: dict[str, Any] = {"generationConfig": generation} if generation else {}
+    choice = parameters.tool_choice
+    if choice is not None:
+        config: dict[str, Any] = {"mode": _TOOL_MODES.get(choice.mode, "ANY")}
+        if choice.mode == "tool":
+            config["allowedFunctionNames"] = [choice.name]
+        fields["toolConfig"] = {"functionCallingConfig": config}
+    return fields
+
+
 def to_gemini_request(
     messages: Sequence[ChatMessage],
     tools: Sequence[ToolSpec],
     *,
     model: str,
     options: Mapping[str, Any],
+    parameters: RunParameters | None = None,
 ) -> dict[str, Any]:
     """Build the ``generateContent`` body.
 
@@ -69,6 +125,7 @@ def to_gemini_request(
     call order, each named after its call and carrying ``{"output": ...}`` or
     ``{"error": ...}``. Tools become ``functionDeclarations`` whose
     parameters are sent as JSON Schema (``parametersJsonSchema``).
+    ``parameters`` (:func:`gemini_parameters`) override what ``options`` set.
     """
     names = tool_names_by_id(messages)
     sign = _needs_signature(model)
@@ -133,7 +190,14 @@ def to_gemini_request(
     choice = options.pop("tool_choice", None)
     if isinstance(choice, str) and choice in _TOOL_MODES:
         body["toolConfig"] = {"functionCallingConfig": {"mode": _TOOL_MODES[choice]}}
-    return pass_through(body, options)
+    body = pass_through(body, options)
+    parameters = parameters or _NONE
+    # The run's tool choice and thinking level replace the entry's, never mix with them.
+    if parameters.tool_choice is not None:
+        body.pop("toolConfig", None)
+    if parameters.reasoning_effort is not None and "generationConfig" in body:
+        body["generationConfig"].pop("thinkingConfig", None)
+    return merge_fields(body, gemini_parameters(parameters))
 
 
 def gemini_usage(data: object) -> Usage:
@@ -169,15 +233,28 @@ class GeminiProvider(Provider):
 
     backend = "gemini"
     default_base_url = "https://generativelanguage.googleapis.com/v1beta"
+    parameter_support = ParameterSupport(
+        sampling=frozenset(SAMPLING),
+        reasoning_efforts=frozenset({"minimal", "low", "medium", "high"}),
+        tool_choices=frozenset({"auto", "none", "required", "tool"}),
+        # Gemini may call several functions at once and has no switch to stop it.
+        parallel_tool_calls=frozenset({True}),
+        response_format=True,
+        max_stop_sequences=5,
+    )
 
     def auth_headers(self) -> dict[str, str]:
         return {"x-goog-api-key": self._api_key} if self._api_key else {}
 
     def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
         body = to_gemini_request(
-            request.messages, request.tools, model=self.model, options=request.options
+            request.messages,
+            request.tools,
+            model=request.model,
+            options=request.options,
+            parameters=request.parameters,
         )
-        name = self.model.removeprefix("models/")
+        name = request.model.removeprefix("models/")
         method = "streamGenerateContent?alt=sse" if request.stream else "generateContent"
         return f"/models/{name}:{method}", body
 

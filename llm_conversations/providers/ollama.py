@@ -12,14 +12,23 @@ import httpx
 
 from llm_conversations.completions import CompletionResponse, FinishReason, Usage
 from llm_conversations.messages import ChatMessage, Role
+from llm_conversations.parameters import SAMPLING, ParameterSupport, RunParameters
 from llm_conversations.tool_specs import ToolSpec
 
-from ._wire import CallIds, function_calls, int_or_zero, iter_ndjson, pass_through, tool_names_by_id
+from ._wire import (
+    CallIds,
+    function_calls,
+    int_or_zero,
+    iter_ndjson,
+    merge_fields,
+    pass_through,
+    tool_names_by_id,
+)
 from .base import CompletionRequest, Provider
 from .events import StreamEvent
 from .stream import StreamAccumulator
 
-__all__ = ["OllamaProvider", "ollama_usage", "to_ollama_request"]
+__all__ = ["OllamaProvider", "ollama_parameters", "ollama_usage", "to_ollama_request"]
 
 # Sampling options that Ollama reads from the nested "options" object.
 _MODEL_OPTIONS = {
@@ -37,6 +46,35 @@ _MODEL_OPTIONS = {
 }
 
 
+_NONE = RunParameters()
+
+
+def ollama_parameters(parameters: RunParameters) -> dict[str, Any]:
+    """The ``/api/chat`` fields of a run's parameters (those that are set).
+
+    Sampling goes in ``options`` (``max_output_tokens`` is ``num_predict``);
+    ``reasoning_effort`` is ``think`` (``none`` is ``false``);
+    ``response_format`` is ``format`` with the schema. ``tool_choice: none``
+    is honoured by sending no tools (in :func:`to_ollama_request`).
+    """
+    sampling: dict[str, Any] = {
+        name: getattr(parameters, name)
+        for name in ("temperature", "top_p", "seed")
+        if getattr(parameters, name) is not None
+    }
+    if parameters.max_output_tokens is not None:
+        sampling["num_predict"] = parameters.max_output_tokens
+    if parameters.stop is not None:
+        sampling["stop"] = list(parameters.stop)
+    fields: dict[str, Any] = {"options": sampling} if sampling else {}
+    effort = parameters.reasoning_effort
+    if effort is not None:
+        fields["think"] = False if effort == "none" else effort
+    if parameters.response_format is not None:
+        fields["format"] = parameters.response_format.schema
+    return fields
+
+
 def to_ollama_request(
     messages: Sequence[ChatMessage],
     tools: Sequence[ToolSpec],
@@ -44,12 +82,14 @@ def to_ollama_request(
     model: str,
     stream: bool,
     options: Mapping[str, Any],
+    parameters: RunParameters | None = None,
 ) -> dict[str, Any]:
     """Build the ``/api/chat`` body.
 
     Tool call arguments are sent as objects and each tool message names its
     function in ``tool_name`` (looked up from the call id). Sampling options
     (``max_tokens`` becomes ``num_predict``) go in the nested ``options``.
+    ``parameters`` (:func:`ollama_parameters`) override what ``options`` set.
     """
     names = tool_names_by_id(messages)
     wire: list[dict[str, Any]] = []
@@ -75,7 +115,12 @@ def to_ollama_request(
         sampling[key] = options.pop(key)
     if sampling:
         body["options"] = sampling
-    return pass_through(body, options)
+    parameters = parameters or _NONE
+    choice = parameters.tool_choice
+    if choice is not None and choice.mode == "none":
+        # Ollama has no tool choice; a model offered no tools calls none.
+        body.pop("tools", None)
+    return merge_fields(pass_through(body, options), ollama_parameters(parameters))
 
 
 def ollama_usage(data: Mapping[str, Any]) -> Usage:
@@ -106,14 +151,23 @@ class OllamaProvider(Provider):
 
     backend = "ollama"
     default_base_url = "http://127.0.0.1:11434"
+    parameter_support = ParameterSupport(
+        sampling=frozenset(SAMPLING),
+        reasoning_efforts=frozenset({"none", "low", "medium", "high"}),
+        # No tool choice in the API: "none" is honoured by offering no tools.
+        tool_choices=frozenset({"auto", "none"}),
+        parallel_tool_calls=frozenset({True}),
+        response_format=True,
+    )
 
     def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
         body = to_ollama_request(
             request.messages,
             request.tools,
-            model=self.model,
+            model=request.model,
             stream=request.stream,
             options=request.options,
+            parameters=request.parameters,
         )
         return "/api/chat", body
 

@@ -14,13 +14,14 @@ import httpx
 
 from llm_conversations.completions import CompletionResponse, FinishReason, Usage
 from llm_conversations.messages import ChatMessage
+from llm_conversations.parameters import SAMPLING, ParameterSupport, RunParameters
 
 from ._wire import CallIds, function_calls, int_or_zero, iter_sse
 from .base import CompletionRequest, Provider
 from .events import StreamEvent
 from .stream import StreamAccumulator
 
-__all__ = ["OpenAIProvider", "openai_finish_reason", "openai_usage"]
+__all__ = ["OpenAIProvider", "openai_finish_reason", "openai_parameters", "openai_usage"]
 
 _FINISH = {
     "stop": FinishReason.STOP,
@@ -55,17 +56,70 @@ def openai_usage(data: object) -> Usage:
     )
 
 
+# Run parameters sent under their own name.
+_SAME_NAME = ("temperature", "top_p", "seed", "reasoning_effort", "parallel_tool_calls")
+
+
+def openai_parameters(parameters: RunParameters) -> dict[str, Any]:
+    """The Chat Completions fields of a run's parameters (those that are set).
+
+    ``max_output_tokens`` is ``max_completion_tokens`` (``max_tokens`` is
+    deprecated and refused by reasoning models); ``response_format`` is a
+    ``json_schema`` format, ``strict`` when the schema fits strict mode.
+    """
+    fields: dict[str, Any] = {
+        name: getattr(parameters, name)
+        for name in _SAME_NAME
+        if getattr(parameters, name) is not None
+    }
+    if parameters.max_output_tokens is not None:
+        fields["max_completion_tokens"] = parameters.max_output_tokens
+    if parameters.stop is not None:
+        fields["stop"] = list(parameters.stop)
+    choice = parameters.tool_choice
+    if choice is not None:
+        fields["tool_choice"] = (
+            {"type": "function", "function": {"name": choice.name}}
+            if choice.mode == "tool"
+            else choice.mode
+        )
+    response_format = parameters.response_format
+    if response_format is not None:
+        fields["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {
+                "name": response_format.name,
+                "schema": response_format.schema,
+                "strict": response_format.strict,
+            },
+        }
+    return fields
+
+
 class OpenAIProvider(Provider):
     """Chat Completions at ``{base_url}/chat/completions`` with a Bearer key."""
 
     backend = "openai"
     default_base_url = "https://api.openai.com/v1"
+    parameter_support = ParameterSupport(
+        sampling=frozenset(SAMPLING),
+        reasoning_efforts=frozenset({"none", "minimal", "low", "medium", "high", "xhigh"}),
+        tool_choices=frozenset({"auto", "none", "required", "tool"}),
+        parallel_tool_calls=frozenset({True, False}),
+        response_format=True,
+        max_stop_sequences=4,
+    )
 
     def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
-        body: dict[str, Any] = {**request.options, "model": self.model}
+        body: dict[str, Any] = {**request.options, "model": request.model}
         body["messages"] = [message.to_wire() for message in request.messages]
         if request.tools:
             body["tools"] = [spec.to_wire() for spec in request.tools]
+        fields = openai_parameters(request.parameters)
+        if "max_completion_tokens" in fields:
+            # The run's limit replaces an entry's max_tokens option; both would be refused.
+            body.pop("max_tokens", None)
+        body.update(fields)
         if request.stream:
             body["stream"] = True
             extra = request.options.get("stream_options")

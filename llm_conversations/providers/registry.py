@@ -43,6 +43,7 @@ __all__ = [
     "build_provider",
     "clear_provider_cache",
     "get_provider",
+    "is_non_negative_integer",
     "provider_entry_problems",
 ]
 
@@ -65,6 +66,7 @@ ENTRY_KEYS = frozenset(
         "MAX_RETRIES",
         "MAX_RETRY_AFTER",
         "OPTIONS",
+        "MODELS",
     }
 )
 
@@ -118,7 +120,8 @@ def _is_non_negative_number(value: object) -> bool:
     return not isinstance(value, bool) and isinstance(value, int | float) and value >= 0
 
 
-def _is_non_negative_integer(value: object) -> bool:
+def is_non_negative_integer(value: object) -> bool:
+    """A count that may be zero (``True`` is a mistake here, not 1)."""
     return not isinstance(value, bool) and isinstance(value, int) and value >= 0
 
 
@@ -129,7 +132,8 @@ def provider_entry_problems(entry: object, name: str | None = None) -> list[Entr
     E011 not a dict, E012 unusable BACKEND, E013 no MODEL, E014 no API_KEY for
     a hosted backend, E016 unknown key, E017 bad TIMEOUT, CONNECT_TIMEOUT,
     MAX_RETRIES or MAX_RETRY_AFTER, E018
-    OPTIONS not a dict, W010 the echo backend while DEBUG is off.
+    OPTIONS not a dict, E019 MODELS not a list of model names, W010 the echo
+    backend while DEBUG is off.
     """
     where = "A provider entry" if name is None else f"LLM_CONVERSATIONS['PROVIDERS'][{name!r}]"
     if not isinstance(entry, Mapping):
@@ -178,7 +182,7 @@ def provider_entry_problems(entry: object, name: str | None = None) -> list[Entr
                     f"{where}[{key!r}] must be a positive number; got {entry[key]!r}.",
                 )
             )
-    if "MAX_RETRIES" in entry and not _is_non_negative_integer(entry["MAX_RETRIES"]):
+    if "MAX_RETRIES" in entry and not is_non_negative_integer(entry["MAX_RETRIES"]):
         problems.append(
             EntryProblem(
                 "llm_conversations.E017",
@@ -199,6 +203,17 @@ def provider_entry_problems(entry: object, name: str | None = None) -> list[Entr
     if not isinstance(entry.get("OPTIONS", {}), Mapping):
         problems.append(
             EntryProblem("llm_conversations.E018", f"{where}['OPTIONS'] must be a dict.")
+        )
+    models = entry.get("MODELS", [])
+    if not isinstance(models, list | tuple) or not all(
+        isinstance(item, str) and item for item in models
+    ):
+        problems.append(
+            EntryProblem(
+                "llm_conversations.E019",
+                f"{where}['MODELS'] must be a list of model names (non-empty strings).",
+                hint="The models a run may ask for besides MODEL, e.g. ['gpt-4o', 'gpt-4o-mini'].",
+            )
         )
     if backend == "echo" and not settings.DEBUG:
         problems.append(
@@ -229,6 +244,7 @@ def build_provider(config: Mapping[str, Any], name: str | None = None) -> Provid
         connect_timeout=config.get("CONNECT_TIMEOUT", DEFAULT_CONNECT_TIMEOUT),
         max_retries=config.get("MAX_RETRIES", DEFAULT_MAX_RETRIES),
         max_retry_after=config.get("MAX_RETRY_AFTER", DEFAULT_MAX_RETRY_AFTER),
+        models=config.get("MODELS", ()),
         **dict(config.get("OPTIONS", {})),
     )
 

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, Unpack
 
 from django.db import IntegrityError, transaction
 
@@ -36,13 +36,14 @@ from llm_conversations.models import (
     RunStatus,
     TerminationReason,
 )
+from llm_conversations.parameters import RunParameterInput, RunParameters
 from llm_conversations.providers import (
     Provider,
     ProviderError,
     ResponseCompleted,
     get_provider,
 )
-from llm_conversations.services import leases, run_events, run_log, runs
+from llm_conversations.services import answers, leases, run_events, run_log, runs
 from llm_conversations.services.events import (
     LoopEvent,
     MessageStored,
@@ -130,16 +131,17 @@ class ToolLoopService:
         tools: Iterable[str] | None = None,
         max_iterations: int | None = None,
         background: bool = False,
+        **parameters: Unpack[RunParameterInput],
     ) -> Run:
         """Store the user turn and a queued run, atomically; execute it with :meth:`execute`,
         or with ``background=True`` let a task worker execute it (queued once committed).
 
         ``message`` is the user turn: its text, a ``ChatMessage`` or its dict
-        form. Errors name the argument in ``field`` (``message.content``,
-        ``tools``, ``max_iterations``, ``provider``). Raises ``ConversationBusy``
-        when another run is active, ``InvalidMessage`` for a bad message,
-        ``RunStateError`` for a bad limit, ``ToolError`` for an unknown tool
-        name, ``ProviderNotConfigured`` for an unknown provider.
+        form; ``parameters`` (``RunParameterInput``) are kept on the run for
+        its every model call. Errors name the argument in ``field``. Raises
+        ``ConversationBusy`` when another run is active, ``InvalidMessage``,
+        ``RunStateError`` (a bad limit), ``ToolError`` (an unknown tool),
+        ``ProviderNotConfigured`` or ``ParameterError``; nothing is stored then.
         """
         user_turn = _user_turn(message)
         limit = conf.MAX_ITERATIONS if max_iterations is None else max_iterations
@@ -160,6 +162,8 @@ class ToolLoopService:
             offered = self.registry if tools is None else self.registry.subset(tools)
         except ToolError as exc:
             raise exc.within("tools") from None
+        chosen = RunParameters.from_input(parameters)
+        backend.check_parameters(chosen, name=name, tools=offered.names())
         conversation_id = conversation_pk(conversation)
         try:
             with transaction.atomic():
@@ -173,6 +177,7 @@ class ToolLoopService:
                     max_iterations=limit,
                 )
                 run.offered_tools = offered.specs()
+                run.run_parameters = chosen
                 run.save(force_insert=True)
                 append_messages(conversation_id, [user_turn], run=run)
                 if background:
@@ -241,6 +246,7 @@ class ToolLoopService:
         _, provider = self._provider_for(run.provider or None)
         mine = runs.held(run)
         specs = run.offered_tools
+        parameters = run.run_parameters
         registry = self.registry  # once: MCP tool lists may refresh meanwhile
         offered = ToolRegistry(registry.get(spec.name) for spec in specs if spec.name in registry)
         # Read once: while this execution holds the lease only it appends, and
@@ -260,6 +266,12 @@ class ToolLoopService:
                     f"the run took longer than RUN_TIMEOUT ({conf.RUN_TIMEOUT:g} s).",
                 )
                 yield RunFailed(runs.finish(run, RunStatus.FAILED, TerminationReason.TIMEOUT, late))
+                return
+            schema = parameters.response_format
+            if schema is not None and answers.ends_with_answer(run, history):
+                if (yield from answers.resume_with_answer(run, schema, history[-1], where=mine)):
+                    history = load_messages(run.conversation_id)  # with the repair prompt
+                    continue
                 return
             pending = set(unanswered_tool_call_ids(history))
             if pending:
@@ -287,10 +299,14 @@ class ToolLoopService:
             # max_iterations counts model calls; the last one is offered no
             # tools, so the model answers in words.
             closing = run.iterations + 1 >= run.max_iterations
-            worked = run.iterations > 0
+            # Model calls that asked for tools (a repair round follows an answer).
+            repairs = answers.repairs(parameters, history, run.iterations)
+            worked = run.iterations > repairs
+            asked = parameters if run.iterations == 0 else parameters.after_first_call()
             response: CompletionResponse | None = None
             text = run_log.TextBuffer(run)
-            for event in self._call(provider, history, [] if closing else specs, stream):
+            offer = [] if closing else specs
+            for event in self._call(provider, history, offer, stream, asked):
                 if isinstance(event, CompletionResponse):
                     response = event
                     written = text.flush()
@@ -310,16 +326,25 @@ class ToolLoopService:
                     content=response.content or "I stopped before finishing: too many tool rounds.",
                     tool_calls=(),
                 )
+            final = closing or not response.tool_calls
+            verdict = answers.judge(parameters, response) if final else None
             # Calls that will run at once are logged as started with the turn.
             calls = list(response.tool_calls)
             starting = [] if runs.waiting_calls(calls, offered, run) else calls
-            reply = runs.store_reply(run, response, history=history, starting=starting)
+            reply = runs.store_reply(
+                run, response, history=history, starting=starting, **answers.stored(verdict)
+            )
             if reply is None:
                 return
             history.append(reply.to_chat_message())
             logged.update(call.id for call in starting)
             yield MessageStored(reply)
-            if closing or not response.tool_calls:
+            if verdict is not None and not verdict.valid:
+                if (yield from answers.repair_or_fail(run, verdict, repairs, where=mine)):
+                    history = load_messages(run.conversation_id)  # with the repair prompt
+                    continue
+                return
+            if final:
                 reason = _end_reason(response, cut_short)
                 yield RunCompleted(runs.finish(run, RunStatus.COMPLETED, reason, where=mine))
                 return
@@ -330,12 +355,13 @@ class ToolLoopService:
         history: list[ChatMessage],
         specs: list[ToolSpec],
         stream: bool,
+        parameters: RunParameters,
     ) -> Iterator[TextDelta | CompletionResponse]:
         tools = specs or None
         if not stream:
-            yield provider.complete(history, tools=tools)
+            yield provider.complete(history, tools=tools, parameters=parameters)
             return
-        for event in provider.stream(history, tools=tools):
+        for event in provider.stream(history, tools=tools, parameters=parameters):
             if isinstance(event, TextDelta):
                 yield event
             elif isinstance(event, ResponseCompleted):

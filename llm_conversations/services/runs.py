@@ -63,6 +63,7 @@ __all__ = [
     "pause",
     "requeue_failed",
     "started_events",
+    "store_repair_prompt",
     "store_reply",
     "store_results",
     "submit_outputs",
@@ -179,13 +180,16 @@ def store_reply(
     *,
     history: Sequence[ChatMessage] | None = None,
     starting: Sequence[ToolCall] = (),
+    parsed: Any = None,
+    metadata: dict[str, Any] | None = None,
 ) -> Message | None:
     """Count the model call and store its turn; ``None`` if the run stopped meanwhile.
 
     One transaction: the conditional update that counts the call also renews
     the lease, and ``starting`` (calls of this turn about to run) are logged
     as ``tool_call.started`` with the turn. ``history``, the conversation as
-    the loop holds it, spares the store re-reading it.
+    the loop holds it, spares the store re-reading it. ``parsed`` and
+    ``metadata`` are what a judged final answer adds.
     """
     usage = response.usage
     with transaction.atomic():
@@ -201,7 +205,14 @@ def store_reply(
         )
         if not counted:
             return None
-        row = append_completion(run.conversation_id, response, run=run, history=history)
+        row = append_completion(
+            run.conversation_id,
+            response,
+            run=run,
+            history=history,
+            parsed=parsed,
+            metadata=metadata,
+        )
         record(
             run.pk,
             [
@@ -422,3 +433,16 @@ def cancel_run(run_id: uuid.UUID | str) -> Run:
                 gettext("the run is already %(status)s.") % {"status": run.status},
             )
         return finish(run, RunStatus.CANCELLED, TerminationReason.CANCELLED)
+
+
+def store_repair_prompt(run: Run, prompt: ChatMessage) -> Message | None:
+    """Store the user turn of a repair round; ``None`` if the run stopped meanwhile."""
+    with transaction.atomic():
+        # Lock the run, as store_results does: a cancelled run gets no late turn.
+        if not Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
+            updated_at=timezone.now()
+        ):
+            return None
+        row = append_messages(run.conversation_id, [prompt], run=run, metadata={"repair": True})[0]
+        record(run.pk, [(RunEventType.MESSAGE_STORED, {"message": str(row.pk)})])
+    return row

@@ -305,15 +305,18 @@ def append_completion(
     *,
     run: Run | None = None,
     metadata: dict[str, Any] | None = None,
+    parsed: Any = None,
     history: Sequence[ChatMessage] | None = None,
 ) -> Message:
     """Append the assistant turn of a provider reply with its provider, model, usage and
     finish reason; a reply the adapter had to make storable is flagged ``sanitized``.
 
+    ``parsed`` is a structured answer, read and validated (``Message.parsed``);
     ``run`` and ``history`` as for :func:`append_messages`.
     """
     usage = response.usage
     extra = {
+        "parsed": parsed,
         "provider": response.provider,
         "model": response.model,
         "finish_reason": response.finish_reason.value,

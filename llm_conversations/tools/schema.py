@@ -11,31 +11,13 @@ from typing import Annotated, Any
 import jsonschema
 import pydantic
 
+from llm_conversations.structured import json_schema_validator, map_subschemas
 from llm_conversations.tools.errors import ToolError
-
-# Keys whose values map names to schemas; a "title" there is a property name.
-_SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
-# Keys whose values are instance data, never schemas.
-_DATA_KEYS = frozenset({"default", "enum", "const", "examples"})
 
 
 def strip_titles(node: Any) -> Any:
     """Drop pydantic's generated ``title`` keywords; they only add tokens."""
-    if isinstance(node, list):
-        return [strip_titles(item) for item in node]
-    if not isinstance(node, dict):
-        return node
-    result: dict[str, Any] = {}
-    for key, value in node.items():
-        if key == "title":
-            continue
-        if key in _SCHEMA_MAPS and isinstance(value, dict):
-            result[key] = {name: strip_titles(schema) for name, schema in value.items()}
-        elif key in _DATA_KEYS:
-            result[key] = value
-        else:
-            result[key] = strip_titles(value)
-    return result
+    return map_subschemas(node, lambda schema: {k: v for k, v in schema.items() if k != "title"})
 
 
 def description_from_doc(function: Callable[..., Any]) -> str:
@@ -104,14 +86,12 @@ def provider_schema(model: type[pydantic.BaseModel], name: str) -> dict[str, Any
 
 def schema_validator(name: str, schema: dict[str, Any]) -> jsonschema.protocols.Validator:
     """A validator for an explicit schema; :class:`ToolError` when the schema is invalid."""
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
-        cls.check_schema(schema)
+        return json_schema_validator(schema)
     except jsonschema.SchemaError as exc:
         raise ToolError(
             "invalid_tool_schema", f"the schema of {name} is not valid JSON Schema: {exc.message}"
         ) from exc
-    return cls(schema)
 
 
 def cut(text: str, limit: int) -> str:

@@ -75,6 +75,7 @@ def test_representation_is_the_openai_form_plus_stored_fields(
         "model": None,
         "finish_reason": None,
         "usage": None,
+        "parsed": None,
         "feedback": None,
     }
     call_turn = data[2]

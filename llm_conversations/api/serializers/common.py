@@ -23,6 +23,9 @@ def _type_problem(field: serializers.Field[Any, Any, Any, Any], value: Any) -> s
         # JSON Schema's integer: 2 or 2.0, not 2.5, "2" or true.
         integral = isinstance(value, int) or (isinstance(value, float) and value.is_integer())
         return None if integral and not isinstance(value, bool) else "Must be an integer."
+    if isinstance(field, serializers.FloatField):
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        return None if number else "Must be a number."
     if isinstance(field, serializers.CharField):
         return None if isinstance(value, str) else "Must be a string."
     if isinstance(field, serializers.ListField):

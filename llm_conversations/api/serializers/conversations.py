@@ -138,6 +138,11 @@ class MessageSerializer(serializers.Serializer[Message]):
         ),
     )
     usage = UsageSerializer(allow_null=True, help_text="Assistant turns: token usage.")
+    parsed = serializers.DictField(
+        allow_null=True,
+        help_text="The answer of a run with a `response_format`, read as JSON once it "
+        "matched the schema; `null` otherwise.",
+    )
     feedback = MessageFeedbackSerializer(
         allow_null=True,
         help_text="The caller's rating of this assistant turn, or null (`PUT feedback/` sets it).",

@@ -20,6 +20,10 @@ from llm_conversations.api.serializers.conversations import (
     ToolCallSerializer,
     UsageSerializer,
 )
+from llm_conversations.api.serializers.parameters import (
+    RunParameterFields,
+    RunParametersSerializer,
+)
 from llm_conversations.conf import conf
 from llm_conversations.models import (
     MAX_ID_CHARS,
@@ -56,8 +60,8 @@ class UserMessageField(serializers.JSONField):
         return data
 
 
-class RunCreateSerializer(StrictTypes[Any]):
-    """Start a run: store the user turn, then answer it with the tool loop."""
+class RunStartFields(StrictTypes[Any]):
+    """What a run answers and how it is executed (its parameters come after)."""
 
     message = UserMessageField(help_text="The user turn: text or a message object.")
     provider = serializers.CharField(
@@ -86,6 +90,10 @@ class RunCreateSerializer(StrictTypes[Any]):
             "`stream`: its events as they are logged); `BACKGROUND_RUNS` when omitted."
         ),
     )
+
+
+class RunCreateSerializer(RunStartFields, RunParameterFields):
+    """Start a run: store the user turn, then answer it with the tool loop."""
 
 
 class RunRetrySerializer(StrictTypes[Any]):
@@ -151,7 +159,8 @@ class RunSerializer(serializers.Serializer[Run]):
     conversation = serializers.UUIDField(source="conversation_id")
     status = serializers.ChoiceField(choices=RunStatus.values)
     termination_reason = serializers.SerializerMethodField(
-        help_text="completed, max_iterations, provider_error, error or cancelled."
+        help_text="completed, max_iterations, content_filter, length, provider_error, "
+        "invalid_output, timeout, worker_lost, error or cancelled."
     )
     provider = serializers.CharField(allow_blank=True)
     model = serializers.CharField(allow_blank=True)
@@ -159,6 +168,10 @@ class RunSerializer(serializers.Serializer[Run]):
         source="offered_tool_names", child=serializers.CharField(), help_text="Tools offered."
     )
     max_iterations = serializers.IntegerField()
+    instructions = serializers.SerializerMethodField(
+        help_text="The run's system prompt, sent first on every model call."
+    )
+    parameters = RunParametersSerializer(source="*")
     iterations = serializers.IntegerField(help_text="Model calls so far.")
     usage = UsageSerializer(source="*")
     pending_tool_calls = PendingToolCallSerializer(source="waiting_calls", many=True)
@@ -175,6 +188,11 @@ class RunSerializer(serializers.Serializer[Run]):
     def get_termination_reason(self, run: Run) -> str | None:
         """Why the run ended; ``None`` while it has not."""
         return run.termination_reason or None
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_instructions(self, run: Run) -> str | None:
+        """The run's instructions; ``None`` when it has none."""
+        return run.instructions or None
 
     @extend_schema_field(RunErrorSerializer(allow_null=True))
     def get_error(self, run: Run) -> dict[str, Any] | None:

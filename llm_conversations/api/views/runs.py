@@ -11,7 +11,7 @@ runs/{id}/events/`` follows a run's log from anywhere.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.db import transaction
 from django.http import Http404, HttpResponseBase
@@ -55,6 +55,7 @@ from llm_conversations.api.views.base import (
 from llm_conversations.conf import conf
 from llm_conversations.messages import InvalidMessage
 from llm_conversations.models import Run, RunStatus, TerminationReason
+from llm_conversations.parameters import RunParameterInput
 from llm_conversations.services import ToolLoopService
 
 if TYPE_CHECKING:
@@ -198,6 +199,15 @@ class RunViewSet(ApiView, viewsets.GenericViewSet[Run]):
                     f"The provider failed; run {run.pk} records the error.",
                     details={"run": data},
                 )
+            if run.termination_reason == TerminationReason.INVALID_OUTPUT:
+                # Like a provider failure, the upstream answer was unusable.
+                raise ApiError(
+                    502,
+                    "invalid_output",
+                    f"The model's answer did not match the response_format; run {run.pk} "
+                    "records the error.",
+                    details={"run": data},
+                )
             # Stable words: what went wrong is in the run's error and the server's log.
             raise ApiError(
                 500, "run_failed", f"Run {run.pk} failed on the server.", details={"run": data}
@@ -231,6 +241,7 @@ class RunViewSet(ApiView, viewsets.GenericViewSet[Run]):
                 tools=options.get("tools"),
                 max_iterations=options.get("max_iterations"),
                 background=background,
+                **cast(RunParameterInput, serializer.parameters()),
             )
         except InvalidMessage as exc:
             if isinstance(message, str) and exc.field == "message.content":

@@ -8,15 +8,18 @@ a client-side tool). EOF or ``/quit`` ends the chat.
 
 from __future__ import annotations
 
+import json
 import sys
 import uuid
 from collections.abc import Iterable
-from typing import IO, Any
+from pathlib import Path
+from typing import IO, Any, cast
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from llm_conversations.conf import conf
+from llm_conversations.exceptions import ParameterError
 from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall
 from llm_conversations.models import (
     Conversation,
@@ -26,6 +29,7 @@ from llm_conversations.models import (
     TerminationReason,
     WaitReason,
 )
+from llm_conversations.parameters import REASONING_EFFORTS, RunParameterInput, RunParameters
 from llm_conversations.providers import get_provider
 from llm_conversations.services import (
     ConversationBusy,
@@ -73,6 +77,17 @@ class Command(BaseCommand):
             metavar="NAME",
             help="A name of LLM_CONVERSATIONS['PROVIDERS'] (default: DEFAULT_PROVIDER).",
         )
+        run = parser.add_argument_group("run parameters (each run of the chat uses them)")
+        run.add_argument("--model", help="One of the provider entry's models (MODEL, MODELS).")
+        run.add_argument("--instructions", help="A system prompt sent first, not stored.")
+        run.add_argument("--temperature", type=float)
+        run.add_argument("--max-output-tokens", type=int, metavar="N")
+        run.add_argument("--reasoning-effort", choices=REASONING_EFFORTS)
+        run.add_argument(
+            "--response-format",
+            metavar="FILE",
+            help="A JSON Schema file: answers must match it; the parsed value is printed.",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         self.input: IO[str] = options.get("stdin") or sys.stdin
@@ -84,11 +99,19 @@ class Command(BaseCommand):
             provider = get_provider(name)
             service = ToolLoopService(name)
             tool_names = service.registry.names()
+            self.parameters = self.run_parameters(options)
+            provider.check_parameters(
+                RunParameters.from_input(self.parameters), name=name, tools=tool_names
+            )
         except ImproperlyConfigured as exc:
             raise CommandError(str(exc)) from exc
+        except ParameterError as exc:
+            flag = (exc.field or "").split(".")[0].split("[")[0].replace("_", "-")
+            raise CommandError(f"--{flag}: {exc.message}") from None
         conversation = self.conversation(options.get("conversation"))
+        model = self.parameters.get("model") or provider.model
         self.stdout.write(
-            f"Provider: {name or conf.DEFAULT_PROVIDER} ({provider.backend}, model {provider.model}); "
+            f"Provider: {name or conf.DEFAULT_PROVIDER} ({provider.backend}, model {model}); "
             f"tools: {', '.join(tool_names) or 'none'}.\n"
             "Type a message; /quit or EOF ends."
         )
@@ -103,6 +126,23 @@ class Command(BaseCommand):
         )
 
     # Setup -----------------------------------------------------------------
+
+    def run_parameters(self, options: dict[str, Any]) -> RunParameterInput:
+        """The run parameters the flags set; a schema file is read here."""
+        chosen: dict[str, Any] = {
+            key: options[key]
+            for key in ("model", "instructions", "temperature", "max_output_tokens")
+            if options.get(key) is not None
+        }
+        if options.get("reasoning_effort"):
+            chosen["reasoning_effort"] = options["reasoning_effort"]
+        path = options.get("response_format")
+        if path:
+            try:
+                chosen["response_format"] = json.loads(Path(path).read_text())
+            except (OSError, ValueError) as exc:
+                raise CommandError(f"--response-format: cannot read {path}: {exc}") from None
+        return cast(RunParameterInput, chosen)
 
     def conversation(self, ref: str | None) -> Conversation:
         """The conversation to continue, or a new one whose id is printed."""
@@ -163,7 +203,7 @@ class Command(BaseCommand):
             if text in QUIT_COMMANDS:
                 return
             try:
-                run = service.start(conversation, ChatMessage.user(text))
+                run = service.start(conversation, ChatMessage.user(text), **self.parameters)
             except (ConversationBusy, InvalidMessage, RunStateError, ToolError) as exc:
                 self.stderr.write(f"Not sent: {getattr(exc, 'message', exc)}")
                 continue
@@ -224,6 +264,8 @@ class Command(BaseCommand):
         # Text arrives as TextDelta when streaming; print it only when it did not.
         if chat.content and not streamed:
             self.stdout.write(f"assistant> {chat.content}")
+        if message.parsed is not None:
+            self.stdout.write(f"  parsed: {json.dumps(message.parsed, ensure_ascii=False)}")
         for call in chat.tool_calls or ():
             self.call_names[call.id] = call.name
             self.stdout.write(f"  tool call {self.label(call)}")
