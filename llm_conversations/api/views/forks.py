@@ -44,7 +44,7 @@ __all__ = ["ForkViewSet"]
 class ForkViewSet(RunViews):
     """Forks of one of the caller's conversations; the conversation itself never changes."""
 
-    # forks/ pages like the conversation list.
+    # forks/ pages like the conversation list (the schema reads it here).
     pagination_class = ConversationPagination
 
     @extend_schema(
@@ -78,8 +78,9 @@ class ForkViewSet(RunViews):
         """The forks made from this conversation, newest first, a page at a time."""
         conversation = self.get_conversation()
         forks = owned_conversations(request).filter(forked_from=conversation)
-        page = self.paginate_queryset(forks.order_by("-created_at")) or []
-        return self.get_paginated_response(ConversationSerializer(page, many=True).data)
+        paginator = ConversationPagination()
+        page = paginator.paginate_queryset(forks.order_by("-created_at"), request, view=self)
+        return paginator.get_paginated_response(ConversationSerializer(page, many=True).data)
 
     @extend_schema(
         summary="Edit a user turn in a fork",
