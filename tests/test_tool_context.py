@@ -148,8 +148,8 @@ def test_progress_becomes_run_events_in_order() -> None:
     events = list(RunEvent.objects.filter(run=run).values_list("type", "data"))
     progress = [data for kind, data in events if kind == RunEventType.TOOL_CALL_PROGRESS]
     assert progress == [
-        {"tool_call_id": "c1", "message": "step 1 of 2", "fraction": 0.5},
-        {"tool_call_id": "c1", "message": "step 2 of 2", "fraction": 1.0},
+        {"tool_call_id": "c1", "text": "step 1 of 2", "fraction": 0.5},
+        {"tool_call_id": "c1", "text": "step 2 of 2", "fraction": 1.0},
     ]
     kinds = [kind for kind, _ in events]
     started = kinds.index(RunEventType.TOOL_CALL_STARTED)
@@ -172,3 +172,20 @@ def test_a_bad_fraction_is_refused(fraction: Any) -> None:
     context = ToolContext(None, None, None, "c1", lambda message, fraction: True)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="fraction"):
         context.progress("x", fraction)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_progress_is_in_the_run_s_event_stream() -> None:
+    from llm_conversations.api.sse import render_page
+    from llm_conversations.services.run_events import read_page
+    from tests.api.conftest import parse_sse
+
+    run = service().send(create_conversation(), calls_text(("c1", "slow_count", {"steps": 1})))
+    events = parse_sse(render_page(read_page(run.pk, 0)))
+    progress = [data for name, data in events if name == "tool_call.progress"]
+    assert progress == [
+        {
+            "run_id": str(run.pk),
+            "progress": {"tool_call_id": "c1", "text": "step 1 of 1", "fraction": 1.0},
+        }
+    ]

@@ -64,7 +64,7 @@ logger = logging.getLogger("llm_conversations.api")
 EVENT_STREAM = "text/event-stream"
 HEARTBEAT = b": keep-alive\n\n"
 # What a tool_call.progress event carries (services/tool_context.py).
-PROGRESS_KEYS = ("tool_call_id", "message", "fraction")
+PROGRESS_KEYS = ("tool_call_id", "text", "fraction")
 
 RunEventName = RunEventType
 """The ``event:`` name of every event a run's stream sends: the log's own event types.

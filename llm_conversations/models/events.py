@@ -49,7 +49,7 @@ class RunEvent(models.Model):
 
     ``data`` holds ids, not copies: ``{"message": <id>}`` for stored turns,
     ``{"delta": <text>}`` for text, ``{"tool_call": <wire form>}`` for a call
-    about to run, ``{"tool_call_id": <id>, "message": <text>, "fraction": <0..1 or null>}``
+    about to run, ``{"tool_call_id": <id>, "text": <text>, "fraction": <0..1 or null>}``
     for a tool's progress report, ``{"attempt": n}`` when a worker starts executing.
     """
 

@@ -28,7 +28,8 @@ MAX_PROGRESS_CHARS = 500
 def _report(run: Run, call_id: str, message: str, fraction: float | None) -> bool:
     data = {
         "tool_call_id": call_id,
-        "message": storable_text(message)[:MAX_PROGRESS_CHARS],
+        # "text", not "message": in the log, "message" names a stored turn.
+        "text": storable_text(message)[:MAX_PROGRESS_CHARS],
         "fraction": fraction,
     }
     return record_live(run, [(RunEventType.TOOL_CALL_PROGRESS, data)]) is not None

@@ -186,7 +186,7 @@ class ToolProgressSerializer(serializers.Serializer[Any]):
     """A progress report of a tool while its call runs (``ToolContext.progress``)."""
 
     tool_call_id = serializers.CharField(help_text="The call the report is about.")
-    message = serializers.CharField(allow_blank=True, help_text="At most 500 characters.")
+    text = serializers.CharField(allow_blank=True, help_text="At most 500 characters.")
     fraction = serializers.FloatField(
         allow_null=True, min_value=0, max_value=1, help_text="How much is done, 0 to 1."
     )
