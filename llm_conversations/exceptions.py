@@ -15,6 +15,7 @@ __all__ = [
     "AuthenticationError",
     "ConversationBusy",
     "FeedbackError",
+    "ForkError",
     "IdempotencyKeyError",
     "InvalidMessage",
     "InvalidOutput",
@@ -96,6 +97,17 @@ class FeedbackError(LLMConversationsError, ValueError):
     Codes: ``not_an_assistant_message`` (only assistant turns are rated),
     ``invalid_rating`` (not 1 or -1) and ``invalid_comment`` (too long, not
     text, or text no database stores).
+    """
+
+
+class ForkError(LLMConversationsError, ValueError):
+    """A conversation cannot be forked, edited or regenerated where asked.
+
+    Codes: ``unknown_message`` (not a message of the conversation),
+    ``inside_tool_group`` (the fork would keep tool calls without their
+    results), ``not_a_user_message`` (only user turns are edited),
+    ``not_an_assistant_message`` (only assistant turns are regenerated) and
+    ``nothing_to_regenerate`` (no user turn before the answer).
     """
 
 

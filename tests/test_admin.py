@@ -26,10 +26,10 @@ from tests import loop_tools
 pytestmark = pytest.mark.django_db
 
 CHANGELIST = "admin:llm_conversations_conversation_changelist"
-# Login session row, user, conversation (with its run count), messages, their feedback,
+# Login session row, user, conversation (with its run count), its forks, messages, their feedback,
 # runs, and the owner shown by the autocomplete widget; whatever the number of
 # messages, runs and ratings.
-CHANGE_PAGE_QUERIES = 7
+CHANGE_PAGE_QUERIES = 8
 
 
 @pytest.fixture
@@ -568,3 +568,40 @@ def test_run_actions_need_the_change_permission(staff_client: Client) -> None:
     assert "cancel_runs" in html
     assert "requeue_runs" in html
     assert "delete_selected" not in html
+
+
+def test_change_pages_show_the_lineage_both_ways(staff_client: Client) -> None:
+    from llm_conversations.services.forks import fork
+
+    source = create_conversation(title="Source <b>", messages=[ChatMessage.user("hi")])
+    copies = [fork(source, title=f"Copy {n}") for n in range(3)]
+    page = staff_client.get(change_url(source)).content.decode()
+    for copy in copies:
+        assert f'<a href="{change_url(copy)}">Copy' in page
+    assert "Source &lt;b&gt;" in page
+    child = staff_client.get(change_url(copies[0])).content.decode()
+    assert f'<a href="{change_url(source)}">Source &lt;b&gt;</a>, its first 1 messages' in child
+    assert listed(staff_client, forked_from__isempty="0") == {"Copy 0", "Copy 1", "Copy 2"}
+    assert listed(staff_client, forked_from__exact=str(source.pk)) == {
+        "Copy 0",
+        "Copy 1",
+        "Copy 2",
+    }
+    Conversation.objects.filter(pk=source.pk).delete()
+    orphan = staff_client.get(change_url(copies[0])).content.decode()
+    assert "a deleted conversation, its first 1 messages" in orphan
+
+
+def test_the_change_page_links_a_limited_number_of_forks(
+    staff_client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llm_conversations.admin import ConversationAdmin
+    from llm_conversations.services.forks import fork
+
+    monkeypatch.setattr(ConversationAdmin, "forks_limit", 2)
+    source = create_conversation(title="Source")
+    for n in range(3):
+        fork(source, title=f"Copy {n}")
+    page = staff_client.get(change_url(source)).content.decode()
+    assert page.count('">Copy ') == 2
+    assert f"?forked_from__exact={source.pk}" in page

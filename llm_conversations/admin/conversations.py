@@ -10,9 +10,10 @@ from django.db.models import Count, Exists, IntegerField, OuterRef, Q, QuerySet,
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.text import smart_split
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from llm_conversations.admin.filters import (
@@ -68,6 +69,7 @@ class ConversationAdmin(_ModelAdmin):
         ToolErrorFilter,
         FeedbackFilter,
         "title_source",
+        ("forked_from", admin.EmptyFieldListFilter),
         ("created_at", admin.DateFieldListFilter),
         ("updated_at", admin.DateFieldListFilter),
     )
@@ -77,7 +79,15 @@ class ConversationAdmin(_ModelAdmin):
     # The owner is an autocomplete when the user admin supports it, else a raw id.
     raw_id_fields = ("owner",)
     date_hierarchy = "created_at"
-    readonly_fields = ("id", "title_source", "message_count", "created_at", "updated_at")
+    readonly_fields = (
+        "id",
+        "title_source",
+        "message_count",
+        "lineage",
+        "fork_list",
+        "created_at",
+        "updated_at",
+    )
     fields = (
         "id",
         "title",
@@ -85,6 +95,8 @@ class ConversationAdmin(_ModelAdmin):
         "owner",
         "metadata",
         "message_count",
+        "lineage",
+        "fork_list",
         "created_at",
         "updated_at",
     )
@@ -93,6 +105,8 @@ class ConversationAdmin(_ModelAdmin):
     runs_limit = 100
     # Whether search also matches message content and tool calls.
     search_messages = True
+    # The change page links this many forks, then the changelist of all of them.
+    forks_limit = 20
 
     class Media:
         css = {"all": ["llm_conversations/admin.css"]}
@@ -181,6 +195,45 @@ class ConversationAdmin(_ModelAdmin):
         return queryset, False
 
     # Change page -----------------------------------------------------------
+
+    def _change_link(self, conversation: Conversation) -> SafeString:
+        opts = Conversation._meta
+        url = reverse(
+            f"{self.admin_site.name}:{opts.app_label}_{opts.model_name}_change",
+            args=[conversation.pk],
+        )
+        return format_html('<a href="{}">{}</a>', url, conversation)
+
+    @admin.display(description=_("Forked from"))
+    def lineage(self, obj: Conversation) -> SafeString | str:
+        """The conversation this one copies the start of, linked (a query for a fork)."""
+        if obj.forked_at_position is None:
+            return "-"
+        source: SafeString | str = (
+            self._change_link(obj.forked_from)
+            if obj.forked_from is not None
+            else gettext("a deleted conversation")
+        )
+        return format_html(gettext("{}, its first {} messages"), source, obj.forked_at_position)
+
+    @admin.display(description=_("Forks"))
+    def fork_list(self, obj: Conversation) -> SafeString | str:
+        """The newest forks of this conversation, linked; one query."""
+        if obj.pk is None:
+            return "-"
+        forks = list(obj.forks.order_by("-created_at")[: self.forks_limit + 1])
+        if not forks:
+            return "-"
+        links = [self._change_link(fork) for fork in forks[: self.forks_limit]]
+        if len(forks) > self.forks_limit:
+            opts = Conversation._meta
+            url = reverse(f"{self.admin_site.name}:{opts.app_label}_{opts.model_name}_changelist")
+            links.append(
+                format_html(
+                    '<a href="{}?forked_from__exact={}">{}</a>', url, obj.pk, gettext("all")
+                )
+            )
+        return format_html_join(", ", "{}", ((link,) for link in links))
 
     def save_model(self, request: HttpRequest, obj: Conversation, form: Any, change: bool) -> None:
         """A title changed here is a person's: automatic titles never replace it."""

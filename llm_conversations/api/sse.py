@@ -64,6 +64,8 @@ logger = logging.getLogger("llm_conversations.api")
 
 EVENT_STREAM = "text/event-stream"
 HEARTBEAT = b": keep-alive\n\n"
+# What a tool_call.progress event carries (services/tool_context.py).
+PROGRESS_KEYS = ("tool_call_id", "text", "fraction")
 
 RunEventName = RunEventType
 """The ``event:`` name of every event a run's stream sends: the log's own event types.
@@ -125,6 +127,8 @@ def render_page(page: run_events.Page) -> bytes:
             data["delta"] = logged.get("delta", "")
         elif name is RunEventName.TOOL_CALL_STARTED:
             data["tool_call"] = logged.get("tool_call")
+        elif name is RunEventName.TOOL_CALL_PROGRESS:
+            data["progress"] = {key: logged.get(key) for key in PROGRESS_KEYS}
         elif name in (RunEventName.TOOL_RESULT_STORED, RunEventName.MESSAGE_STORED):
             row = page.messages.get(str(logged.get("message")))
             if row is not None:

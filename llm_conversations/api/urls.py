@@ -10,6 +10,7 @@ from rest_framework.routers import SimpleRouter
 
 from llm_conversations.api.views import (
     ConversationViewSet,
+    ForkViewSet,
     MessageViewSet,
     RunViewSet,
     ToolViewSet,
@@ -22,6 +23,8 @@ _CONVERSATION = "conversations/(?P<conversation_pk>[^/]+)"
 
 router = SimpleRouter()
 router.register("conversations", ConversationViewSet, basename="conversation")
+# fork/, forks/, edit/ and regenerate/ of one conversation.
+router.register(_CONVERSATION, ForkViewSet, basename="fork")
 router.register(f"{_CONVERSATION}/messages", MessageViewSet, basename="message")
 router.register(f"{_CONVERSATION}/runs", RunViewSet, basename="run")
 router.register("tools", ToolViewSet, basename="tool")

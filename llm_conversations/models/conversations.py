@@ -55,6 +55,19 @@ class Conversation(models.Model):
         _("title source"), max_length=8, choices=TitleSource.choices, blank=True, default=""
     )
     metadata = models.JSONField(_("metadata"), default=dict, blank=True)
+    # A fork holds copies of the first forked_at_position messages of forked_from
+    # (services/forks.py); the position stays when the source is deleted.
+    forked_from = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="forks",
+        verbose_name=_("forked from"),
+    )
+    forked_at_position = models.PositiveIntegerField(
+        _("forked at position"), null=True, blank=True, editable=False
+    )
     # Maintained by the conversation store: the next message's position.
     message_count = models.PositiveIntegerField(_("message count"), default=0, editable=False)
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
@@ -65,6 +78,13 @@ class Conversation(models.Model):
         verbose_name_plural = _("conversations")
         ordering = ["-updated_at"]
         indexes = [models.Index(fields=["owner", "-updated_at"], name="llmconv_owner_updated")]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(forked_from__isnull=True) | Q(forked_at_position__isnull=False),
+                name="llmconv_conversation_fork_position",
+                violation_error_code="missing_fork_position",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.title or str(_("Conversation %(id)s") % {"id": self.id})

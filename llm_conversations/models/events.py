@@ -20,6 +20,7 @@ class RunEventType(models.TextChoices):
     RUN_RUNNING = "run.running", _("run started executing")
     TEXT_DELTA = "text.delta", _("text")
     TOOL_CALL_STARTED = "tool_call.started", _("tool call started")
+    TOOL_CALL_PROGRESS = "tool_call.progress", _("tool call progress")
     TOOL_RESULT_STORED = "tool_result.stored", _("tool result stored")
     MESSAGE_STORED = "message.stored", _("message stored")
     RUN_REQUIRES_ACTION = "run.requires_action", _("run requires action")
@@ -48,7 +49,8 @@ class RunEvent(models.Model):
 
     ``data`` holds ids, not copies: ``{"message": <id>}`` for stored turns,
     ``{"delta": <text>}`` for text, ``{"tool_call": <wire form>}`` for a call
-    about to run, ``{"attempt": n}`` when a worker starts executing.
+    about to run, ``{"tool_call_id": <id>, "text": <text>, "fraction": <0..1 or null>}``
+    for a tool's progress report, ``{"attempt": n}`` when a worker starts executing.
     """
 
     id = models.BigAutoField(primary_key=True)

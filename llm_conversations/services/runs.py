@@ -49,6 +49,7 @@ from llm_conversations.services.store import (
     append_messages,
     pending_tool_call_ids,
 )
+from llm_conversations.services.tool_context import tool_contexts
 from llm_conversations.signals import run_finished
 from llm_conversations.text import storable_text
 from llm_conversations.tools import ToolRegistry, tool_result_message
@@ -308,12 +309,14 @@ def answer_calls(
     tool declared ``repeatable=False`` is answered with an error, not run again.
     """
 
+    contexts = tool_contexts(calls, offered, run)
+
     def answer(call: ToolCall) -> ChatMessage:
         if run.decision(call.id) is Decision.DENIED:
             return tool_result_message(call.id, DENIED, is_error=True)
         if call.id in ran_before and call.name in offered and not offered.get(call.name).repeatable:
             return tool_result_message(call.id, NOT_REPEATED, is_error=True)
-        return offered.execute(call)
+        return offered.execute(call, contexts.get(call.id))
 
     timeouts = [_timeout(call, offered) for call in calls]
     if len(calls) == 1 and timeouts[0] is None:

@@ -2,7 +2,9 @@
 
 It owns the conversation-level rules: call/result pairing, what the columns
 can hold (call id lengths, storable text), and who may append or delete while a run is active (only that run may
-append; nobody may delete). Appending locks the conversation row, reads only
+append; nobody may delete). It also copies histories into forks, in one
+``INSERT ... SELECT`` whatever their length (the rows are valid already; the
+database's constraints and triggers check the copies all the same). Appending locks the conversation row, reads only
 the tail that the pairing rules need (from the last assistant turn on), and
 inserts the new rows in one statement, so an append costs the same at any
 history length and concurrent appenders get gap-free positions.
@@ -20,7 +22,7 @@ from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
 from llm_conversations.completions import CompletionResponse
-from llm_conversations.exceptions import ConversationBusy
+from llm_conversations.exceptions import ConversationBusy, ForkError
 from llm_conversations.messages import (
     ChatMessage,
     InvalidMessage,
@@ -37,8 +39,10 @@ from llm_conversations.models import (
     Conversation,
     Message,
     Run,
+    TitleSource,
     chat_message_from_row,
 )
+from llm_conversations.services.copies import copy_message_rows
 from llm_conversations.signals import message_appended
 from llm_conversations.text import json_problem
 
@@ -49,6 +53,7 @@ __all__ = [
     "conversation_pk",
     "create_conversation",
     "delete_conversation",
+    "fork_conversation",
     "load_messages",
     "lock_idle_conversation",
     "pending_tool_call_ids",
@@ -94,16 +99,20 @@ def load_messages(conversation: ConversationRef) -> list[ChatMessage]:
     return [chat_message_from_row(*row) for row in rows]
 
 
-def _tail(conversation_id: uuid.UUID) -> list[ChatMessage]:
-    """The messages from the last assistant turn on: all the sequence rules need."""
+def _tail(conversation_id: uuid.UUID, before: int | None = None) -> list[ChatMessage]:
+    """The messages from the last assistant turn on: all the sequence rules need.
+
+    ``before``: of the first ``before`` messages only.
+    """
+    earlier = {} if before is None else {"position__lt": before}
     last_assistant = (
-        Message.objects.filter(conversation_id=conversation_id, role=Role.ASSISTANT)
+        Message.objects.filter(conversation_id=conversation_id, role=Role.ASSISTANT, **earlier)
         .order_by("-position")
         .values("position")[:1]
     )
     rows = (
         Message.objects.filter(
-            conversation_id=conversation_id, position__gte=Subquery(last_assistant)
+            conversation_id=conversation_id, position__gte=Subquery(last_assistant), **earlier
         )
         .order_by("position")
         .values_list(*MESSAGE_FIELDS)
@@ -339,3 +348,38 @@ def delete_conversation(conversation: ConversationRef) -> None:
     with transaction.atomic():
         _lock(conversation_id, None)
         Conversation.objects.filter(pk=conversation_id).delete()
+
+
+def fork_conversation(
+    source: Conversation, count: int, *, title: str | None = None
+) -> Conversation:
+    """A new conversation of the same owner holding copies of ``source``'s first
+    ``count`` messages, recording where it came from.
+
+    ``source`` is only read, never locked or changed, so a source with an
+    active run can be forked: only turns already stored are copied. Copies
+    keep their text, usage and metadata but not their run. Raises
+    ``ForkError`` ``inside_tool_group`` when the copy would end with tool
+    calls its results do not follow, and ``Conversation.DoesNotExist`` when
+    ``source`` is deleted meanwhile. Costs the same statements at any length.
+    """
+    if unanswered_tool_call_ids(_tail(source.pk, before=count)):
+        raise ForkError(
+            "inside_tool_group",
+            "a fork here would keep tool calls without their results; fork before the "
+            "assistant turn that made the calls or after its last result.",
+            field="message_id",
+        )
+    with transaction.atomic():
+        fork = Conversation.objects.create(
+            owner_id=source.owner_id,
+            title=source.title if title is None else title,
+            title_source=source.title_source if title is None else TitleSource.USER,
+            metadata=source.metadata,
+            forked_from=source,
+            forked_at_position=count,
+            message_count=count,
+        )
+        if copy_message_rows(source.pk, fork.pk, count) != count:
+            raise Conversation.DoesNotExist("the conversation was deleted while it was forked.")
+    return fork

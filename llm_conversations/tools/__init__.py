@@ -7,6 +7,7 @@ frontend runs it and submits the output. Executing a call always produces a
 ``ChatMessage`` tool turn, so the loop never builds one by hand.
 """
 
+from llm_conversations.tools.context import ToolContext
 from llm_conversations.tools.definition import Tool, ToolOptions, tool
 from llm_conversations.tools.errors import ToolArgumentsError, ToolError
 from llm_conversations.tools.registry import ToolRegistry, default_registry, load_tool
@@ -15,6 +16,7 @@ from llm_conversations.tools.results import format_tool_output, tool_result_mess
 __all__ = [
     "Tool",
     "ToolArgumentsError",
+    "ToolContext",
     "ToolError",
     "ToolOptions",
     "ToolRegistry",

@@ -14,6 +14,7 @@ from asgiref.sync import async_to_sync
 
 from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall
 from llm_conversations.tool_specs import ToolSpec
+from llm_conversations.tools.context import ToolContext, context_parameter
 from llm_conversations.tools.errors import ToolArgumentsError, ToolError
 from llm_conversations.tools.results import exception_summary, malformed_reason, tool_result_message
 from llm_conversations.tools.schema import (
@@ -65,6 +66,8 @@ class Tool:
     _model: type[pydantic.BaseModel] | None = field(
         default=None, repr=False, compare=False, hash=False
     )
+    # The parameter annotated ToolContext, which the loop fills (see tools/context.py).
+    _context: str | None = field(default=None, repr=False, compare=False, hash=False)
     _validator: Any = field(init=False, default=None, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -94,10 +97,11 @@ class Tool:
         if description is None:
             description = description_from_doc(function)
         schema = options.get("schema")
+        context = context_parameter(tool_name, function)
         if schema is not None:
             parameters, model = deepcopy(schema), None
         else:
-            model = arguments_model(tool_name, function)
+            model = arguments_model(tool_name, function, exclude=context)
             parameters = provider_schema(model, tool_name)
         return cls(
             tool_name,
@@ -108,6 +112,7 @@ class Tool:
             timeout=options.get("timeout"),
             repeatable=options.get("repeatable", True),
             _model=model,
+            _context=context,
         )
 
     @classmethod
@@ -178,9 +183,16 @@ class Tool:
             raise ToolArgumentsError(f"{prefix}: {'; '.join(problems)}")
         return dict(call.arguments)
 
-    def execute(self, call: ToolCall) -> ChatMessage:
+    @property
+    def wants_context(self) -> bool:
+        """True when the function declares a :class:`ToolContext` parameter."""
+        return self._context is not None
+
+    def execute(self, call: ToolCall, context: ToolContext | None = None) -> ChatMessage:
         """Validate, run and answer ``call`` with a tool turn; never raises for tool failures.
 
+        ``context`` is passed to a tool that declares a :class:`ToolContext`
+        parameter; without one such a tool is answered with an error result.
         Invalid arguments and exceptions become error results (the traceback
         is logged, not sent), for client-side tools too: a call a frontend
         could not run is answered here. Raises :class:`ToolError` for a valid
@@ -195,6 +207,11 @@ class Tool:
                 "client_side_tool",
                 f"{self.name} is client-side: its result must be submitted, not executed.",
             )
+        if self._context is not None:
+            if context is None:
+                message = f"{self.name} needs the context of a run; it was called without one."
+                return tool_result_message(call.id, message, is_error=True)
+            kwargs[self._context] = context
         try:
             if inspect.iscoroutinefunction(self.function):
                 value = async_to_sync(self.function)(**kwargs)

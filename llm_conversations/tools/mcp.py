@@ -31,6 +31,7 @@ from llm_conversations.tools.mcp_config import McpServer, McpUnavailable, config
 from llm_conversations.tools.results import tool_result_message
 
 if TYPE_CHECKING:
+    from llm_conversations.tools.context import ToolContext
     from llm_conversations.tools.mcp_client import McpAnswer, RemoteTool
 
 __all__ = ["RETRY_SECONDS", "McpTool", "clear_mcp_cache", "mcp_tools"]
@@ -58,14 +59,15 @@ class McpTool(Tool):
     remote_name: str = ""
     """The tool's name on its server (``name`` carries the server prefix)."""
 
-    def execute(self, call: ToolCall) -> ChatMessage:
+    def execute(self, call: ToolCall, context: ToolContext | None = None) -> ChatMessage:
         """Validate the arguments, call the server and answer with its result.
 
         ``isError`` results and a server that fails or times out are error
-        results; a client-side tool behaves as :meth:`Tool.execute` says.
+        results; a client-side tool behaves as :meth:`Tool.execute` says. An
+        MCP tool takes no ``context``: the server sees only the arguments.
         """
         if self.function is None:
-            return super().execute(call)
+            return super().execute(call, context)
         try:
             arguments = self.validate_call(call)
         except ToolArgumentsError as exc:

@@ -38,8 +38,11 @@ def _with_descriptions(annotation: Any) -> Any:
     return Annotated[(base, *metadata)]
 
 
-def arguments_model(name: str, function: Callable[..., Any]) -> type[pydantic.BaseModel]:
-    """A pydantic model of the function's keyword arguments.
+def arguments_model(
+    name: str, function: Callable[..., Any], *, exclude: str | None = None
+) -> type[pydantic.BaseModel]:
+    """A pydantic model of the function's keyword arguments but ``exclude`` (the
+    parameter the loop fills, never the model).
 
     Fields get neutral names (``p0``, ``p1``...) with the parameter name as alias,
     so parameters such as ``schema``, ``copy`` or ``_id`` never clash with
@@ -51,6 +54,8 @@ def arguments_model(name: str, function: Callable[..., Any]) -> type[pydantic.Ba
         raise ToolError("invalid_tool", f"cannot resolve type hints of {name}: {exc}") from exc
     fields: dict[str, Any] = {}
     for index, parameter in enumerate(inspect.signature(function).parameters.values()):
+        if parameter.name == exclude:
+            continue
         if parameter.kind not in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
             raise ToolError(
                 "invalid_tool",

@@ -49,6 +49,10 @@ schema.config.generation.update(allow_x00=False, codec="utf-8")
 RULE_BOUND = {
     "/api/conversations/{conversation_pk}/messages/": {"GET", "POST"},
     "/api/conversations/{conversation_pk}/runs/": {"POST"},
+    # The message named must be one of the conversation's, of the right role and place.
+    "/api/conversations/{conversation_pk}/fork/": {"POST"},
+    "/api/conversations/{conversation_pk}/edit/": {"POST"},
+    "/api/conversations/{conversation_pk}/regenerate/": {"POST"},
     "/api/conversations/{conversation_pk}/runs/{run_pk}/approve/": {"POST"},
     "/api/conversations/{conversation_pk}/runs/{run_pk}/deny/": {"POST"},
     "/api/conversations/{conversation_pk}/runs/{run_pk}/submit_tool_outputs/": {"POST"},

@@ -30,6 +30,12 @@ from llm_conversations.api.serializers.feedback import (
     FeedbackSerializer,
     MessageFeedbackSerializer,
 )
+from llm_conversations.api.serializers.forks import (
+    EditSerializer,
+    ForkCreateSerializer,
+    RegenerateSerializer,
+    run_options,
+)
 from llm_conversations.api.serializers.runs import (
     RunCreateSerializer,
     RunEventsQuerySerializer,
@@ -47,8 +53,10 @@ __all__ = [
     "ORDERING_FIELDS",
     "ConversationListQuerySerializer",
     "ConversationSerializer",
+    "EditSerializer",
     "ErrorSerializer",
     "FeedbackSerializer",
+    "ForkCreateSerializer",
     "MaxIterationsField",
     "MessageFeedbackSerializer",
     "MessageListQuerySerializer",
@@ -56,6 +64,7 @@ __all__ = [
     "MessageSerializer",
     "MessagesInputSerializer",
     "MetadataField",
+    "RegenerateSerializer",
     "RunCreateSerializer",
     "RunEventsQuerySerializer",
     "RunListQuerySerializer",
@@ -68,4 +77,5 @@ __all__ = [
     "ToolOutputField",
     "ToolSerializer",
     "UserMessageField",
+    "run_options",
 ]

@@ -43,6 +43,18 @@ class ConversationSerializer(StrictTypes[Conversation], serializers.ModelSeriali
     updated_at = serializers.DateTimeField(
         read_only=True, help_text="Last activity: the last appended message or edit."
     )
+    forked_from: serializers.PrimaryKeyRelatedField[Conversation] = (
+        serializers.PrimaryKeyRelatedField(
+            read_only=True,
+            allow_null=True,
+            help_text="The conversation this one is a fork of (null once that one is deleted).",
+        )
+    )
+    forked_at_position = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        help_text="A fork: how many messages of `forked_from` it copied.",
+    )
     title_source = serializers.ChoiceField(
         choices=TitleSource.choices,
         read_only=True,
@@ -62,10 +74,18 @@ class ConversationSerializer(StrictTypes[Conversation], serializers.ModelSeriali
             "metadata",
             "message_count",
             "active_run",
+            "forked_from",
+            "forked_at_position",
             "created_at",
             "updated_at",
         ]
-        read_only_fields = ["id", "message_count", "created_at"]
+        read_only_fields = [
+            "id",
+            "message_count",
+            "forked_from",
+            "forked_at_position",
+            "created_at",
+        ]
 
     def to_representation(self, instance: Conversation) -> dict[str, Any]:
         data = super().to_representation(instance)

@@ -200,10 +200,21 @@ class RunSerializer(serializers.Serializer[Run]):
         return RunErrorSerializer(run).data if run.error_type else None
 
 
+class ToolProgressSerializer(serializers.Serializer[Any]):
+    """A progress report of a tool while its call runs (``ToolContext.progress``)."""
+
+    tool_call_id = serializers.CharField(help_text="The call the report is about.")
+    text = serializers.CharField(allow_blank=True, help_text="At most 500 characters.")
+    fraction = serializers.FloatField(
+        allow_null=True, min_value=0, max_value=1, help_text="How much is done, 0 to 1."
+    )
+
+
 class StreamEventSerializer(serializers.Serializer[Any]):
     """The JSON object in the `data:` line of each Server-Sent Event.
 
     `text.delta` carries `delta`; `tool_call.started` carries `tool_call`;
+    `tool_call.progress` carries `progress` (a tool's report while it runs);
     `tool_result.stored` and `message.stored` carry `message` (the stored
     row, with its id); `run.running` (with `attempt`), `run.requires_action`,
     `run.completed`, `run.failed` and `run.cancelled` carry `run` (the run as it
@@ -214,6 +225,7 @@ class StreamEventSerializer(serializers.Serializer[Any]):
     attempt = serializers.IntegerField(required=False, help_text="`run.running`: the attempt.")
     delta = serializers.CharField(required=False, allow_blank=True)
     tool_call = ToolCallSerializer(required=False)
+    progress = ToolProgressSerializer(required=False)
     message = MessageSerializer(required=False)
     run = RunSerializer(required=False)
 

@@ -5,12 +5,14 @@ from llm_conversations.api.views.conversations import (
     ConversationViewSet,
     MessageViewSet,
 )
+from llm_conversations.api.views.forks import ForkViewSet
 from llm_conversations.api.views.runs import RunViewSet
 from llm_conversations.api.views.tools import ToolViewSet
 
 __all__ = [
     "ConversationPagination",
     "ConversationViewSet",
+    "ForkViewSet",
     "MessageViewSet",
     "RunViewSet",
     "ToolViewSet",

@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from rest_framework.decorators import ViewSetAction
     from rest_framework.views import AsView, GenericView
 
-__all__ = ["RunViewSet"]
+__all__ = ["RunViewSet", "RunViews", "as_sent", "run_responses"]
 
 JSON = "application/json"
 RUN_ID = OpenApiParameter(
@@ -99,7 +99,7 @@ LAST_EVENT_ID = OpenApiParameter(
 )
 
 
-def _run_responses(
+def run_responses(
     ok: int, *errors: int, stream: bool = True, queued: bool = False
 ) -> dict[Any, Any]:
     responses: dict[Any, Any] = {(ok, JSON): RunSerializer}
@@ -136,6 +136,14 @@ def _after_id(request: Request) -> int:
     return after or 0
 
 
+def as_sent(error: InvalidMessage, message: Any) -> InvalidMessage:
+    """``error`` about the user turn, naming the field as the request sent it."""
+    if isinstance(message, str) and error.field == "message.content":
+        # The request sent only the text: the text is the field it named.
+        return InvalidMessage(error.code, error.message, field="message")
+    return error
+
+
 class RunSchema(AutoSchema):
     """No ``?format=`` parameter: streams are chosen by ``stream`` or ``Accept``."""
 
@@ -143,18 +151,16 @@ class RunSchema(AutoSchema):
         return []
 
 
-class RunViewSet(ApiView, viewsets.GenericViewSet[Run]):
-    """Runs of one of the caller's conversations.
+class RunViews(ApiView, viewsets.GenericViewSet[Run]):
+    """Views that start or resume runs and answer with the run or its stream.
 
-    Every view of a run is outside ``ATOMIC_REQUESTS``' transaction: runs call
+    Every such view is outside ``ATOMIC_REQUESTS``' transaction: runs call
     providers and tools, which must not hold a transaction open.
     """
 
     schema = RunSchema()
     serializer_class = RunSerializer
     renderer_classes = [JSONRenderer, EventStreamRenderer]
-    lookup_url_kwarg = "run_pk"
-    pagination_class = RunPagination
 
     @classmethod
     def as_view(
@@ -177,16 +183,6 @@ class RunViewSet(ApiView, viewsets.GenericViewSet[Run]):
             response.accepted_renderer = JSONRenderer()
             response.accepted_media_type = JSON
         return response
-
-    def get_object(self) -> Run:
-        """The run named by the URL, of the caller's conversation it names, or 404."""
-        conversation = self.get_conversation()
-        try:
-            return Run.objects.get(
-                conversation=conversation, pk=parse_uuid(self.kwargs[self.lookup_url_kwarg])
-            )
-        except Run.DoesNotExist:
-            raise Http404 from None
 
     def _answer(self, run: Run, ok: int = status.HTTP_200_OK) -> Response:
         """The run, or the error that ended it."""
@@ -214,11 +210,42 @@ class RunViewSet(ApiView, viewsets.GenericViewSet[Run]):
             )
         return Response(data, status=ok)
 
+    def _started(
+        self, request: Request, service: ToolLoopService, run: Run, stream: bool, background: bool
+    ) -> HttpResponseBase:
+        """The answer to a request that started ``run``: its stream, the queued run
+        (``background``), or the run once executed here."""
+        if wants_stream(request, stream):
+            if background:
+                # A worker executes it: follow its log from the start.
+                return log_stream_response(request._request, run.pk, 0)
+            return event_stream_response(request._request, service, run.pk)
+        if background:
+            return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+        return self._answer(service.execute(run.pk), status.HTTP_201_CREATED)
+
+
+class RunViewSet(RunViews):
+    """Runs of one of the caller's conversations."""
+
+    lookup_url_kwarg = "run_pk"
+    pagination_class = RunPagination
+
+    def get_object(self) -> Run:
+        """The run named by the URL, of the caller's conversation it names, or 404."""
+        conversation = self.get_conversation()
+        try:
+            return Run.objects.get(
+                conversation=conversation, pk=parse_uuid(self.kwargs[self.lookup_url_kwarg])
+            )
+        except Run.DoesNotExist:
+            raise Http404 from None
+
     @extend_schema(
         summary="Start a run",
         parameters=[CONVERSATION_ID, IDEMPOTENCY_KEY],
         request=RunCreateSerializer,
-        responses=_run_responses(201, 409, 422, 500, 502, queued=True),
+        responses=run_responses(201, 409, 422, 500, 502, queued=True),
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
         """Store the user turn and answer it; 409 ``conversation_busy`` while a run is active."""
@@ -244,18 +271,8 @@ class RunViewSet(ApiView, viewsets.GenericViewSet[Run]):
                 **cast(RunParameterInput, serializer.parameters()),
             )
         except InvalidMessage as exc:
-            if isinstance(message, str) and exc.field == "message.content":
-                # The request sent only the text: the text is the field it named.
-                raise InvalidMessage(exc.code, exc.message, field="message") from None
-            raise
-        if wants_stream(request, options["stream"]):
-            if background:
-                # A worker executes it: follow its log from the start.
-                return log_stream_response(request._request, run.pk, 0)
-            return event_stream_response(request._request, service, run.pk)
-        if background:
-            return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
-        return self._answer(service.execute(run.pk), status.HTTP_201_CREATED)
+            raise as_sent(exc, message) from None
+        return self._started(request, service, run, options["stream"], background)
 
     @extend_schema(
         summary="List runs",
@@ -309,7 +326,7 @@ class RunViewSet(ApiView, viewsets.GenericViewSet[Run]):
         summary="Approve waiting tool calls",
         parameters=[CONVERSATION_ID, RUN_ID],
         request=ToolDecisionSerializer,
-        responses=_run_responses(200, 409, 500, 502),
+        responses=run_responses(200, 409, 500, 502),
     )
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
@@ -320,7 +337,7 @@ class RunViewSet(ApiView, viewsets.GenericViewSet[Run]):
         summary="Deny waiting tool calls",
         parameters=[CONVERSATION_ID, RUN_ID],
         request=ToolDecisionSerializer,
-        responses=_run_responses(200, 409, 500, 502),
+        responses=run_responses(200, 409, 500, 502),
     )
     @action(detail=True, methods=["post"])
     def deny(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
@@ -331,7 +348,7 @@ class RunViewSet(ApiView, viewsets.GenericViewSet[Run]):
         summary="Submit outputs of client-side tools",
         parameters=[CONVERSATION_ID, RUN_ID],
         request=SubmitToolOutputsSerializer,
-        responses=_run_responses(200, 409, 500, 502),
+        responses=run_responses(200, 409, 500, 502),
     )
     @action(detail=True, methods=["post"])
     def submit_tool_outputs(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
@@ -354,7 +371,7 @@ class RunViewSet(ApiView, viewsets.GenericViewSet[Run]):
         summary="Retry a failed run",
         parameters=[CONVERSATION_ID, RUN_ID],
         request=RunRetrySerializer,
-        responses=_run_responses(200, 409, 500, 502, stream=False, queued=True),
+        responses=run_responses(200, 409, 500, 502, stream=False, queued=True),
     )
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, *args: Any, **kwargs: Any) -> Response:

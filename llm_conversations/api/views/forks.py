@@ -1,0 +1,127 @@
+"""Forks of a conversation, and the edits and regenerations made with them.
+
+``POST fork/`` answers the new conversation; ``POST edit/`` and ``POST
+regenerate/`` start a run in a new fork and answer like ``POST runs/`` (the
+run names its conversation, the fork). ``GET forks/`` lists the forks. The
+rules live in :mod:`llm_conversations.services.forks`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpResponseBase
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from llm_conversations.api.idempotency import IDEMPOTENCY_KEY, idempotent
+from llm_conversations.api.serializers import (
+    ConversationSerializer,
+    EditSerializer,
+    ForkCreateSerializer,
+    RegenerateSerializer,
+    run_options,
+)
+from llm_conversations.api.views.base import (
+    BODY_ERRORS,
+    CONVERSATION_ID,
+    error_responses,
+    owned_conversations,
+)
+from llm_conversations.api.views.conversations import ConversationPagination
+from llm_conversations.api.views.runs import RunViews, as_sent, run_responses
+from llm_conversations.conf import conf
+from llm_conversations.messages import InvalidMessage
+from llm_conversations.services import ToolLoopService
+from llm_conversations.services.forks import edit_message, fork, regenerate
+
+__all__ = ["ForkViewSet"]
+
+
+class ForkViewSet(RunViews):
+    """Forks of one of the caller's conversations; the conversation itself never changes."""
+
+    # forks/ pages like the conversation list (the schema reads it here).
+    pagination_class = ConversationPagination
+
+    @extend_schema(
+        summary="Fork a conversation",
+        parameters=[CONVERSATION_ID, IDEMPOTENCY_KEY],
+        request=ForkCreateSerializer,
+        responses={201: ConversationSerializer, **error_responses(*BODY_ERRORS, 409, 422)},
+    )
+    @action(detail=False, methods=["post"], url_path="fork")
+    def create_fork(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        """A new conversation with copies of the history through ``message_id`` (all of it
+        when omitted); 400 ``inside_tool_group`` between tool calls and their results."""
+        return idempotent(request, lambda: self._fork(request))
+
+    def _fork(self, request: Request) -> Response:
+        conversation = self.get_conversation()
+        serializer = ForkCreateSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        body = serializer.validated_data
+        copy = fork(conversation, body.get("message_id"), title=body.get("title"))
+        copy.active_run = None  # type: ignore[attr-defined]  # a new fork has no run
+        return Response(ConversationSerializer(copy).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        summary="List a conversation's forks",
+        parameters=[CONVERSATION_ID],
+        responses={200: ConversationSerializer(many=True), **error_responses(400)},
+    )
+    @action(detail=False, methods=["get"])
+    def forks(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """The forks made from this conversation, newest first, a page at a time."""
+        conversation = self.get_conversation()
+        forks = owned_conversations(request).filter(forked_from=conversation)
+        paginator = ConversationPagination()
+        page = paginator.paginate_queryset(forks.order_by("-created_at"), request, view=self)
+        return paginator.get_paginated_response(ConversationSerializer(page, many=True).data)
+
+    @extend_schema(
+        summary="Edit a user turn in a fork",
+        parameters=[CONVERSATION_ID, IDEMPOTENCY_KEY],
+        request=EditSerializer,
+        responses=run_responses(201, 409, 422, 500, 502, queued=True),
+    )
+    @action(detail=False, methods=["post"])
+    def edit(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        """Fork before the user turn ``message_id`` and answer ``message`` there instead."""
+        return idempotent(request, lambda: self._run(request, EditSerializer))
+
+    @extend_schema(
+        summary="Regenerate an answer in a fork",
+        parameters=[CONVERSATION_ID, IDEMPOTENCY_KEY],
+        request=RegenerateSerializer,
+        responses=run_responses(201, 409, 422, 500, 502, queued=True),
+    )
+    @action(detail=False, methods=["post"])
+    def regenerate(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        """Fork before the user turn the answer ``message_id`` replies to and answer it anew,
+        with the same or another ``provider``."""
+        return idempotent(request, lambda: self._run(request, RegenerateSerializer))
+
+    def _run(
+        self, request: Request, serializer_class: type[EditSerializer | RegenerateSerializer]
+    ) -> HttpResponseBase:
+        conversation = self.get_conversation()
+        serializer = serializer_class(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        body = serializer.validated_data
+        background = body.get("background")
+        background = conf.BACKGROUND_RUNS if background is None else background
+        service = ToolLoopService()
+        options = {**run_options(body), "background": background}
+        if serializer_class is EditSerializer:
+            message = body["message"]
+            try:
+                run = edit_message(service, conversation, body["message_id"], message, **options)
+            except InvalidMessage as exc:
+                raise as_sent(exc, message) from None
+        else:
+            run = regenerate(service, conversation, body["message_id"], **options)
+        return self._started(request, service, run, body["stream"], background)
