@@ -3,7 +3,9 @@
 One function per concern, each id stable:
 
 - :func:`check_settings`: E001 not a dict, E002 unknown key, E003 not a
-  positive integer (every name in ``conf.POSITIVE_INTEGERS``), E004 ``MAX_ITERATIONS`` above ``MAX_ITERATIONS_LIMIT``.
+  positive integer (every name in ``conf.POSITIVE_INTEGERS``), E004 ``MAX_ITERATIONS`` above ``MAX_ITERATIONS_LIMIT``,
+  E005 not a duration, E006 neither ``None`` nor a positive integer (every
+  name in ``conf.OPTIONAL_POSITIVE_INTEGERS``: ``CONVERSATION_RETENTION_DAYS``).
 - :func:`check_providers`: E010 ``PROVIDERS`` not a non-empty dict, E015
   ``DEFAULT_PROVIDER`` not a key of it, E019 ``TITLE_PROVIDER`` neither
   ``None`` nor a key of it, and the rules of each entry
@@ -26,6 +28,7 @@ from llm_conversations.conf import (
     DEFAULTS,
     DURATIONS,
     OPTIONAL_DURATIONS,
+    OPTIONAL_POSITIVE_INTEGERS,
     POSITIVE_INTEGERS,
     raw_setting,
 )
@@ -49,9 +52,13 @@ def _is_optional_duration(value: object) -> bool:
     return value is None or _is_positive_number(value)
 
 
+def _is_optional_positive_integer(value: object) -> bool:
+    return value is None or _is_positive_integer(value)
+
+
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E001 not a dict, E002 unknown key, E003 not a positive integer, E004 limits,
-    E005 not a duration."""
+    E005 not a duration, E006 neither None nor a positive integer."""
     value = getattr(settings, "LLM_CONVERSATIONS", {})
     if not isinstance(value, Mapping):
         return _wrong_type("LLM_CONVERSATIONS", "a dict", value, "llm_conversations.E001")
@@ -73,6 +80,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             "llm_conversations.E005",
         ),
         (DURATIONS, _is_positive_number, "a positive number of seconds", "llm_conversations.E005"),
+        (
+            OPTIONAL_POSITIVE_INTEGERS,
+            _is_optional_positive_integer,
+            "a positive integer or None",
+            "llm_conversations.E006",
+        ),
     )
     for keys, valid, expected, check_id in kinds:
         for key in keys:

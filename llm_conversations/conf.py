@@ -29,6 +29,9 @@ DEFAULTS: dict[str, Any] = {
     "LEASE_SECONDS": 60,
     "MAX_ATTEMPTS": 3,
     "EVENT_RETENTION_DAYS": 7,
+    # Days a conversation may stay idle (no new message) before it is purged;
+    # None keeps conversations forever.
+    "CONVERSATION_RETENTION_DAYS": None,
     # Seconds between keep-alive comments of an event stream waiting for events.
     "SSE_HEARTBEAT_SECONDS": 15,
     # Seconds an Idempotency-Key is remembered.
@@ -49,6 +52,9 @@ OPTIONAL_DURATIONS = ("TOOL_TIMEOUT", "RUN_TIMEOUT")
 
 # Seconds, a positive number (never None).
 DURATIONS = ("SSE_HEARTBEAT_SECONDS",)
+
+# A positive integer, or None for no limit.
+OPTIONAL_POSITIVE_INTEGERS = ("CONVERSATION_RETENTION_DAYS",)
 
 POSITIVE_INTEGERS = (
     "LEASE_SECONDS",
@@ -122,6 +128,7 @@ class Settings:
     LEASE_SECONDS: _Setting[int] = _Setting(int)
     MAX_ATTEMPTS: _Setting[int] = _Setting(int)
     EVENT_RETENTION_DAYS: _Setting[int] = _Setting(int)
+    CONVERSATION_RETENTION_DAYS: _Setting[int | None] = _Setting(_optional(int))
     SSE_HEARTBEAT_SECONDS: _Setting[float] = _Setting(float)
     IDEMPOTENCY_KEY_TTL: _Setting[int] = _Setting(int)
     MAX_MESSAGE_CHARS: _Setting[int] = _Setting(int)

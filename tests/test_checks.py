@@ -34,6 +34,7 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.E003": ({"TOOL_WORKERS": 0}, True),
     "llm_conversations.E004": ({"MAX_ITERATIONS": 10, "MAX_ITERATIONS_LIMIT": 5}, True),
     "llm_conversations.E005": ({"TOOL_TIMEOUT": 0}, True),
+    "llm_conversations.E006": ({"CONVERSATION_RETENTION_DAYS": 0}, True),
     "llm_conversations.E010": ({"PROVIDERS": {}}, True),
     "llm_conversations.E011": ({"PROVIDERS": {"p": "openai"}, "DEFAULT_PROVIDER": "p"}, True),
     "llm_conversations.E012": (entry(BACKEND="mistral", MODEL="m"), True),
@@ -97,7 +98,7 @@ def test_manage_py_check_is_quiet_for_valid_settings() -> None:
     assert not ID.findall(stderr.getvalue())
 
 
-# Settings (E001-E005) -------------------------------------------------------
+# Settings (E001-E006) -------------------------------------------------------
 
 
 def setting_ids(value: Any) -> list[str]:
@@ -148,6 +149,16 @@ def test_the_heartbeat_is_a_positive_number_never_none() -> None:
 @pytest.mark.parametrize("value", [0, -1, 1.5, "86400", True])
 def test_the_idempotency_key_ttl_is_a_positive_integer(value: Any) -> None:
     assert setting_ids({"IDEMPOTENCY_KEY_TTL": value}) == ["llm_conversations.E003"]
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, "30", True])
+def test_e006_conversation_retention_is_none_or_a_positive_integer(value: Any) -> None:
+    assert setting_ids({"CONVERSATION_RETENTION_DAYS": value}) == ["llm_conversations.E006"]
+
+
+@pytest.mark.parametrize("value", [None, 1, 365])
+def test_conversation_retention_may_be_forever_or_days(value: Any) -> None:
+    assert setting_ids({"CONVERSATION_RETENTION_DAYS": value}) == []
 
 
 # Providers (E010-E018, W010) ------------------------------------------------

@@ -1,0 +1,403 @@
+"""Importing conversations written in the full-fidelity export form.
+
+Each line of the file is one conversation (:mod:`llm_conversations.services.export`
+writes them), imported in a transaction of its own and only if every part of it
+passes the rules a conversation stored here passes: the message and sequence
+rules and what the columns hold (``services/store.insert_history`` applies
+``check_sequence`` and ``_check_storable``), each row's field rules
+(``clean_fields()``, ``Message.clean()``), the rating rules
+(``services/feedback.check_rating``), only ended runs, and messages that point
+to runs of their own conversation. Owners and raters are found by username.
+Ids, timestamps and counts are kept, so exporting again gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+
+from llm_conversations.exceptions import InvalidImport, LLMConversationsError
+from llm_conversations.messages import ChatMessage
+from llm_conversations.models import (
+    MESSAGE_FIELDS,
+    Conversation,
+    Decision,
+    Feedback,
+    Message,
+    PendingCall,
+    Run,
+)
+from llm_conversations.services.export import FORMAT, FORMAT_VERSION
+from llm_conversations.services.feedback import check_rating
+from llm_conversations.services.store import insert_history
+from llm_conversations.text import json_problem
+from llm_conversations.tool_specs import ToolSpec
+
+__all__ = ["Imported", "Importer"]
+
+_T = TypeVar("_T")
+
+_CONVERSATION_KEYS = (
+    "format",
+    "version",
+    "id",
+    "owner",
+    "title",
+    "title_source",
+    "metadata",
+    "created_at",
+    "updated_at",
+    "runs",
+    "messages",
+)
+_RUN_KEYS = (
+    "id",
+    "status",
+    "termination_reason",
+    "provider",
+    "model",
+    "tools",
+    "max_iterations",
+    "iterations",
+    "usage",
+    "error_type",
+    "error_message",
+    "pending_tool_calls",
+    "decisions",
+    "attempts",
+    "created_at",
+    "updated_at",
+    "started_at",
+    "finished_at",
+)
+_MESSAGE_KEYS = (
+    "id",
+    "role",
+    "content",
+    "tool_calls",
+    "tool_call_id",
+    "is_error",
+    "run",
+    "provider",
+    "model",
+    "finish_reason",
+    "usage",
+    "metadata",
+    "created_at",
+    "feedback",
+)
+_FEEDBACK_KEYS = ("user", "rating", "comment", "created_at", "updated_at")
+_USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens", "cached_tokens")
+
+
+def _invalid(field: str, why: str) -> InvalidImport:
+    return InvalidImport("invalid_import", f"{field} {why}.", field=field)
+
+
+def _object(value: Any, field: str, keys: tuple[str, ...]) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise _invalid(field or "a line", "must be a JSON object")
+    missing = [key for key in keys if key not in value]
+    unknown = sorted(set(value) - set(keys))
+    if missing or unknown:
+        raise _invalid(
+            field or "a line",
+            f"has missing keys ({', '.join(missing) or 'none'}) "
+            f"or unknown keys ({', '.join(unknown) or 'none'})",
+        )
+    return value
+
+
+def _list(value: Any, field: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _invalid(field, "must be a list")
+    return value
+
+
+def _id(value: Any, field: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(value)
+    except (TypeError, ValueError, AttributeError):
+        raise _invalid(field, "must be a UUID") from None
+
+
+def _optional_moment(value: Any, field: str) -> datetime | None:
+    return None if value is None else _moment(value, field)
+
+
+def _moment(value: Any, field: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise _invalid(field, "must be an ISO 8601 date and time") from None
+    if moment.tzinfo is None:
+        raise _invalid(field, "must carry a time zone")
+    return moment
+
+
+def _usage(value: Any, field: str, *, null: bool) -> dict[str, Any]:
+    if value is None and null:
+        return dict.fromkeys(_USAGE_KEYS)
+    return dict(_object(value, field, _USAGE_KEYS))
+
+
+def _clean(row: Any, field: str, exclude: list[str]) -> None:
+    """The row's field rules (types, choices, lengths), without a query."""
+    try:
+        row.clean_fields(exclude=exclude)
+        row.clean()
+    except ValidationError as exc:
+        name, errors = next(iter(exc.message_dict.items()))
+        where = field if name == "__all__" else f"{field}.{name}"
+        raise _invalid(where, f"is invalid: {' '.join(errors)}") from None
+
+
+def _storable(value: Any, field: str) -> None:
+    problem = json_problem(value, field)
+    if problem is not None:
+        raise InvalidImport(problem.code, f"{problem.why} cannot be stored.", field=problem.path)
+
+
+def _within(field: str, read: Callable[..., _T], *args: Any) -> _T:
+    """``read(*args)``, its value-object errors named from ``field``."""
+    try:
+        return read(*args)
+    except LLMConversationsError as exc:
+        raise exc.within(field) from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise _invalid(field, f"is invalid ({type(exc).__name__}: {exc})") from None
+
+
+def _set_times(rows: list[Any], times: list[tuple[Any, Any]]) -> None:
+    for row, (created_at, updated_at) in zip(rows, times, strict=True):
+        row.created_at = created_at
+        row.updated_at = updated_at
+
+
+@dataclass
+class Imported:
+    """What an import stored and what it skipped (ids taken, ``skip_existing``)."""
+
+    conversations: int = 0
+    messages: int = 0
+    skipped: int = 0
+
+
+class Importer:
+    """Reads full-fidelity lines into the database, one conversation per transaction.
+
+    ``default_owner`` owns conversations whose owner's username is not a user
+    here (without it they are refused, ``unknown_user``). Conversations whose
+    id is taken are refused (``conversation_exists``) unless ``skip_existing``.
+    ``line`` is the number of the line being read, for error reports.
+    """
+
+    def __init__(self, *, default_owner: Any = None, skip_existing: bool = False) -> None:
+        self.default_owner = default_owner
+        self.skip_existing = skip_existing
+        self.line = 0
+        self.imported = Imported()
+        self._users: dict[str, Any] = {}
+
+    def import_lines(self, lines: Iterable[str]) -> Imported:
+        """Import each non-blank line; raises :class:`InvalidImport` (or another
+        rule's error) at the first conversation refused, keeping those before it."""
+        for self.line, text in enumerate(lines, start=1):
+            if not text.strip():
+                continue
+            try:
+                record = json.loads(text)
+            except ValueError as exc:
+                raise InvalidImport("invalid_import", f"not a JSON line: {exc}.") from None
+            self.import_record(record)
+        return self.imported
+
+    def import_record(self, record: Any) -> Conversation | None:
+        """Import one conversation; ``None`` when skipped because its id is taken."""
+        record = _object(record, "", _CONVERSATION_KEYS)
+        if record["format"] != FORMAT or record["version"] != FORMAT_VERSION:
+            raise InvalidImport(
+                "unsupported_version",
+                f"expected format {FORMAT!r} version {FORMAT_VERSION}, got "
+                f"{record['format']!r} version {record['version']!r}.",
+                field="version",
+            )
+        conversation_id = _id(record["id"], "id")
+        if Conversation.objects.filter(pk=conversation_id).exists():
+            if self.skip_existing:
+                self.imported.skipped += 1
+                return None
+            raise InvalidImport(
+                "conversation_exists", f"conversation {conversation_id} exists.", field="id"
+            )
+        conversation = Conversation(
+            id=conversation_id,
+            owner=self._owner(record["owner"]),
+            title=record["title"],
+            title_source=record["title_source"],
+            metadata=record["metadata"],
+        )
+        _storable({"title": record["title"], "metadata": record["metadata"]}, "")
+        _clean(conversation, "", ["owner", "id"])
+        runs = [
+            self._run(item, f"runs[{i}]", conversation_id)
+            for i, item in enumerate(_list(record["runs"], "runs"))
+        ]
+        run_ids = {run.pk for run in runs}
+        items, ratings = self._messages(_list(record["messages"], "messages"), run_ids)
+        # Inserts set created_at and updated_at to now (auto_now); the times
+        # read are written back by bulk_update, which leaves them alone.
+        run_times = [(run.created_at, run.updated_at) for run in runs]
+        rating_times = [(rating.created_at, rating.updated_at) for rating in ratings]
+        try:
+            with transaction.atomic():
+                conversation.save(force_insert=True)
+                Run.objects.bulk_create(runs)
+                _set_times(runs, run_times)
+                Run.objects.bulk_update(runs, ["created_at", "updated_at"])
+                rows = insert_history(conversation, items)
+                for row, (_, extra) in zip(rows, items, strict=True):
+                    row.created_at = extra["created_at"]
+                Message.objects.bulk_update(rows, ["created_at"], batch_size=500)
+                Feedback.objects.bulk_create(ratings)
+                _set_times(ratings, rating_times)
+                Feedback.objects.bulk_update(ratings, ["created_at", "updated_at"])
+                # Last, after the store set updated_at to now.
+                Conversation.objects.filter(pk=conversation_id).update(
+                    created_at=_moment(record["created_at"], "created_at"),
+                    updated_at=_moment(record["updated_at"], "updated_at"),
+                )
+        except IntegrityError:
+            raise InvalidImport(
+                "conversation_exists",
+                f"a run or message id of conversation {conversation_id} is taken.",
+                field="id",
+            ) from None
+        self.imported.conversations += 1
+        self.imported.messages += len(rows)
+        return conversation
+
+    def _user(self, username: Any, field: str) -> Any:
+        if not isinstance(username, str):
+            raise _invalid(field, "must be a username")
+        if username not in self._users:
+            model = get_user_model()
+            self._users[username] = model._default_manager.filter(
+                **{model.USERNAME_FIELD: username}
+            ).first()
+        return self._users[username]
+
+    def _owner(self, username: Any) -> Any:
+        if username is None:
+            return None
+        user = self._user(username, "owner")
+        if user is None:
+            if self.default_owner is None:
+                raise InvalidImport(
+                    "unknown_user", f"no user is named {username!r}.", field="owner"
+                )
+            return self.default_owner
+        return user
+
+    def _run(self, value: Any, field: str, conversation_id: uuid.UUID) -> Run:
+        data = _object(value, field, _RUN_KEYS)
+        _storable(dict(data), field)
+        run = Run(
+            id=_id(data["id"], f"{field}.id"),
+            conversation_id=conversation_id,
+            status=data["status"],
+            termination_reason=data["termination_reason"],
+            provider=data["provider"],
+            model=data["model"],
+            max_iterations=data["max_iterations"],
+            iterations=data["iterations"],
+            **_usage(data["usage"], f"{field}.usage", null=False),
+            error_type=data["error_type"],
+            error_message=data["error_message"],
+            attempts=data["attempts"],
+            created_at=_moment(data["created_at"], f"{field}.created_at"),
+            updated_at=_moment(data["updated_at"], f"{field}.updated_at"),
+            started_at=_optional_moment(data["started_at"], f"{field}.started_at"),
+            finished_at=_optional_moment(data["finished_at"], f"{field}.finished_at"),
+        )
+        run.offered_tools = [
+            _within(f"{field}.tools[{i}]", ToolSpec.from_dict, item)
+            for i, item in enumerate(_list(data["tools"], f"{field}.tools"))
+        ]
+        run.pending_tool_calls = Run.stored_waiting(
+            _within(f"{field}.pending_tool_calls[{i}]", PendingCall.from_dict, item)
+            for i, item in enumerate(
+                _list(data["pending_tool_calls"], f"{field}.pending_tool_calls")
+            )
+        )
+        decisions = data["decisions"]
+        if not isinstance(decisions, dict):
+            raise _invalid(f"{field}.decisions", "must be an object")
+        run.decisions = {
+            str(call_id): _within(f"{field}.decisions", Decision, decision).value
+            for call_id, decision in decisions.items()
+        }
+        _clean(run, field, ["conversation", "id"])
+        if run.is_active:
+            raise InvalidImport(
+                "active_run", "only ended runs are imported.", field=f"{field}.status"
+            )
+        return run
+
+    def _messages(
+        self, values: list[Any], run_ids: set[uuid.UUID]
+    ) -> tuple[list[tuple[ChatMessage, dict[str, Any]]], list[Feedback]]:
+        items: list[tuple[ChatMessage, dict[str, Any]]] = []
+        ratings: list[Feedback] = []
+        for index, value in enumerate(values):
+            field = f"messages[{index}]"
+            data = _object(value, field, _MESSAGE_KEYS)
+            message = _within(
+                field,
+                ChatMessage.from_dict,
+                {key: data[key] for key in MESSAGE_FIELDS},
+            )
+            run_id = None if data["run"] is None else _id(data["run"], f"{field}.run")
+            if run_id is not None and run_id not in run_ids:
+                raise _invalid(f"{field}.run", "must be a run of this conversation")
+            extra = {
+                "id": _id(data["id"], f"{field}.id"),
+                "run_id": run_id,
+                "provider": data["provider"],
+                "model": data["model"],
+                "finish_reason": data["finish_reason"],
+                **_usage(data["usage"], f"{field}.usage", null=True),
+                "metadata": data["metadata"],
+                "created_at": _moment(data["created_at"], f"{field}.created_at"),
+            }
+            row = Message(position=index, **Message.fields_from_chat_message(message), **extra)
+            _clean(row, field, ["conversation", "run", "id"])
+            items.append((message, extra))
+            for i, item in enumerate(_list(data["feedback"], f"{field}.feedback")):
+                ratings.append(self._rating(row, item, f"{field}.feedback[{i}]"))
+        return items, ratings
+
+    def _rating(self, message: Message, value: Any, field: str) -> Feedback:
+        data = _object(value, field, _FEEDBACK_KEYS)
+        _within(field, check_rating, message, data["rating"], data["comment"])
+        user = self._user(data["user"], f"{field}.user")
+        if user is None:
+            raise InvalidImport(
+                "unknown_user", f"no user is named {data['user']!r}.", field=f"{field}.user"
+            )
+        return Feedback(
+            message_id=message.pk,
+            user=user,
+            rating=data["rating"],
+            comment=data["comment"],
+            created_at=_moment(data["created_at"], f"{field}.created_at"),
+            updated_at=_moment(data["updated_at"], f"{field}.updated_at"),
+        )
