@@ -17,16 +17,26 @@ never with the rows.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
+from itertools import islice
 from typing import IO, Any
 
-from django.db.models import Exists, OuterRef, Prefetch, QuerySet
+from django.contrib.auth import get_user_model
+from django.db.models import Exists, OuterRef, QuerySet
 
-from llm_conversations.messages import Role
-from llm_conversations.models import Conversation, Feedback, Message, Rating, Run
+from llm_conversations.messages import ChatMessage, Role
+from llm_conversations.models import (
+    MESSAGE_FIELDS,
+    Conversation,
+    Feedback,
+    Message,
+    Rating,
+    Run,
+    chat_message_from_row,
+)
 from llm_conversations.tool_specs import ToolSpec
 
 __all__ = [
@@ -37,7 +47,6 @@ __all__ = [
     "FinetuneExport",
     "dumps",
     "finetune_records",
-    "full_record",
     "full_records",
     "select_conversations",
     "timestamp",
@@ -91,26 +100,64 @@ def select_conversations(
     return conversations.order_by("created_at", "id")
 
 
+# The message columns an export reads, as plain values (no model instances).
+_MESSAGE_COLUMNS = (
+    "id",
+    "conversation_id",
+    *MESSAGE_FIELDS,
+    "run_id",
+    "provider",
+    "model",
+    "finish_reason",
+    *_USAGE,
+    "metadata",
+    "created_at",
+)
+
+
+@dataclass
+class _Loaded:
+    """One conversation with its rows, read for a whole chunk at once."""
+
+    conversation: Conversation
+    runs: list[Run] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+
 def _streamed(
     conversations: QuerySet[Conversation], chunk_size: int, *, feedback: bool
-) -> Iterator[Conversation]:
-    messages = Message.objects.order_by("position")
-    lookups: list[Any] = [
-        Prefetch("messages", queryset=messages),
-        Prefetch("runs", queryset=Run.objects.order_by("created_at", "id")),
-    ]
-    if feedback:
-        lookups.append(
-            Prefetch(
-                "messages__feedback",
-                queryset=Feedback.objects.select_related("user").order_by("user__username", "id"),
-            )
+) -> Iterator[tuple[_Loaded, dict[Any, list[dict[str, Any]]]]]:
+    """Each conversation with its runs and messages (and the chunk's feedback by
+    message id): the conversations' query, then three queries a chunk."""
+    rows = conversations.select_related("owner").iterator(chunk_size=chunk_size)
+    while chunk := list(islice(rows, chunk_size)):
+        loaded = {c.pk: _Loaded(c) for c in chunk}
+        for run in Run.objects.filter(conversation_id__in=loaded).order_by("created_at", "id"):
+            loaded[run.conversation_id].runs.append(run)
+        messages = Message.objects.filter(conversation_id__in=loaded).order_by(
+            "conversation_id", "position"
         )
-    return (
-        conversations.select_related("owner")
-        .prefetch_related(*lookups)
-        .iterator(chunk_size=chunk_size)
-    )
+        for message in messages.values(*_MESSAGE_COLUMNS):
+            loaded[message["conversation_id"]].messages.append(message)
+        ratings: dict[Any, list[dict[str, Any]]] = {}
+        if feedback:
+            username = f"user__{get_user_model().USERNAME_FIELD}"
+            for rating in (
+                Feedback.objects.filter(message__conversation_id__in=loaded)
+                .order_by("message_id", username, "id")
+                .values("message_id", username, "rating", "comment", "created_at", "updated_at")
+            ):
+                ratings.setdefault(rating["message_id"], []).append(
+                    {
+                        "user": rating[username],
+                        "rating": rating["rating"],
+                        "comment": rating["comment"],
+                        "created_at": timestamp(rating["created_at"]),
+                        "updated_at": timestamp(rating["updated_at"]),
+                    }
+                )
+        for item in loaded.values():
+            yield item, ratings
 
 
 def timestamp(moment: datetime | None) -> str | None:
@@ -118,12 +165,8 @@ def timestamp(moment: datetime | None) -> str | None:
     return None if moment is None else moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
-def _username(user: Any) -> str | None:
-    return None if user is None else str(user.get_username())
-
-
-def _usage(row: Any) -> dict[str, int | None]:
-    return {name: getattr(row, name) for name in _USAGE}
+def _usage(values: Mapping[str, Any]) -> dict[str, int | None]:
+    return {name: values[name] for name in _USAGE}
 
 
 def _run_record(run: Run) -> dict[str, Any]:
@@ -136,7 +179,7 @@ def _run_record(run: Run) -> dict[str, Any]:
         "tools": [spec.to_stored() for spec in run.offered_tools],
         "max_iterations": run.max_iterations,
         "iterations": run.iterations,
-        "usage": _usage(run),
+        "usage": {name: getattr(run, name) for name in _USAGE},
         "error_type": run.error_type,
         "error_message": run.error_message,
         "pending_tool_calls": Run.stored_waiting(run.waiting_calls),
@@ -149,45 +192,41 @@ def _run_record(run: Run) -> dict[str, Any]:
     }
 
 
-def _message_record(message: Message) -> dict[str, Any]:
-    usage = _usage(message)
+def _chat(row: Mapping[str, Any]) -> ChatMessage:
+    return chat_message_from_row(*(row[name] for name in MESSAGE_FIELDS))
+
+
+def _message_record(row: Mapping[str, Any], feedback: list[dict[str, Any]]) -> dict[str, Any]:
+    usage = _usage(row)
     return {
-        "id": str(message.pk),
-        **message.to_chat_message().to_stored(),
-        "run": None if message.run_id is None else str(message.run_id),
-        "provider": message.provider,
-        "model": message.model,
-        "finish_reason": message.finish_reason,
+        "id": str(row["id"]),
+        **_chat(row).to_stored(),
+        "run": None if row["run_id"] is None else str(row["run_id"]),
+        "provider": row["provider"],
+        "model": row["model"],
+        "finish_reason": row["finish_reason"],
         "usage": usage if any(value is not None for value in usage.values()) else None,
-        "metadata": message.metadata,
-        "created_at": timestamp(message.created_at),
-        "feedback": [
-            {
-                "user": _username(item.user),
-                "rating": item.rating,
-                "comment": item.comment,
-                "created_at": timestamp(item.created_at),
-                "updated_at": timestamp(item.updated_at),
-            }
-            for item in message.feedback.all()
-        ],
+        "metadata": row["metadata"],
+        "created_at": timestamp(row["created_at"]),
+        "feedback": feedback,
     }
 
 
-def full_record(conversation: Conversation) -> dict[str, Any]:
-    """One conversation in the full-fidelity form (its rows prefetched or not)."""
+def _full_record(loaded: _Loaded, ratings: Mapping[Any, list[dict[str, Any]]]) -> dict[str, Any]:
+    conversation = loaded.conversation
+    owner = conversation.owner
     return {
         "format": FORMAT,
         "version": FORMAT_VERSION,
         "id": str(conversation.pk),
-        "owner": _username(conversation.owner),
+        "owner": None if owner is None else str(owner.get_username()),
         "title": conversation.title,
         "title_source": conversation.title_source,
         "metadata": conversation.metadata,
         "created_at": timestamp(conversation.created_at),
         "updated_at": timestamp(conversation.updated_at),
-        "runs": [_run_record(run) for run in conversation.runs.all()],
-        "messages": [_message_record(message) for message in conversation.messages.all()],
+        "runs": [_run_record(run) for run in loaded.runs],
+        "messages": [_message_record(row, ratings.get(row["id"], [])) for row in loaded.messages],
     }
 
 
@@ -195,8 +234,10 @@ def full_records(
     conversations: QuerySet[Conversation], *, chunk_size: int = CHUNK_SIZE
 ) -> Iterator[dict[str, Any]]:
     """The full-fidelity form of each conversation, streamed."""
-    for conversation in _streamed(conversations, chunk_size, feedback=True):
-        yield full_record(conversation)
+    if chunk_size < 1:
+        raise ValueError("chunk_size must be at least 1")
+    for loaded, ratings in _streamed(conversations, chunk_size, feedback=True):
+        yield _full_record(loaded, ratings)
 
 
 @dataclass
@@ -209,8 +250,10 @@ class FinetuneExport:
         self, conversations: QuerySet[Conversation], *, chunk_size: int = CHUNK_SIZE
     ) -> Iterator[dict[str, Any]]:
         """The fine-tuning form of each conversation that has one, streamed."""
-        for conversation in _streamed(conversations, chunk_size, feedback=False):
-            record = _finetune_record(conversation)
+        if chunk_size < 1:
+            raise ValueError("chunk_size must be at least 1")
+        for loaded, _ in _streamed(conversations, chunk_size, feedback=False):
+            record = _finetune_record(loaded)
             if record is None:
                 self.skipped += 1
             else:
@@ -224,16 +267,16 @@ def finetune_records(
     return FinetuneExport().records(conversations, chunk_size=chunk_size)
 
 
-def _finetune_record(conversation: Conversation) -> dict[str, Any] | None:
+def _finetune_record(loaded: _Loaded) -> dict[str, Any] | None:
     """Messages up to the last final answer, with the tools offered; ``None`` when
     there is no final answer or a call names a tool no run offered."""
-    chat = [row.to_chat_message() for row in conversation.messages.all()]
+    chat = [_chat(row) for row in loaded.messages]
     ends = [i for i, m in enumerate(chat) if m.role is Role.ASSISTANT and not m.tool_calls]
     if not ends:
         return None
     chat = chat[: ends[-1] + 1]
     tools: dict[str, ToolSpec] = {}
-    for run in conversation.runs.all():
+    for run in loaded.runs:
         for spec in run.offered_tools:
             tools.setdefault(spec.name, spec)
     called = {call.name for m in chat for call in m.tool_calls or ()}

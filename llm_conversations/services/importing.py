@@ -22,7 +22,8 @@ from typing import Any, TypeVar
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Field, Model
 
 from llm_conversations.exceptions import InvalidImport, LLMConversationsError
 from llm_conversations.messages import ChatMessage
@@ -176,10 +177,35 @@ def _within(field: str, read: Callable[..., _T], *args: Any) -> _T:
         raise _invalid(field, f"is invalid ({type(exc).__name__}: {exc})") from None
 
 
-def _set_times(rows: list[Any], times: list[tuple[Any, Any]]) -> None:
-    for row, (created_at, updated_at) in zip(rows, times, strict=True):
-        row.created_at = created_at
-        row.updated_at = updated_at
+def _times(row: Any, *names: str) -> dict[str, Any]:
+    return {name: getattr(row, name) for name in names}
+
+
+def _restore_times(model: type[Model], pks: list[Any], times: list[dict[str, Any]]) -> None:
+    """Write ``times`` over the times an insert set, one prepared ``UPDATE`` for all rows.
+
+    ``bulk_update`` would too, but builds a ``CASE`` per row and costs more
+    than the import itself; ``QuerySet.update`` would take a statement per row.
+    """
+    if not pks:
+        return
+    meta = model._meta
+    fields = [field for name in times[0] if isinstance(field := meta.get_field(name), Field)]
+    pk = meta.pk
+    assert pk is not None  # every model has one
+    quote = connection.ops.quote_name
+    sql = (
+        f"UPDATE {quote(meta.db_table)} SET "
+        + ", ".join(f"{quote(str(field.column))} = %s" for field in fields)
+        + f" WHERE {quote(str(pk.column))} = %s"
+    )
+    params = [
+        [field.get_db_prep_value(values[field.name], connection) for field in fields]
+        + [pk.get_db_prep_value(key, connection)]
+        for key, values in zip(pks, times, strict=True)
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, params)
 
 
 @dataclass
@@ -254,22 +280,22 @@ class Importer:
         run_ids = {run.pk for run in runs}
         items, ratings = self._messages(_list(record["messages"], "messages"), run_ids)
         # Inserts set created_at and updated_at to now (auto_now); the times
-        # read are written back by bulk_update, which leaves them alone.
-        run_times = [(run.created_at, run.updated_at) for run in runs]
-        rating_times = [(rating.created_at, rating.updated_at) for rating in ratings]
+        # read are written back after them.
+        run_times = [_times(run, "created_at", "updated_at") for run in runs]
+        rating_times = [_times(rating, "created_at", "updated_at") for rating in ratings]
         try:
             with transaction.atomic():
                 conversation.save(force_insert=True)
                 Run.objects.bulk_create(runs)
-                _set_times(runs, run_times)
-                Run.objects.bulk_update(runs, ["created_at", "updated_at"])
+                _restore_times(Run, [run.pk for run in runs], run_times)
                 rows = insert_history(conversation, items)
-                for row, (_, extra) in zip(rows, items, strict=True):
-                    row.created_at = extra["created_at"]
-                Message.objects.bulk_update(rows, ["created_at"], batch_size=500)
+                _restore_times(
+                    Message,
+                    [row.pk for row in rows],
+                    [{"created_at": extra["created_at"]} for _, extra in items],
+                )
                 Feedback.objects.bulk_create(ratings)
-                _set_times(ratings, rating_times)
-                Feedback.objects.bulk_update(ratings, ["created_at", "updated_at"])
+                _restore_times(Feedback, [rating.pk for rating in ratings], rating_times)
                 # Last, after the store set updated_at to now.
                 Conversation.objects.filter(pk=conversation_id).update(
                     created_at=_moment(record["created_at"], "created_at"),
