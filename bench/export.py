@@ -111,6 +111,10 @@ def populate(owner: User) -> None:
         )
 
 
+# The parent's database connections, in a forked child.
+INHERITED: list[object] = []
+
+
 def rss_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
 
@@ -123,10 +127,13 @@ def export_in_child(form: str, conversations: int) -> tuple[float, int, int]:
     if pid == 0:  # the child
         os.close(read)
         if connection.vendor == "postgresql":
-            # A connection of its own; an in-memory SQLite database is the child's copy.
+            # A connection of its own. The parent's is dropped, not closed (closing
+            # would end the parent's session too) and kept referenced until
+            # os._exit, so no finaliser closes it either. An in-memory SQLite
+            # database is the child's own copy and is read as it is.
             for alias in connections:
-                connections[alias].inc_thread_sharing()
-                connections[alias].close()
+                INHERITED.append(connections[alias].connection)
+                connections[alias].connection = None
         before = rss_kib()
         ids = select_conversations().values_list("pk", flat=True)[:conversations]
         chosen = select_conversations().filter(pk__in=list(ids))

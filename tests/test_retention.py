@@ -112,7 +112,7 @@ class TestPurge:
         with pytest.raises(CommandError, match="at least 1"):
             call("purge_conversations", "--days", "1", "--batch-size", "0")
 
-    def test_each_batch_checks_again_after_the_lock(self) -> None:
+    def test_a_conversation_that_became_recent_or_busy_stays(self) -> None:
         """A conversation that a message reached, or that a run started on, after it was
         picked stays: the delete reads the candidates again."""
         stale = conversation(40, "reached", messages=1)
