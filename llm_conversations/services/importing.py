@@ -15,17 +15,15 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Field, Model
 
-from llm_conversations.exceptions import InvalidImport, LLMConversationsError
+from llm_conversations.exceptions import InvalidImport
 from llm_conversations.messages import ChatMessage
 from llm_conversations.models import (
     MESSAGE_FIELDS,
@@ -38,143 +36,26 @@ from llm_conversations.models import (
 )
 from llm_conversations.services.export import FORMAT, FORMAT_VERSION
 from llm_conversations.services.feedback import check_rating
+from llm_conversations.services.import_shapes import (
+    CONVERSATION_KEYS,
+    FEEDBACK_KEYS,
+    MESSAGE_KEYS,
+    RUN_KEYS,
+    check_storable,
+    clean_row,
+    invalid,
+    list_value,
+    moment,
+    object_value,
+    optional_moment,
+    usage_value,
+    uuid_value,
+    within,
+)
 from llm_conversations.services.store import insert_history
-from llm_conversations.text import json_problem
 from llm_conversations.tool_specs import ToolSpec
 
 __all__ = ["Imported", "Importer"]
-
-_T = TypeVar("_T")
-
-_CONVERSATION_KEYS = (
-    "format",
-    "version",
-    "id",
-    "owner",
-    "title",
-    "title_source",
-    "metadata",
-    "created_at",
-    "updated_at",
-    "runs",
-    "messages",
-)
-_RUN_KEYS = (
-    "id",
-    "status",
-    "termination_reason",
-    "provider",
-    "model",
-    "tools",
-    "max_iterations",
-    "iterations",
-    "usage",
-    "error_type",
-    "error_message",
-    "pending_tool_calls",
-    "decisions",
-    "attempts",
-    "created_at",
-    "updated_at",
-    "started_at",
-    "finished_at",
-)
-_MESSAGE_KEYS = (
-    "id",
-    "role",
-    "content",
-    "tool_calls",
-    "tool_call_id",
-    "is_error",
-    "run",
-    "provider",
-    "model",
-    "finish_reason",
-    "usage",
-    "metadata",
-    "created_at",
-    "feedback",
-)
-_FEEDBACK_KEYS = ("user", "rating", "comment", "created_at", "updated_at")
-_USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens", "cached_tokens")
-
-
-def _invalid(field: str, why: str) -> InvalidImport:
-    return InvalidImport("invalid_import", f"{field} {why}.", field=field)
-
-
-def _object(value: Any, field: str, keys: tuple[str, ...]) -> Mapping[str, Any]:
-    if not isinstance(value, dict):
-        raise _invalid(field or "a line", "must be a JSON object")
-    missing = [key for key in keys if key not in value]
-    unknown = sorted(set(value) - set(keys))
-    if missing or unknown:
-        raise _invalid(
-            field or "a line",
-            f"has missing keys ({', '.join(missing) or 'none'}) "
-            f"or unknown keys ({', '.join(unknown) or 'none'})",
-        )
-    return value
-
-
-def _list(value: Any, field: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise _invalid(field, "must be a list")
-    return value
-
-
-def _id(value: Any, field: str) -> uuid.UUID:
-    try:
-        return uuid.UUID(value)
-    except (TypeError, ValueError, AttributeError):
-        raise _invalid(field, "must be a UUID") from None
-
-
-def _optional_moment(value: Any, field: str) -> datetime | None:
-    return None if value is None else _moment(value, field)
-
-
-def _moment(value: Any, field: str) -> datetime:
-    try:
-        moment = datetime.fromisoformat(value)
-    except (TypeError, ValueError):
-        raise _invalid(field, "must be an ISO 8601 date and time") from None
-    if moment.tzinfo is None:
-        raise _invalid(field, "must carry a time zone")
-    return moment
-
-
-def _usage(value: Any, field: str, *, null: bool) -> dict[str, Any]:
-    if value is None and null:
-        return dict.fromkeys(_USAGE_KEYS)
-    return dict(_object(value, field, _USAGE_KEYS))
-
-
-def _clean(row: Any, field: str, exclude: list[str]) -> None:
-    """The row's field rules (types, choices, lengths), without a query."""
-    try:
-        row.clean_fields(exclude=exclude)
-        row.clean()
-    except ValidationError as exc:
-        name, errors = next(iter(exc.message_dict.items()))
-        where = field if name == "__all__" else f"{field}.{name}"
-        raise _invalid(where, f"is invalid: {' '.join(errors)}") from None
-
-
-def _storable(value: Any, field: str) -> None:
-    problem = json_problem(value, field)
-    if problem is not None:
-        raise InvalidImport(problem.code, f"{problem.why} cannot be stored.", field=problem.path)
-
-
-def _within(field: str, read: Callable[..., _T], *args: Any) -> _T:
-    """``read(*args)``, its value-object errors named from ``field``."""
-    try:
-        return read(*args)
-    except LLMConversationsError as exc:
-        raise exc.within(field) from None
-    except (KeyError, TypeError, ValueError) as exc:
-        raise _invalid(field, f"is invalid ({type(exc).__name__}: {exc})") from None
 
 
 def _times(row: Any, *names: str) -> dict[str, Any]:
@@ -248,7 +129,7 @@ class Importer:
 
     def import_record(self, record: Any) -> Conversation | None:
         """Import one conversation; ``None`` when skipped because its id is taken."""
-        record = _object(record, "", _CONVERSATION_KEYS)
+        record = object_value(record, "", CONVERSATION_KEYS)
         if record["format"] != FORMAT or record["version"] != FORMAT_VERSION:
             raise InvalidImport(
                 "unsupported_version",
@@ -256,7 +137,7 @@ class Importer:
                 f"{record['format']!r} version {record['version']!r}.",
                 field="version",
             )
-        conversation_id = _id(record["id"], "id")
+        conversation_id = uuid_value(record["id"], "id")
         if Conversation.objects.filter(pk=conversation_id).exists():
             if self.skip_existing:
                 self.imported.skipped += 1
@@ -271,14 +152,14 @@ class Importer:
             title_source=record["title_source"],
             metadata=record["metadata"],
         )
-        _storable({"title": record["title"], "metadata": record["metadata"]}, "")
-        _clean(conversation, "", ["owner", "id"])
+        check_storable({"title": record["title"], "metadata": record["metadata"]}, "")
+        clean_row(conversation, "", ["owner", "id"])
         runs = [
             self._run(item, f"runs[{i}]", conversation_id)
-            for i, item in enumerate(_list(record["runs"], "runs"))
+            for i, item in enumerate(list_value(record["runs"], "runs"))
         ]
         run_ids = {run.pk for run in runs}
-        items, ratings = self._messages(_list(record["messages"], "messages"), run_ids)
+        items, ratings = self._messages(list_value(record["messages"], "messages"), run_ids)
         # Inserts set created_at and updated_at to now (auto_now); the times
         # read are written back after them.
         run_times = [_times(run, "created_at", "updated_at") for run in runs]
@@ -298,8 +179,8 @@ class Importer:
                 _restore_times(Feedback, [rating.pk for rating in ratings], rating_times)
                 # Last, after the store set updated_at to now.
                 Conversation.objects.filter(pk=conversation_id).update(
-                    created_at=_moment(record["created_at"], "created_at"),
-                    updated_at=_moment(record["updated_at"], "updated_at"),
+                    created_at=moment(record["created_at"], "created_at"),
+                    updated_at=moment(record["updated_at"], "updated_at"),
                 )
         except IntegrityError:
             raise InvalidImport(
@@ -313,7 +194,7 @@ class Importer:
 
     def _user(self, username: Any, field: str) -> Any:
         if not isinstance(username, str):
-            raise _invalid(field, "must be a username")
+            raise invalid(field, "must be a username")
         if username not in self._users:
             model = get_user_model()
             self._users[username] = model._default_manager.filter(
@@ -334,10 +215,10 @@ class Importer:
         return user
 
     def _run(self, value: Any, field: str, conversation_id: uuid.UUID) -> Run:
-        data = _object(value, field, _RUN_KEYS)
-        _storable(dict(data), field)
+        data = object_value(value, field, RUN_KEYS)
+        check_storable(dict(data), field)
         run = Run(
-            id=_id(data["id"], f"{field}.id"),
+            id=uuid_value(data["id"], f"{field}.id"),
             conversation_id=conversation_id,
             status=data["status"],
             termination_reason=data["termination_reason"],
@@ -345,33 +226,33 @@ class Importer:
             model=data["model"],
             max_iterations=data["max_iterations"],
             iterations=data["iterations"],
-            **_usage(data["usage"], f"{field}.usage", null=False),
+            **usage_value(data["usage"], f"{field}.usage", null=False),
             error_type=data["error_type"],
             error_message=data["error_message"],
             attempts=data["attempts"],
-            created_at=_moment(data["created_at"], f"{field}.created_at"),
-            updated_at=_moment(data["updated_at"], f"{field}.updated_at"),
-            started_at=_optional_moment(data["started_at"], f"{field}.started_at"),
-            finished_at=_optional_moment(data["finished_at"], f"{field}.finished_at"),
+            created_at=moment(data["created_at"], f"{field}.created_at"),
+            updated_at=moment(data["updated_at"], f"{field}.updated_at"),
+            started_at=optional_moment(data["started_at"], f"{field}.started_at"),
+            finished_at=optional_moment(data["finished_at"], f"{field}.finished_at"),
         )
         run.offered_tools = [
-            _within(f"{field}.tools[{i}]", ToolSpec.from_dict, item)
-            for i, item in enumerate(_list(data["tools"], f"{field}.tools"))
+            within(f"{field}.tools[{i}]", ToolSpec.from_dict, item)
+            for i, item in enumerate(list_value(data["tools"], f"{field}.tools"))
         ]
         run.pending_tool_calls = Run.stored_waiting(
-            _within(f"{field}.pending_tool_calls[{i}]", PendingCall.from_dict, item)
+            within(f"{field}.pending_tool_calls[{i}]", PendingCall.from_dict, item)
             for i, item in enumerate(
-                _list(data["pending_tool_calls"], f"{field}.pending_tool_calls")
+                list_value(data["pending_tool_calls"], f"{field}.pending_tool_calls")
             )
         )
         decisions = data["decisions"]
         if not isinstance(decisions, dict):
-            raise _invalid(f"{field}.decisions", "must be an object")
+            raise invalid(f"{field}.decisions", "must be an object")
         run.decisions = {
-            str(call_id): _within(f"{field}.decisions", Decision, decision).value
+            str(call_id): within(f"{field}.decisions", Decision, decision).value
             for call_id, decision in decisions.items()
         }
-        _clean(run, field, ["conversation", "id"])
+        clean_row(run, field, ["conversation", "id"])
         if run.is_active:
             raise InvalidImport(
                 "active_run", "only ended runs are imported.", field=f"{field}.status"
@@ -385,35 +266,35 @@ class Importer:
         ratings: list[Feedback] = []
         for index, value in enumerate(values):
             field = f"messages[{index}]"
-            data = _object(value, field, _MESSAGE_KEYS)
-            message = _within(
+            data = object_value(value, field, MESSAGE_KEYS)
+            message = within(
                 field,
                 ChatMessage.from_dict,
                 {key: data[key] for key in MESSAGE_FIELDS},
             )
-            run_id = None if data["run"] is None else _id(data["run"], f"{field}.run")
+            run_id = None if data["run"] is None else uuid_value(data["run"], f"{field}.run")
             if run_id is not None and run_id not in run_ids:
-                raise _invalid(f"{field}.run", "must be a run of this conversation")
+                raise invalid(f"{field}.run", "must be a run of this conversation")
             extra = {
-                "id": _id(data["id"], f"{field}.id"),
+                "id": uuid_value(data["id"], f"{field}.id"),
                 "run_id": run_id,
                 "provider": data["provider"],
                 "model": data["model"],
                 "finish_reason": data["finish_reason"],
-                **_usage(data["usage"], f"{field}.usage", null=True),
+                **usage_value(data["usage"], f"{field}.usage", null=True),
                 "metadata": data["metadata"],
-                "created_at": _moment(data["created_at"], f"{field}.created_at"),
+                "created_at": moment(data["created_at"], f"{field}.created_at"),
             }
             row = Message(position=index, **Message.fields_from_chat_message(message), **extra)
-            _clean(row, field, ["conversation", "run", "id"])
+            clean_row(row, field, ["conversation", "run", "id"])
             items.append((message, extra))
-            for i, item in enumerate(_list(data["feedback"], f"{field}.feedback")):
+            for i, item in enumerate(list_value(data["feedback"], f"{field}.feedback")):
                 ratings.append(self._rating(row, item, f"{field}.feedback[{i}]"))
         return items, ratings
 
     def _rating(self, message: Message, value: Any, field: str) -> Feedback:
-        data = _object(value, field, _FEEDBACK_KEYS)
-        _within(field, check_rating, message, data["rating"], data["comment"])
+        data = object_value(value, field, FEEDBACK_KEYS)
+        within(field, check_rating, message, data["rating"], data["comment"])
         user = self._user(data["user"], f"{field}.user")
         if user is None:
             raise InvalidImport(
@@ -424,6 +305,6 @@ class Importer:
             user=user,
             rating=data["rating"],
             comment=data["comment"],
-            created_at=_moment(data["created_at"], f"{field}.created_at"),
-            updated_at=_moment(data["updated_at"], f"{field}.updated_at"),
+            created_at=moment(data["created_at"], f"{field}.created_at"),
+            updated_at=moment(data["updated_at"], f"{field}.updated_at"),
         )
