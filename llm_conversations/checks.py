@@ -4,7 +4,9 @@ One function per concern, each id stable:
 
 - :func:`check_settings`: E001 not a dict, E002 unknown key, E003 not a
   positive integer (every name in ``conf.POSITIVE_INTEGERS``), E004 ``MAX_ITERATIONS`` above ``MAX_ITERATIONS_LIMIT``,
-  E005 not a duration, E006 not a non-negative integer (``conf.NON_NEGATIVE_INTEGERS``).
+  E005 not a duration, E006 not a non-negative integer (``conf.NON_NEGATIVE_INTEGERS``),
+  E007 neither ``None`` nor a positive integer (every name in
+  ``conf.OPTIONAL_POSITIVE_INTEGERS``: ``CONVERSATION_RETENTION_DAYS``).
 - :func:`check_providers`: E010 ``PROVIDERS`` not a non-empty dict, E015
   ``DEFAULT_PROVIDER`` not a key of it, E009 ``TITLE_PROVIDER`` neither
   ``None`` nor a key of it, and the rules of each entry
@@ -32,6 +34,7 @@ from llm_conversations.conf import (
     DURATIONS,
     NON_NEGATIVE_INTEGERS,
     OPTIONAL_DURATIONS,
+    OPTIONAL_POSITIVE_INTEGERS,
     POSITIVE_INTEGERS,
     raw_setting,
 )
@@ -60,9 +63,14 @@ def _is_optional_duration(value: object) -> bool:
     return value is None or _is_positive_number(value)
 
 
+def _is_optional_positive_integer(value: object) -> bool:
+    return value is None or _is_positive_integer(value)
+
+
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E001 not a dict, E002 unknown key, E003 not a positive integer, E004 limits,
-    E005 not a duration, E006 not a non-negative integer."""
+    E005 not a duration, E006 not a non-negative integer, E007 neither None nor a
+    positive integer."""
     value = getattr(settings, "LLM_CONVERSATIONS", {})
     if not isinstance(value, Mapping):
         return _wrong_type("LLM_CONVERSATIONS", "a dict", value, "llm_conversations.E001")
@@ -89,6 +97,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             is_non_negative_integer,
             "a non-negative integer",
             "llm_conversations.E006",
+        ),
+        (
+            OPTIONAL_POSITIVE_INTEGERS,
+            _is_optional_positive_integer,
+            "a positive integer or None",
+            "llm_conversations.E007",
         ),
     )
     for keys, valid, expected, check_id in kinds:

@@ -36,6 +36,9 @@ DEFAULTS: dict[str, Any] = {
     "LEASE_SECONDS": 60,
     "MAX_ATTEMPTS": 3,
     "EVENT_RETENTION_DAYS": 7,
+    # Days a conversation may stay idle (no new message) before it is purged;
+    # None keeps conversations forever.
+    "CONVERSATION_RETENTION_DAYS": None,
     # Seconds between keep-alive comments of an event stream waiting for events.
     "SSE_HEARTBEAT_SECONDS": 15,
     # Seconds an Idempotency-Key is remembered.
@@ -59,6 +62,9 @@ DURATIONS = ("SSE_HEARTBEAT_SECONDS", "MCP_TOOLS_TTL")
 
 # Counts that may be zero.
 NON_NEGATIVE_INTEGERS = ("STRUCTURED_OUTPUT_REPAIRS",)
+
+# A positive integer, or None for no limit.
+OPTIONAL_POSITIVE_INTEGERS = ("CONVERSATION_RETENTION_DAYS",)
 
 POSITIVE_INTEGERS = (
     "LEASE_SECONDS",
@@ -135,6 +141,7 @@ class Settings:
     LEASE_SECONDS: _Setting[int] = _Setting(int)
     MAX_ATTEMPTS: _Setting[int] = _Setting(int)
     EVENT_RETENTION_DAYS: _Setting[int] = _Setting(int)
+    CONVERSATION_RETENTION_DAYS: _Setting[int | None] = _Setting(_optional(int))
     SSE_HEARTBEAT_SECONDS: _Setting[float] = _Setting(float)
     IDEMPOTENCY_KEY_TTL: _Setting[int] = _Setting(int)
     MAX_MESSAGE_CHARS: _Setting[int] = _Setting(int)

@@ -17,6 +17,7 @@ __all__ = [
     "FeedbackError",
     "ForkError",
     "IdempotencyKeyError",
+    "InvalidImport",
     "InvalidMessage",
     "InvalidOutput",
     "InvalidRequestError",
@@ -116,6 +117,17 @@ class IdempotencyKeyError(LLMConversationsError):
 
     Codes: ``idempotency_key_reused`` (the key named another request) and
     ``idempotency_key_in_use`` (its first request is still being answered).
+    """
+
+
+class InvalidImport(LLMConversationsError, ValueError):
+    """A conversation of an export file cannot be imported; nothing of it is stored.
+
+    Codes: ``invalid_import`` (not the shape of the full-fidelity form; ``field``
+    names the value), ``unsupported_version``, ``unknown_user`` (no user has the
+    username), ``conversation_exists`` (its id, or one of its rows' ids, is
+    taken), ``active_run`` (only ended runs are imported), plus the codes of
+    :class:`InvalidMessage` for messages that break a rule.
     """
 
 

@@ -1,5 +1,6 @@
 """Tasks of Django's Tasks framework: executing runs in the background, reaping
-lost ones, pruning old run events, writing automatic titles.
+lost ones, pruning old run events, purging idle conversations, writing
+automatic titles.
 
 ``django.tasks`` on Django 6.x, the ``django-tasks`` backport on 5.2. The tasks
 use the backend named by ``LLM_CONVERSATIONS["TASK_BACKEND"]`` (an alias of the
@@ -26,6 +27,7 @@ __all__ = [
     "execute_run",
     "generate_title",
     "prune_run_events",
+    "purge_conversations",
     "reap_lost_runs",
 ]
 
@@ -55,6 +57,16 @@ def prune_run_events() -> dict[str, int]:
 
     pruned = prune()
     return {"deleted": pruned.events, "idempotency_keys": pruned.idempotency_keys}
+
+
+@task()
+def purge_conversations() -> dict[str, int]:
+    """Delete conversations idle for longer than ``CONVERSATION_RETENTION_DAYS``, in
+    batches, never one with an active run; nothing while it is ``None`` (schedule it daily)."""
+    from llm_conversations.services.retention import purge_conversations as purge
+
+    deleted = purge()
+    return {"conversations": deleted.conversations, "messages": deleted.messages}
 
 
 @task()

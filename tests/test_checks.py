@@ -42,6 +42,7 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.E004": ({"MAX_ITERATIONS": 10, "MAX_ITERATIONS_LIMIT": 5}, True),
     "llm_conversations.E005": ({"TOOL_TIMEOUT": 0}, True),
     "llm_conversations.E006": ({"STRUCTURED_OUTPUT_REPAIRS": -1}, True),
+    "llm_conversations.E007": ({"CONVERSATION_RETENTION_DAYS": 0}, True),
     "llm_conversations.E010": ({"PROVIDERS": {}}, True),
     "llm_conversations.E011": ({"PROVIDERS": {"p": "openai"}, "DEFAULT_PROVIDER": "p"}, True),
     "llm_conversations.E012": (entry(BACKEND="mistral", MODEL="m"), True),
@@ -187,6 +188,16 @@ def test_e006_repairs_not_a_non_negative_integer(value: Any) -> None:
 @pytest.mark.parametrize("value", [0, 1, 3])
 def test_repairs_may_be_zero(value: Any) -> None:
     assert setting_ids({"STRUCTURED_OUTPUT_REPAIRS": value}) == []
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, "30", True])
+def test_e007_conversation_retention_is_none_or_a_positive_integer(value: Any) -> None:
+    assert setting_ids({"CONVERSATION_RETENTION_DAYS": value}) == ["llm_conversations.E007"]
+
+
+@pytest.mark.parametrize("value", [None, 1, 365])
+def test_conversation_retention_may_be_forever_or_days(value: Any) -> None:
+    assert setting_ids({"CONVERSATION_RETENTION_DAYS": value}) == []
 
 
 # Providers (E010-E019, W010) ------------------------------------------------

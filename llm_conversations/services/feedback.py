@@ -19,13 +19,14 @@ from llm_conversations.messages import Role
 from llm_conversations.models import MAX_COMMENT_CHARS, Feedback, Message, Rating
 from llm_conversations.text import text_problem
 
-__all__ = ["FEEDBACK_COLUMNS", "delete_feedback", "rate_message", "with_feedback"]
+__all__ = ["FEEDBACK_COLUMNS", "check_rating", "delete_feedback", "rate_message", "with_feedback"]
 
 # The columns with_feedback() adds to message rows: the user's rating and comment.
 FEEDBACK_COLUMNS = ("feedback_rating", "feedback_comment")
 
 
-def _check(message: Message, rating: Any, comment: Any) -> None:
+def check_rating(message: Message, rating: Any, comment: Any) -> None:
+    """Raise :class:`FeedbackError` unless ``rating`` and ``comment`` may rate ``message``."""
     if message.role != Role.ASSISTANT:
         raise FeedbackError("not_an_assistant_message", "only assistant messages can be rated.")
     # bool is an int subclass, but True is a mistake here, not 1.
@@ -51,7 +52,7 @@ def rate_message(message: Message, user: Any, rating: int, comment: str = "") ->
     nothing when a rule is broken. Two concurrent ratings by one user leave
     one row: the unique constraint makes the later one an update.
     """
-    _check(message, rating, comment)
+    check_rating(message, rating, comment)
     feedback, _ = Feedback.objects.update_or_create(
         message=message, user=user, defaults={"rating": rating, "comment": comment}
     )

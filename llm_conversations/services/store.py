@@ -54,6 +54,7 @@ __all__ = [
     "create_conversation",
     "delete_conversation",
     "fork_conversation",
+    "insert_history",
     "load_messages",
     "lock_idle_conversation",
     "pending_tool_call_ids",
@@ -383,3 +384,26 @@ def fork_conversation(
         if copy_message_rows(source.pk, fork.pk, count) != count:
             raise Conversation.DoesNotExist("the conversation was deleted while it was forked.")
     return fork
+
+
+def insert_history(
+    conversation: ConversationRef, items: Sequence[tuple[ChatMessage, dict[str, Any]]]
+) -> list[Message]:
+    """Store the whole history of an empty conversation in one statement (an import).
+
+    The same rules as an append: the sequence is checked from the start
+    (every call answered before the next turn), the columns must hold every
+    value, and the conversation must be empty and without an active run.
+    ``items`` pairs each message with the other column values of its row
+    (``id``, ``run_id``, usage, ``metadata``, ...). No ``message_appended``
+    signal: nothing new was said. Raises ``InvalidMessage`` (nothing is stored).
+    """
+    conversation_id = conversation_pk(conversation)
+    _check_storable(items)
+    with transaction.atomic():
+        if _lock(conversation_id, None):
+            raise InvalidMessage("not_empty", "history goes only into an empty conversation.")
+        check_sequence([message for message, _ in items], pending=())
+        rows = _insert(conversation_id, 0, items)
+        Conversation.objects.filter(pk=conversation_id).update(message_count=len(rows))
+    return rows

@@ -11,22 +11,13 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from llm_conversations.conf import conf
+from llm_conversations.management.progress import ProgressBar
 from llm_conversations.services.retention import (
     BATCH_SIZE,
     prunable_events,
     prune_events,
     retention_cutoff,
 )
-
-BAR_WIDTH = 30
-
-
-def progress_line(done: int, total: int) -> str:
-    """``[#####.....]  500/1000 (50%)``; ``total`` may be exceeded by events aged meanwhile."""
-    total = max(total, done, 1)
-    filled = BAR_WIDTH * done // total
-    percent = 100 * done // total
-    return f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {done}/{total} ({percent}%)"
 
 
 class Command(BaseCommand):
@@ -75,17 +66,7 @@ class Command(BaseCommand):
         if not total:
             self.stdout.write(f"Deleted 0 run events: none {when}.")
             return
-        interactive = self.stderr.isatty()
-
-        def show(done: int) -> None:
-            line = progress_line(done, total)
-            if interactive:
-                self.stderr.write(f"\r{line}", ending="")
-                self.stderr.flush()
-            else:
-                self.stderr.write(line)
-
-        deleted = prune_events(cutoff, batch_size=batch_size, progress=show)
-        if interactive:
-            self.stderr.write("")
+        bar = ProgressBar(self, total)
+        deleted = prune_events(cutoff, batch_size=batch_size, progress=bar)
+        bar.close()
         self.stdout.write(self.style.SUCCESS(f"Deleted {deleted} run event(s) {when}."))

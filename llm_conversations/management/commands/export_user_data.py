@@ -1,0 +1,27 @@
+"""``manage.py export_user_data USERNAME``: a user's conversations, for a data request.
+
+Writes the full-fidelity form (the format of ``export_conversations``) of
+every conversation the user owns, ratings included.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from llm_conversations.management.commands.export_conversations import users, write_output
+from llm_conversations.services.export import full_records, select_conversations
+
+
+class Command(BaseCommand):
+    help = "Export every conversation a user owns (full-fidelity JSON Lines)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("username")
+        parser.add_argument("--output", "-o", help="File to write (default: standard output).")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        conversations = select_conversations(owners=users([options["username"]]))
+        written = write_output(self, full_records(conversations), options["output"])
+        self.stderr.write(f"Exported {written} conversation(s) of {options['username']}.")
