@@ -9,6 +9,7 @@ project's HTML one.
 from rest_framework.routers import SimpleRouter
 
 from llm_conversations.api.views import (
+    ChatViewSet,
     ConversationViewSet,
     MessageViewSet,
     RunViewSet,
@@ -24,6 +25,7 @@ router = SimpleRouter()
 router.register("conversations", ConversationViewSet, basename="conversation")
 router.register(f"{_CONVERSATION}/messages", MessageViewSet, basename="message")
 router.register(f"{_CONVERSATION}/runs", RunViewSet, basename="run")
+router.register(f"{_CONVERSATION}/chat", ChatViewSet, basename="chat")
 router.register("tools", ToolViewSet, basename="tool")
 
 urlpatterns = router.urls

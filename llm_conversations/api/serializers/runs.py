@@ -56,10 +56,9 @@ class UserMessageField(serializers.JSONField):
         return data
 
 
-class RunCreateSerializer(StrictTypes[Any]):
-    """Start a run: store the user turn, then answer it with the tool loop."""
+class RunOptionsSerializer(StrictTypes[Any]):
+    """How a new run executes: its provider, its tools, its iteration limit."""
 
-    message = UserMessageField(help_text="The user turn: text or a message object.")
     provider = serializers.CharField(
         required=False,
         min_length=1,
@@ -76,6 +75,12 @@ class RunCreateSerializer(StrictTypes[Any]):
         required=False,
         help_text="Model calls before the loop closes the run: 1 to `MAX_ITERATIONS_LIMIT`.",
     )
+
+
+class RunCreateSerializer(RunOptionsSerializer):
+    """Start a run: store the user turn, then answer it with the tool loop."""
+
+    message = UserMessageField(help_text="The user turn: text or a message object.")
     stream = serializers.BooleanField(
         required=False, default=False, help_text="Answer with Server-Sent Events."
     )

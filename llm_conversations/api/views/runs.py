@@ -25,9 +25,14 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from llm_conversations.api.ai_sdk import AiSdkRenderer
 from llm_conversations.api.errors import ApiError
 from llm_conversations.api.idempotency import IDEMPOTENCY_KEY, idempotent
-from llm_conversations.api.schema import ServerSentEventSerializer, describe_run_events
+from llm_conversations.api.schema import (
+    AI_SDK_STREAM_NOTE,
+    ServerSentEventSerializer,
+    describe_run_events,
+)
 from llm_conversations.api.serializers import (
     RunCreateSerializer,
     RunEventsQuerySerializer,
@@ -73,7 +78,7 @@ _STREAM = OpenApiResponse(
     description=(
         "`stream: true` or `Accept: text/event-stream`: Server-Sent Events "
         f"({describe_run_events()}); each `data:` is a JSON object with `run_id`. "
-        "See docs/api.md."
+        f"See docs/api.md. {AI_SDK_STREAM_NOTE}"
     ),
 )
 
@@ -84,7 +89,8 @@ _LOG_STREAM = OpenApiResponse(
         "The run's log as Server-Sent Events, each with `id:` (the event id), `event:` and "
         f"`data:` ({describe_run_events()}), a `: keep-alive` comment every "
         "`SSE_HEARTBEAT_SECONDS` while it waits; it ends after `run.completed`, "
-        "`run.failed`, `run.cancelled` or `run.requires_action`. See docs/api.md."
+        "`run.failed`, `run.cancelled` or `run.requires_action`. See docs/api.md. "
+        f"{AI_SDK_STREAM_NOTE}"
     ),
 )
 
@@ -136,7 +142,12 @@ def _after_id(request: Request) -> int:
 
 
 class RunSchema(AutoSchema):
-    """No ``?format=`` parameter: streams are chosen by ``stream`` or ``Accept``."""
+    """No ``?format=`` parameter: streams are chosen by ``stream`` or ``Accept``.
+
+    ``?format=ai-sdk`` (the AI SDK's stream) is described in the stream responses'
+    text rather than as a parameter: its chunks are not the events the
+    ``text/event-stream`` schema describes.
+    """
 
     def _get_format_parameters(self) -> list[dict[str, Any]]:
         return []
@@ -151,7 +162,7 @@ class RunViewSet(ApiView, viewsets.GenericViewSet[Run]):
 
     schema = RunSchema()
     serializer_class = RunSerializer
-    renderer_classes = [JSONRenderer, EventStreamRenderer]
+    renderer_classes = [JSONRenderer, EventStreamRenderer, AiSdkRenderer]
     lookup_url_kwarg = "run_pk"
     pagination_class = RunPagination
 
@@ -170,7 +181,7 @@ class RunViewSet(ApiView, viewsets.GenericViewSet[Run]):
     ) -> HttpResponseBase:
         response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[arg-type]
         if isinstance(response, Response) and isinstance(
-            response.accepted_renderer, EventStreamRenderer
+            response.accepted_renderer, EventStreamRenderer | AiSdkRenderer
         ):
             # Only streams are event streams; errors and runs stay JSON.
             response.accepted_renderer = JSONRenderer()
@@ -264,7 +275,10 @@ class RunViewSet(ApiView, viewsets.GenericViewSet[Run]):
     @extend_schema(
         summary="Follow a run's events",
         parameters=[CONVERSATION_ID, RUN_ID, RunEventsQuerySerializer, LAST_EVENT_ID],
-        responses={(200, EVENT_STREAM): _LOG_STREAM, **error_responses(400, media_type=JSON)},
+        responses={
+            (200, EVENT_STREAM): _LOG_STREAM,
+            **error_responses(400, media_type=JSON),
+        },
     )
     @action(detail=True, methods=["get"])
     def events(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
