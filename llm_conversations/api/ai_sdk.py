@@ -168,7 +168,8 @@ class UIMessageStream:
         logged = RunEvent.objects.filter(run_id=self.run_id, id__lte=after_id).order_by("id")
         for event_id, kind in logged.values_list("id", "type"):
             self._advance(event_id, RunEventType(kind), None, None)
-        self.finished = False
+        # This response still owes its own start, and its end.
+        self.started = self.finished = False
 
     def render(self, page: run_events.Page) -> bytes:
         """The chunks of a page of logged events; no query (the page holds what they name)."""
@@ -205,15 +206,12 @@ class UIMessageStream:
             metadata["conversation_id"] = str(run.conversation_id)
         return [{"type": "start", "messageId": self.run_id, "messageMetadata": metadata}]
 
-    def _step(self, *, model_output: bool) -> list[dict[str, Any]]:
-        """Open a step for what follows (a new one for a new model round)."""
-        chunks: list[dict[str, Any]] = []
-        if self.step_open and not (model_output and self.turn_stored):
-            return chunks
+    def _step(self) -> list[dict[str, Any]]:
+        """Open a step for a model round's output (a new one when a turn is stored)."""
+        if self.step_open and not self.turn_stored:
+            return []
         chunks = self._close()
-        self.step_open, self.text_sent = True, False
-        # Results that open a step (after an approval) have no model turn of their own.
-        self.turn_stored = not model_output
+        self.step_open, self.text_sent, self.turn_stored = True, False, False
         return [*chunks, {"type": "start-step"}]
 
     def _close_text(self) -> list[dict[str, Any]]:
@@ -240,7 +238,7 @@ class UIMessageStream:
         """The chunks of one event; ``logged`` is ``None`` when only the state is wanted."""
         chunks = self._start(run)
         if kind is RunEventType.TEXT_DELTA:
-            chunks += self._step(model_output=True)
+            chunks += self._step()
             if self.text_id is None:
                 self.text_id = f"text-{event_id}"
                 chunks.append({"type": "text-start", "id": self.text_id})
@@ -250,7 +248,8 @@ class UIMessageStream:
         elif kind is RunEventType.MESSAGE_STORED:
             chunks += self._stored_turn(event_id, row)
         elif kind is RunEventType.TOOL_RESULT_STORED:
-            chunks += self._step(model_output=False)
+            # In the step of its call; results of calls decided after a pause
+            # come before the next step, outside any (as the AI SDK sends them).
             if row is not None:
                 chunks.append(_tool_output(row))
         elif kind.ends_stream:
@@ -260,7 +259,7 @@ class UIMessageStream:
     def _stored_turn(self, event_id: int | None, row: Message | None) -> list[dict[str, Any]]:
         if row is not None and row.role != Role.ASSISTANT:
             return []
-        chunks = self._step(model_output=True)
+        chunks = self._step()
         if row is not None and row.content and not self.text_sent:
             # Nothing was streamed for this turn: its stored text, whole.
             text_id = f"text-{event_id}"
