@@ -140,8 +140,8 @@ def test_use_chat_rebuilds_parallel_calls_a_tool_error_and_the_answer(
     )
     result = chat(live_server, conversation, text)
     assert_clean(result, responses=1)
-    user, answer = result["messages"]
-    assert user["parts"] == [{"type": "text", "text": text}]
+    question, answer = result["messages"]
+    assert question["parts"] == [{"type": "text", "text": text}]
     run = Run.objects.get()
     assert answer["id"] == str(run.pk)
     assert answer["metadata"] == {
@@ -177,7 +177,7 @@ def test_use_chat_pauses_for_approval_and_resumes_when_approved(
     assert paused[-1]["finishReason"] == "tool-calls"
     assert paused[-1]["messageMetadata"]["status"] == "requires_action"
     assert resumed[0]["messageId"] == paused[0]["messageId"]  # one UI message
-    user, answer = result["messages"]
+    _, answer = result["messages"]
     assert answer["parts"] == stored_parts(conversation, approved=("d",))
     assert answer["metadata"]["status"] == "completed"
     # Two messages: the client's history is not stored again.
