@@ -10,10 +10,13 @@ BIN := $(VENV)/bin
 
 .PHONY: install run test lint typecheck bench wheel-check clean
 
-$(BIN)/.installed: requirements.txt pyproject.toml
+$(BIN)/.installed: requirements.txt pyproject.toml tests/node/package-lock.json
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.txt
+	# The AI SDK test (tests/api/test_ai_sdk_node.py) runs the `ai` package pinned in
+	# tests/node/package.json; without npm it skips locally and fails under CI=true.
+	if command -v npm >/dev/null 2>&1; then npm ci --prefix tests/node --no-audit --no-fund; fi
 	touch $@
 
 install: $(BIN)/.installed

@@ -13,7 +13,8 @@ The whole run is one UI message whose id is the run's id:
   then per call ``tool-input-start`` and ``tool-input-available`` (or
   ``tool-input-error`` for arguments that were not a JSON object);
 - ``tool_result.stored``: ``tool-output-available`` (the stored text) or
-  ``tool-output-error`` (``is_error``);
+  ``tool-output-error`` (``is_error``), in the step of its call (results of
+  calls decided after a pause come first, outside any step);
 - ``run.requires_action``: ``tool-approval-request`` per call waiting for
   approval (``approvalId`` is the call's id), then the end below with
   ``finishReason: "tool-calls"``;
