@@ -187,7 +187,7 @@ def test_chat_stores_only_the_last_user_message(
     ("body", "status", "code"),
     [
         (chat_body({"id": "s", "role": "system", "parts": []}), 400, "invalid"),
-        (chat_body(user("")), 400, None),
+        (chat_body(user("")), 400, "missing_content"),
         ({"messages": []}, 400, None),
         ({"messages": [user("hi")], "trigger": "regenerate-message"}, 400, None),
         (chat_body({"id": "a", "role": "assistant", "parts": []}), 409, "run_not_waiting"),
@@ -235,7 +235,7 @@ def test_chat_with_an_answer_for_no_waiting_call_is_refused(
     response = client.post(
         f"/api/conversations/{conversation.pk}/chat/", chat_body(answer), format="json"
     )
-    assert response.status_code == 400
+    assert (response.status_code, response.json()["error"]["code"]) == (400, "unknown_tool_call")
     assert Run.objects.get().status == RunStatus.REQUIRES_ACTION
 
 

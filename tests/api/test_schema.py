@@ -49,6 +49,7 @@ schema.config.generation.update(allow_x00=False, codec="utf-8")
 RULE_BOUND = {
     "/api/conversations/{conversation_pk}/messages/": {"GET", "POST"},
     "/api/conversations/{conversation_pk}/runs/": {"POST"},
+    "/api/conversations/{conversation_pk}/chat/": {"POST"},
     "/api/conversations/{conversation_pk}/runs/{run_pk}/approve/": {"POST"},
     "/api/conversations/{conversation_pk}/runs/{run_pk}/deny/": {"POST"},
     "/api/conversations/{conversation_pk}/runs/{run_pk}/submit_tool_outputs/": {"POST"},

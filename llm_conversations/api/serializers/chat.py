@@ -17,7 +17,10 @@ class UIMessageSerializer(StrictTypes[Any]):
     """A UI message: its role and parts; only a user message's ``text`` parts are read."""
 
     id = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
-    role = serializers.ChoiceField(choices=["system", "user", "assistant"])
+    role = serializers.ChoiceField(
+        choices=["user", "assistant"],
+        help_text="`user`: a new turn; `assistant`: decisions on the calls a run waits on.",
+    )
     parts = serializers.ListField(
         child=serializers.DictField(),
         help_text='Parts such as `{"type": "text", "text": ...}`.',

@@ -29,7 +29,6 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 
 from llm_conversations.api.ai_sdk import PROTOCOL_HEADER, PROTOCOL_VERSION
-from llm_conversations.api.errors import ApiError
 from llm_conversations.api.inputs import too_large
 from llm_conversations.api.serializers import ChatRequestSerializer, UIMessageChunkEventSerializer
 from llm_conversations.api.sse import EVENT_STREAM, event_stream_response, log_stream_response
@@ -96,6 +95,7 @@ class ChatViewSet(ApiView, viewsets.GenericViewSet[Conversation]):
     call providers and tools)."""
 
     renderer_classes = [JSONRenderer]
+    serializer_class = ChatRequestSerializer
 
     @classmethod
     def as_view(
@@ -125,10 +125,6 @@ class ChatViewSet(ApiView, viewsets.GenericViewSet[Conversation]):
         last = options["messages"][-1]
         if last["role"] == "assistant":
             return self._resume(request, conversation, last)
-        if last["role"] != "user":
-            raise ApiError(
-                400, "invalid", "The last message must be a user message.", field="messages"
-            )
         return self._start(request, conversation, user_text(last), options)
 
     def _start(
@@ -169,9 +165,8 @@ class ChatViewSet(ApiView, viewsets.GenericViewSet[Conversation]):
             )
         approved, denied, outputs = decisions_of(message, run)
         if not (approved or denied or outputs):
-            raise ApiError(
-                400,
-                "invalid",
+            raise RunStateError(
+                "unknown_tool_call",
                 "The last message decides none of the calls the run waits on.",
                 field="messages",
             )
