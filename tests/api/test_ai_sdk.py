@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
@@ -13,6 +14,7 @@ from rest_framework.test import APIClient
 from llm_conversations.models import Conversation, Message, Run, RunStatus
 from llm_conversations.services import create_conversation
 from tests.api.conftest import calls_text
+from tests.conftest import task_backend
 
 pytestmark = pytest.mark.django_db
 
@@ -278,3 +280,27 @@ def test_another_users_conversation_does_not_exist(client: APIClient, other_user
     )
     assert response.status_code == 404
     assert not Run.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_background_chat_streams_the_log_of_the_worker(settings: Any) -> None:
+    # The immediate backend executes the task when the start commits, as a worker would.
+    settings.TASKS = {"default": {"BACKEND": task_backend("immediate.ImmediateBackend")}}
+    owner = User.objects.create_user("bea")
+    conversation = create_conversation(owner=owner)
+    client = APIClient()
+    client.force_authenticate(owner)
+    body = {**chat_body(user("hello")), "background": True}
+    chunks = parse_chunks(
+        client.post(f"/api/conversations/{conversation.pk}/chat/", body, format="json")
+    )
+    assert types(chunks) == [
+        "start",
+        "start-step",
+        "text-start",
+        "text-delta",
+        "text-end",
+        "finish-step",
+        "finish",
+    ]
+    assert chunks[3][1]["delta"] == "hello"
