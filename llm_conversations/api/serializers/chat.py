@@ -17,8 +17,9 @@ class UIMessageSerializer(StrictTypes[Any]):
     """A UI message: its role and parts; only a user message's ``text`` parts are read."""
 
     id = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
-    role = serializers.ChoiceField(
-        choices=["user", "assistant"],
+    # A pattern, not a choice: an enum named "role" would collide with the messages' one.
+    role = serializers.RegexField(
+        r"^(user|assistant)\Z",
         help_text="`user`: a new turn; `assistant`: decisions on the calls a run waits on.",
     )
     parts = serializers.ListField(
