@@ -16,16 +16,17 @@ $(BIN)/.installed: requirements.txt pyproject.toml
 	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.txt
 	touch $@
 
-# The reference MCP server the MCP tests start (tests/package.json, an exact
-# version in tests/package-lock.json). Without npm nothing is installed: those
-# tests skip, and fail under CI=true.
-NODE_MODULES := tests/node_modules/.package-lock.json
+# npm packages the tests run, each at the exact version of its package-lock.json:
+# tests/ holds the reference MCP server the MCP tests start, tests/node/ the AI
+# SDK (`ai`) whose own parser reads our streams. Without npm nothing is
+# installed: those tests skip, and fail under CI=true.
+NODE_MODULES := tests/node_modules/.package-lock.json tests/node/node_modules/.package-lock.json
 
-$(NODE_MODULES): tests/package.json tests/package-lock.json
+%/node_modules/.package-lock.json: %/package.json %/package-lock.json
 	if command -v npm >/dev/null 2>&1; then \
-		npm ci --prefix tests --no-audit --no-fund --loglevel=error; \
+		npm ci --prefix $* --no-audit --no-fund --loglevel=error; \
 	else \
-		echo "npm not found: the MCP tests will skip (CI=true: fail)"; \
+		echo "npm not found: the tests that need $*/node_modules will skip (CI=true: fail)"; \
 	fi
 
 install: $(BIN)/.installed $(NODE_MODULES)

@@ -21,6 +21,7 @@ from drf_spectacular.settings import spectacular_settings
 from drf_spectacular.types import OpenApiTypes
 from rest_framework import serializers
 
+from llm_conversations.api.ai_sdk import AI_SDK_FORMAT, PROTOCOL_HEADER, PROTOCOL_VERSION
 from llm_conversations.api.inputs import message_input_schema, messages_input_schema
 from llm_conversations.api.serializers import (
     MaxIterationsField,
@@ -40,7 +41,18 @@ from llm_conversations.api.sse import RunEventName
 from llm_conversations.conf import conf
 from llm_conversations.parameters import TOOL_CHOICE_MODES
 
-__all__ = ["ServerSentEventSerializer", "describe_run_events"]
+__all__ = [
+    "AI_SDK_STREAM_NOTE",
+    "ServerSentEventSerializer",
+    "describe_run_events",
+]
+
+AI_SDK_STREAM_NOTE = (
+    f"With `?format={AI_SDK_FORMAT}` or the header `{PROTOCOL_HEADER}: {PROTOCOL_VERSION}` "
+    "the stream is the AI SDK's UI message stream protocol instead: the response carries "
+    f"`{PROTOCOL_HEADER}: {PROTOCOL_VERSION}`, each `data:` is one UI message chunk (JSON) "
+    "and the stream ends with `data: [DONE]`. See docs/ai-sdk.md."
+)
 
 
 def describe_run_events() -> str:

@@ -22,6 +22,10 @@ Two kinds of streams:
 
 Both end after the event that says where the run stopped: ``run.completed``,
 ``run.failed``, ``run.cancelled`` or ``run.requires_action``.
+
+The same streams speak the AI SDK's UI message stream protocol when the
+request asks for it (``?format=ai-sdk`` or its header): :class:`StreamFormat`
+chooses the rendering, :mod:`llm_conversations.api.ai_sdk` holds it.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from django.http import HttpRequest, StreamingHttpResponse
 from rest_framework.renderers import BaseRenderer
 from rest_framework.utils.encoders import JSONEncoder
 
+from llm_conversations.api import ai_sdk
 from llm_conversations.api.representations import message_data, message_row
 from llm_conversations.api.serializers import RunSerializer
 from llm_conversations.conf import conf
@@ -53,6 +58,7 @@ __all__ = [
     "RunEventName",
     "RunEventStream",
     "RunStream",
+    "StreamFormat",
     "encode_event",
     "event_stream_response",
     "log_stream_response",
@@ -104,8 +110,13 @@ class EventStreamRenderer(BaseRenderer):
 
 
 def wants_stream(request: HttpRequest, requested: bool) -> bool:
-    """``stream: true`` in the body, or an ``Accept`` header asking for an event stream."""
-    return requested or EVENT_STREAM in request.headers.get("Accept", "")
+    """``stream: true`` in the body, an ``Accept`` header asking for an event stream, or
+    the AI SDK's format (a stream by definition)."""
+    return (
+        requested
+        or EVENT_STREAM in request.headers.get("Accept", "")
+        or ai_sdk.wants_ai_sdk(request)
+    )
 
 
 def encode_event(name: str, data: dict[str, Any], event_id: int | None = None) -> bytes:
@@ -150,6 +161,36 @@ def _state_event(run_id: Any) -> bytes:
     return encode_event(name, {"run_id": str(run_id), "run": RunSerializer(run).data})
 
 
+class StreamFormat:
+    """How one response renders the log: this module's events, or the AI SDK's chunks."""
+
+    def __init__(self, run_id: Any, *, ai_sdk_format: bool = False) -> None:
+        self.ai_sdk = ai_sdk.UIMessageStream(run_id) if ai_sdk_format else None
+
+    @classmethod
+    def of(cls, request: HttpRequest, run_id: Any, ai_sdk_format: bool | None) -> StreamFormat:
+        """``ai_sdk_format``, or when ``None`` the format the request asks for."""
+        if ai_sdk_format is None:
+            ai_sdk_format = ai_sdk.wants_ai_sdk(request)
+        return cls(run_id, ai_sdk_format=ai_sdk_format)
+
+    def resume(self, after_id: int) -> None:
+        """The response starts after ``after_id``: the events up to it were sent before."""
+        if self.ai_sdk is not None:
+            self.ai_sdk.prime(after_id)
+
+    def render(self, page: run_events.Page) -> bytes:
+        return render_page(page) if self.ai_sdk is None else self.ai_sdk.render(page)
+
+    def state(self, run_id: Any) -> bytes:
+        """The end of a stream whose run stopped without logging it in this stream."""
+        return _state_event(run_id) if self.ai_sdk is None else self.ai_sdk.state(run_id)
+
+    def end(self) -> bytes:
+        """What closes the response (the AI SDK's ``[DONE]``)."""
+        return b"" if self.ai_sdk is None else self.ai_sdk.end()
+
+
 def _finish_quietly(service: ToolLoopService, run_id: Any) -> None:
     try:
         # The client went away: run to the end without streaming, so the
@@ -171,9 +212,12 @@ def _logged(run_id: Any, after_id: int) -> Iterator[run_events.Page]:
             return
 
 
-def _generate(service: ToolLoopService, run_id: Any) -> Generator[bytes, None, None]:
+def _generate(
+    service: ToolLoopService, run_id: Any, fmt: StreamFormat
+) -> Generator[bytes, None, None]:
     # Events logged before this request (an earlier part of the run) were sent by then.
     after_id = run_events.last_event_id(run_id)
+    fmt.resume(after_id)
     stream = cast(Generator[events.LoopEvent, None, None], service.events(run_id, stream=True))
     try:
         ended = False
@@ -182,14 +226,16 @@ def _generate(service: ToolLoopService, run_id: Any) -> Generator[bytes, None, N
             for page in _logged(run_id, after_id):
                 after_id = page.events[-1].id
                 ended = ended or page.ended
-                yield render_page(page)
+                yield fmt.render(page)
         if not ended:
             # Stopped elsewhere (a cancel), or nothing to execute: what was logged, then the state.
             for page in _logged(run_id, after_id):
                 ended = ended or page.ended
-                yield render_page(page)
+                yield fmt.render(page)
         if not ended:
-            yield _state_event(run_id)
+            yield fmt.state(run_id)
+        if closing := fmt.end():
+            yield closing
     except GeneratorExit:
         stream.close()
         _finish_quietly(service, run_id)
@@ -203,10 +249,12 @@ class RunEventStream:
     run without streaming, whether or not iteration had started.
     """
 
-    def __init__(self, service: ToolLoopService, run_id: Any) -> None:
+    def __init__(
+        self, service: ToolLoopService, run_id: Any, fmt: StreamFormat | None = None
+    ) -> None:
         self._service = service
         self._run_id = run_id
-        self._generator = _generate(service, run_id)
+        self._generator = _generate(service, run_id, fmt or StreamFormat(run_id))
         self._started = False
 
     def __iter__(self) -> RunEventStream:
@@ -268,24 +316,39 @@ class RunStream(StreamingHttpResponse):
         self.run_id = run_id
 
 
-def _streaming(content: Any, run_id: Any) -> RunStream:
+def _streaming(content: Any, run_id: Any, fmt: StreamFormat) -> RunStream:
     response = RunStream(content, run_id)
+    if fmt.ai_sdk is not None:
+        response[ai_sdk.PROTOCOL_HEADER] = ai_sdk.PROTOCOL_VERSION
     response["Cache-Control"] = "no-cache"
     # nginx buffers proxied responses unless told not to.
     response["X-Accel-Buffering"] = "no"
     return response
 
 
-def event_stream_response(request: HttpRequest, service: ToolLoopService, run_id: Any) -> RunStream:
-    """A streaming response executing the run, async under ASGI and sync under WSGI."""
-    stream = RunEventStream(service, run_id)
+def event_stream_response(
+    request: HttpRequest,
+    service: ToolLoopService,
+    run_id: Any,
+    *,
+    ai_sdk_format: bool | None = None,
+) -> RunStream:
+    """A streaming response executing the run, async under ASGI and sync under WSGI.
+
+    The format is the request's unless ``ai_sdk_format`` says (:meth:`StreamFormat.of`).
+    """
+    fmt = StreamFormat.of(request, run_id, ai_sdk_format)
+    stream = RunEventStream(service, run_id, fmt)
     content: Any = AsyncEventStream(stream) if isinstance(request, ASGIRequest) else stream
-    return _streaming(content, run_id)
+    return _streaming(content, run_id, fmt)
 
 
-def _follow_log(run_id: uuid.UUID | str, after_id: int) -> Iterator[bytes]:
+def _follow_log(run_id: uuid.UUID | str, after_id: int, fmt: StreamFormat) -> Iterator[bytes]:
+    fmt.resume(after_id)
     for page in run_events.follow(run_id, after_id, heartbeat=conf.SSE_HEARTBEAT_SECONDS):
-        yield HEARTBEAT if page is None else render_page(page)
+        yield HEARTBEAT if page is None else fmt.render(page)
+    if closing := fmt.end():
+        yield closing
 
 
 def _release_connections() -> None:
@@ -298,21 +361,31 @@ def _release_connections() -> None:
 
 
 async def _afollow_log(
-    run_id: uuid.UUID | str, after_id: int, heartbeat: float
+    run_id: uuid.UUID | str, after_id: int, heartbeat: float, fmt: StreamFormat
 ) -> AsyncIterator[bytes]:
     await sync_to_async(_release_connections)()
+    await sync_to_async(fmt.resume, thread_sensitive=False)(after_id)
     async for page in run_events.afollow(run_id, after_id, heartbeat=heartbeat):
-        yield HEARTBEAT if page is None else render_page(page)
+        yield HEARTBEAT if page is None else fmt.render(page)
+    if closing := fmt.end():
+        yield closing
 
 
 def log_stream_response(
-    request: HttpRequest, run_id: uuid.UUID | str, after_id: int
+    request: HttpRequest,
+    run_id: uuid.UUID | str,
+    after_id: int,
+    *,
+    ai_sdk_format: bool | None = None,
 ) -> StreamingHttpResponse:
     """A streaming response following the run's log after ``after_id``, executing nothing.
 
     Under ASGI an async iterator (it holds no thread while it waits); under
-    WSGI a generator (its worker thread waits).
+    WSGI a generator (its worker thread waits). The format as for
+    :func:`event_stream_response`.
     """
+    fmt = StreamFormat.of(request, run_id, ai_sdk_format)
     if isinstance(request, ASGIRequest):
-        return _streaming(_afollow_log(run_id, after_id, conf.SSE_HEARTBEAT_SECONDS), run_id)
-    return _streaming(_follow_log(run_id, after_id), run_id)
+        heartbeat = conf.SSE_HEARTBEAT_SECONDS
+        return _streaming(_afollow_log(run_id, after_id, heartbeat, fmt), run_id, fmt)
+    return _streaming(_follow_log(run_id, after_id, fmt), run_id, fmt)

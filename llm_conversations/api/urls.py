@@ -9,6 +9,7 @@ project's HTML one.
 from rest_framework.routers import SimpleRouter
 
 from llm_conversations.api.views import (
+    ChatViewSet,
     ConversationViewSet,
     ForkViewSet,
     MessageViewSet,
@@ -27,6 +28,7 @@ router.register("conversations", ConversationViewSet, basename="conversation")
 router.register(_CONVERSATION, ForkViewSet, basename="fork")
 router.register(f"{_CONVERSATION}/messages", MessageViewSet, basename="message")
 router.register(f"{_CONVERSATION}/runs", RunViewSet, basename="run")
+router.register(f"{_CONVERSATION}/chat", ChatViewSet, basename="chat")
 router.register("tools", ToolViewSet, basename="tool")
 
 urlpatterns = router.urls

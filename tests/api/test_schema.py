@@ -53,6 +53,7 @@ RULE_BOUND = {
     "/api/conversations/{conversation_pk}/fork/": {"POST"},
     "/api/conversations/{conversation_pk}/edit/": {"POST"},
     "/api/conversations/{conversation_pk}/regenerate/": {"POST"},
+    "/api/conversations/{conversation_pk}/chat/": {"POST"},
     "/api/conversations/{conversation_pk}/runs/{run_pk}/approve/": {"POST"},
     "/api/conversations/{conversation_pk}/runs/{run_pk}/deny/": {"POST"},
     "/api/conversations/{conversation_pk}/runs/{run_pk}/submit_tool_outputs/": {"POST"},

@@ -10,6 +10,11 @@ through :func:`~llm_conversations.api.representations.message_data`, a fast
 path for long histories; a test keeps the two field sets equal.
 """
 
+from llm_conversations.api.serializers.chat import (
+    ChatRequestSerializer,
+    UIMessageChunkEventSerializer,
+    UIMessageSerializer,
+)
 from llm_conversations.api.serializers.common import (
     ErrorSerializer,
     MaxIterationsField,
@@ -51,6 +56,7 @@ from llm_conversations.api.serializers.runs import (
 
 __all__ = [
     "ORDERING_FIELDS",
+    "ChatRequestSerializer",
     "ConversationListQuerySerializer",
     "ConversationSerializer",
     "EditSerializer",
@@ -76,6 +82,8 @@ __all__ = [
     "ToolDecisionSerializer",
     "ToolOutputField",
     "ToolSerializer",
+    "UIMessageChunkEventSerializer",
+    "UIMessageSerializer",
     "UserMessageField",
     "run_options",
 ]

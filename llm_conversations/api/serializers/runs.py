@@ -60,10 +60,9 @@ class UserMessageField(serializers.JSONField):
         return data
 
 
-class RunStartFields(StrictTypes[Any]):
-    """What a run answers and how it is executed (its parameters come after)."""
+class RunOptionsSerializer(StrictTypes[Any]):
+    """How a new run executes: its provider, its tools, its iteration limit."""
 
-    message = UserMessageField(help_text="The user turn: text or a message object.")
     provider = serializers.CharField(
         required=False,
         min_length=1,
@@ -80,6 +79,12 @@ class RunStartFields(StrictTypes[Any]):
         required=False,
         help_text="Model calls before the loop closes the run: 1 to `MAX_ITERATIONS_LIMIT`.",
     )
+
+
+class RunStartFields(RunOptionsSerializer):
+    """What a run answers and how it is executed (its parameters come after)."""
+
+    message = UserMessageField(help_text="The user turn: text or a message object.")
     stream = serializers.BooleanField(
         required=False, default=False, help_text="Answer with Server-Sent Events."
     )

@@ -1,5 +1,6 @@
 """The API's views."""
 
+from llm_conversations.api.views.chat import ChatViewSet
 from llm_conversations.api.views.conversations import (
     ConversationPagination,
     ConversationViewSet,
@@ -10,6 +11,7 @@ from llm_conversations.api.views.runs import RunViewSet
 from llm_conversations.api.views.tools import ToolViewSet
 
 __all__ = [
+    "ChatViewSet",
     "ConversationPagination",
     "ConversationViewSet",
     "ForkViewSet",

@@ -25,9 +25,14 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from llm_conversations.api.ai_sdk import AiSdkRenderer
 from llm_conversations.api.errors import ApiError
 from llm_conversations.api.idempotency import IDEMPOTENCY_KEY, idempotent
-from llm_conversations.api.schema import ServerSentEventSerializer, describe_run_events
+from llm_conversations.api.schema import (
+    AI_SDK_STREAM_NOTE,
+    ServerSentEventSerializer,
+    describe_run_events,
+)
 from llm_conversations.api.serializers import (
     RunCreateSerializer,
     RunEventsQuerySerializer,
@@ -74,7 +79,7 @@ _STREAM = OpenApiResponse(
     description=(
         "`stream: true` or `Accept: text/event-stream`: Server-Sent Events "
         f"({describe_run_events()}); each `data:` is a JSON object with `run_id`. "
-        "See docs/api.md."
+        f"See docs/api.md. {AI_SDK_STREAM_NOTE}"
     ),
 )
 
@@ -85,7 +90,8 @@ _LOG_STREAM = OpenApiResponse(
         "The run's log as Server-Sent Events, each with `id:` (the event id), `event:` and "
         f"`data:` ({describe_run_events()}), a `: keep-alive` comment every "
         "`SSE_HEARTBEAT_SECONDS` while it waits; it ends after `run.completed`, "
-        "`run.failed`, `run.cancelled` or `run.requires_action`. See docs/api.md."
+        "`run.failed`, `run.cancelled` or `run.requires_action`. See docs/api.md. "
+        f"{AI_SDK_STREAM_NOTE}"
     ),
 )
 
@@ -145,7 +151,12 @@ def as_sent(error: InvalidMessage, message: Any) -> InvalidMessage:
 
 
 class RunSchema(AutoSchema):
-    """No ``?format=`` parameter: streams are chosen by ``stream`` or ``Accept``."""
+    """No ``?format=`` parameter: streams are chosen by ``stream`` or ``Accept``.
+
+    ``?format=ai-sdk`` (the AI SDK's stream) is described in the stream responses'
+    text rather than as a parameter: its chunks are not the events the
+    ``text/event-stream`` schema describes.
+    """
 
     def _get_format_parameters(self) -> list[dict[str, Any]]:
         return []
@@ -160,7 +171,7 @@ class RunViews(ApiView, viewsets.GenericViewSet[Run]):
 
     schema = RunSchema()
     serializer_class = RunSerializer
-    renderer_classes = [JSONRenderer, EventStreamRenderer]
+    renderer_classes = [JSONRenderer, EventStreamRenderer, AiSdkRenderer]
 
     @classmethod
     def as_view(
@@ -177,7 +188,7 @@ class RunViews(ApiView, viewsets.GenericViewSet[Run]):
     ) -> HttpResponseBase:
         response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[arg-type]
         if isinstance(response, Response) and isinstance(
-            response.accepted_renderer, EventStreamRenderer
+            response.accepted_renderer, EventStreamRenderer | AiSdkRenderer
         ):
             # Only streams are event streams; errors and runs stay JSON.
             response.accepted_renderer = JSONRenderer()
@@ -292,7 +303,10 @@ class RunViewSet(RunViews):
     @extend_schema(
         summary="Follow a run's events",
         parameters=[CONVERSATION_ID, RUN_ID, RunEventsQuerySerializer, LAST_EVENT_ID],
-        responses={(200, EVENT_STREAM): _LOG_STREAM, **error_responses(400, media_type=JSON)},
+        responses={
+            (200, EVENT_STREAM): _LOG_STREAM,
+            **error_responses(400, media_type=JSON),
+        },
     )
     @action(detail=True, methods=["get"])
     def events(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:

@@ -1,0 +1,304 @@
+"""Runs as the AI SDK's UI message stream protocol (``x-vercel-ai-ui-message-stream: v1``).
+
+The second output format of a run's streams, rendered from the same event log
+as :mod:`llm_conversations.api.sse`. Each event becomes zero or more chunks,
+one SSE ``data:`` line each (JSON), and the stream ends with ``data: [DONE]``.
+The whole run is one UI message whose id is the run's id:
+
+- ``run.running`` (first one of a response): ``start`` with ``messageId`` and
+  ``messageMetadata`` ``{"run_id", "conversation_id"}``;
+- a model round (its ``text.delta`` events and the ``message.stored`` of its
+  assistant turn) opens a step: ``start-step``, ``text-start`` /
+  ``text-delta`` / ``text-end`` (the stored text when no delta was logged),
+  then per call ``tool-input-start`` and ``tool-input-available`` (or
+  ``tool-input-error`` for arguments that were not a JSON object);
+- ``tool_result.stored``: ``tool-output-available`` (the stored text) or
+  ``tool-output-error`` (``is_error``), in the step of its call (results of
+  calls decided after a pause come first, outside any step);
+- ``run.requires_action``: ``tool-approval-request`` per call waiting for
+  approval (``approvalId`` is the call's id), then the end below with
+  ``finishReason: "tool-calls"``;
+- the end: ``finish-step``, ``error`` (failed runs; the run's error message) or
+  ``abort`` (cancelled runs), ``finish`` with a finish reason and
+  ``messageMetadata`` ``{"run_id", "status", "termination_reason"}``.
+
+The last chunk an event produced carries its ``id:``, so ``Last-Event-ID``
+resumes as with the default format; a resumed response first replays the
+types of the earlier events (one query) to know which step and text part are
+open, and starts with ``start`` again.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from django.http import HttpRequest
+from rest_framework.renderers import BaseRenderer
+from rest_framework.utils.encoders import JSONEncoder
+
+from llm_conversations.messages import Role
+from llm_conversations.models import (
+    Message,
+    Run,
+    RunEvent,
+    RunEventType,
+    RunStatus,
+    TerminationReason,
+    WaitReason,
+    chat_message_from_row,
+)
+from llm_conversations.services import run_events
+
+__all__ = [
+    "AI_SDK_FORMAT",
+    "PROTOCOL_HEADER",
+    "PROTOCOL_VERSION",
+    "AiSdkRenderer",
+    "UIMessageStream",
+    "wants_ai_sdk",
+]
+
+AI_SDK_FORMAT = "ai-sdk"
+PROTOCOL_HEADER = "x-vercel-ai-ui-message-stream"
+PROTOCOL_VERSION = "v1"
+DONE = b"data: [DONE]\n\n"
+
+# The finish reason of a run that ended, by why it ended; failures are "error".
+_FINISH_REASONS = {
+    TerminationReason.COMPLETED: "stop",
+    TerminationReason.LENGTH: "length",
+    TerminationReason.CONTENT_FILTER: "content-filter",
+    TerminationReason.MAX_ITERATIONS: "other",
+    TerminationReason.CANCELLED: "other",
+}
+
+# The event that a run in this status would have logged last.
+_ENDING_EVENTS = {
+    RunStatus.REQUIRES_ACTION: RunEventType.RUN_REQUIRES_ACTION,
+    RunStatus.COMPLETED: RunEventType.RUN_COMPLETED,
+    RunStatus.FAILED: RunEventType.RUN_FAILED,
+    RunStatus.CANCELLED: RunEventType.RUN_CANCELLED,
+}
+
+
+class AiSdkRenderer(BaseRenderer):
+    """Lets ``?format=ai-sdk`` through content negotiation; streams are built by the views."""
+
+    media_type = "text/event-stream"
+    format = AI_SDK_FORMAT
+    charset = "utf-8"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Any = None,
+    ) -> bytes:
+        return json.dumps(data, cls=JSONEncoder).encode()
+
+
+def wants_ai_sdk(request: HttpRequest) -> bool:
+    """``?format=ai-sdk``, or the protocol's header (``x-vercel-ai-ui-message-stream: v1``)."""
+    return (
+        request.GET.get("format") == AI_SDK_FORMAT
+        or request.headers.get(PROTOCOL_HEADER) == PROTOCOL_VERSION
+    )
+
+
+def chunk(data: dict[str, Any], event_id: int | None = None) -> bytes:
+    """One SSE message holding one chunk; JSON escapes newlines, so it fits on one line."""
+    payload = json.dumps(data, cls=JSONEncoder, ensure_ascii=False, separators=(",", ":"))
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}data: {payload}\n\n".encode()
+
+
+def _tool_inputs(message: Message) -> list[dict[str, Any]]:
+    """The chunks announcing an assistant turn's calls, with their decoded arguments."""
+    chat = chat_message_from_row(
+        message.role, message.content, message.tool_calls, message.tool_call_id, message.is_error
+    )
+    chunks: list[dict[str, Any]] = []
+    for call in chat.tool_calls or ():
+        ids = {"toolCallId": call.id, "toolName": call.name}
+        chunks.append({"type": "tool-input-start", **ids})
+        if call.malformed:
+            chunks.append(
+                {
+                    "type": "tool-input-error",
+                    **ids,
+                    "input": call.raw_arguments,
+                    "errorText": "The arguments are not a JSON object.",
+                }
+            )
+        else:
+            chunks.append({"type": "tool-input-available", **ids, "input": call.arguments})
+    return chunks
+
+
+def _tool_output(message: Message) -> dict[str, Any]:
+    call_id = message.tool_call_id or ""
+    if message.is_error:
+        return {"type": "tool-output-error", "toolCallId": call_id, "errorText": message.content}
+    return {"type": "tool-output-available", "toolCallId": call_id, "output": message.content}
+
+
+class UIMessageStream:
+    """The chunks of one response: a renderer with the state of the open step and text part.
+
+    Build one per response; :meth:`prime` it when the response resumes after
+    an event id; feed it pages (:meth:`render`); close with :meth:`end` (or
+    :meth:`state` when the run stopped without logging its end here).
+    """
+
+    def __init__(self, run_id: uuid.UUID | str) -> None:
+        self.run_id = str(run_id)
+        self.started = False
+        self.finished = False
+        self.step_open = False
+        # The open step's model turn is stored: the next model output opens another step.
+        self.turn_stored = False
+        self.text_id: str | None = None
+        self.text_sent = False
+
+    def prime(self, after_id: int) -> None:
+        """Take the state left by the events up to ``after_id``, which were sent before."""
+        if after_id <= 0:
+            return
+        logged = RunEvent.objects.filter(run_id=self.run_id, id__lte=after_id).order_by("id")
+        for event_id, kind in logged.values_list("id", "type"):
+            self._advance(event_id, RunEventType(kind), None, None)
+        # This response still owes its own start, and its end.
+        self.started = self.finished = False
+
+    def render(self, page: run_events.Page) -> bytes:
+        """The chunks of a page of logged events; no query (the page holds what they name)."""
+        out: list[bytes] = []
+        for event in page.events:
+            logged = event.data if isinstance(event.data, dict) else {}
+            row = page.messages.get(str(logged.get("message")))
+            kind = RunEventType(event.type)
+            chunks = self._advance(event.id, kind, row, logged, page.run)
+            for index, item in enumerate(chunks):
+                out.append(chunk(item, event.id if index == len(chunks) - 1 else None))
+        return b"".join(out)
+
+    def state(self, run_id: Any) -> bytes:
+        """The end of a stream whose run stopped without logging its end in it (one query)."""
+        run = Run.objects.get(pk=run_id)
+        kind = _ENDING_EVENTS.get(RunStatus(run.status), RunEventType.RUN_REQUIRES_ACTION)
+        return b"".join(chunk(item) for item in self._advance(None, kind, None, {}, run))
+
+    def end(self) -> bytes:
+        """What closes the response: an unfinished message is finished, then ``[DONE]``."""
+        closing = [] if self.finished else [*self._close(), {"type": "finish"}]
+        self.finished = True
+        return b"".join(chunk(item) for item in closing) + DONE
+
+    # State ------------------------------------------------------------------------
+
+    def _start(self, run: Run | None) -> list[dict[str, Any]]:
+        if self.started:
+            return []
+        self.started = True
+        metadata = {"run_id": self.run_id}
+        if run is not None:
+            metadata["conversation_id"] = str(run.conversation_id)
+        return [{"type": "start", "messageId": self.run_id, "messageMetadata": metadata}]
+
+    def _step(self) -> list[dict[str, Any]]:
+        """Open a step for a model round's output (a new one when a turn is stored)."""
+        if self.step_open and not self.turn_stored:
+            return []
+        chunks = self._close()
+        self.step_open, self.text_sent, self.turn_stored = True, False, False
+        return [*chunks, {"type": "start-step"}]
+
+    def _close_text(self) -> list[dict[str, Any]]:
+        if self.text_id is None:
+            return []
+        text_id, self.text_id = self.text_id, None
+        return [{"type": "text-end", "id": text_id}]
+
+    def _close(self) -> list[dict[str, Any]]:
+        chunks = self._close_text()
+        if self.step_open:
+            self.step_open = False
+            chunks.append({"type": "finish-step"})
+        return chunks
+
+    def _advance(
+        self,
+        event_id: int | None,
+        kind: RunEventType,
+        row: Message | None,
+        logged: dict[str, Any] | None,
+        run: Run | None = None,
+    ) -> list[dict[str, Any]]:
+        """The chunks of one event; ``logged`` is ``None`` when only the state is wanted."""
+        chunks = self._start(run)
+        if kind is RunEventType.TEXT_DELTA:
+            chunks += self._step()
+            if self.text_id is None:
+                self.text_id = f"text-{event_id}"
+                chunks.append({"type": "text-start", "id": self.text_id})
+            self.text_sent = True
+            delta = (logged or {}).get("delta", "")
+            chunks.append({"type": "text-delta", "id": self.text_id, "delta": delta})
+        elif kind is RunEventType.MESSAGE_STORED:
+            chunks += self._stored_turn(event_id, row)
+        elif kind is RunEventType.TOOL_RESULT_STORED:
+            # In the step of its call; results of calls decided after a pause
+            # come before the next step, outside any (as the AI SDK sends them).
+            if row is not None:
+                chunks.append(_tool_output(row))
+        elif kind.ends_stream:
+            chunks += self._finish(kind, run)
+        return chunks if logged is not None else []
+
+    def _stored_turn(self, event_id: int | None, row: Message | None) -> list[dict[str, Any]]:
+        if row is not None and row.role != Role.ASSISTANT:
+            return []
+        chunks = self._step()
+        if row is not None and row.content and not self.text_sent:
+            # Nothing was streamed for this turn: its stored text, whole.
+            text_id = f"text-{event_id}"
+            chunks += [
+                {"type": "text-start", "id": text_id},
+                {"type": "text-delta", "id": text_id, "delta": row.content},
+                {"type": "text-end", "id": text_id},
+            ]
+        chunks += self._close_text()
+        self.turn_stored = True
+        if row is not None:
+            chunks += _tool_inputs(row)
+        return chunks
+
+    def _finish(self, kind: RunEventType, run: Run | None) -> list[dict[str, Any]]:
+        self.finished = True
+        chunks = self._close_text()
+        reason = "other"
+        if kind is RunEventType.RUN_REQUIRES_ACTION:
+            reason = "tool-calls"
+            waiting = run.waiting_calls if run is not None else []
+            chunks += [
+                {"type": "tool-approval-request", "approvalId": p.call.id, "toolCallId": p.call.id}
+                for p in waiting
+                if p.reason == WaitReason.REQUIRES_APPROVAL
+            ]
+        chunks += self._close()
+        if kind is RunEventType.RUN_FAILED:
+            reason = "error"
+            message = (run.error_message if run is not None else "") or "The run failed."
+            chunks.append({"type": "error", "errorText": message})
+        elif kind is RunEventType.RUN_CANCELLED:
+            chunks.append({"type": "abort", "reason": "cancelled"})
+        elif kind is RunEventType.RUN_COMPLETED and run is not None:
+            reason = _FINISH_REASONS.get(TerminationReason(run.termination_reason), "other")
+        metadata: dict[str, Any] = {"run_id": self.run_id}
+        if run is not None:
+            metadata["status"] = run.status
+            metadata["termination_reason"] = run.termination_reason or None
+        chunks.append({"type": "finish", "finishReason": reason, "messageMetadata": metadata})
+        return chunks

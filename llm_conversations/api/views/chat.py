@@ -1,0 +1,180 @@
+"""``POST conversations/{id}/chat/``: the endpoint of the AI SDK's ``useChat``.
+
+It takes the body ``DefaultChatTransport`` posts (``{id, messages, trigger,
+messageId}``) and answers with the UI message stream protocol
+(:mod:`llm_conversations.api.ai_sdk`), so a React app talks to a conversation
+with ``useChat({transport: new DefaultChatTransport({api})})`` and nothing more.
+
+The stored conversation is the history the model sees; of the client's
+messages only the last one is read:
+
+- a user message: its ``text`` parts (joined by blank lines) are the new user
+  turn, and a run starts (in the request, or in a task worker per
+  ``background`` / ``BACKGROUND_RUNS``, its log then streamed);
+- an assistant message (what ``useChat`` sends after ``addToolApprovalResponse``
+  or ``addToolOutput``): its tool parts decide the calls the conversation's
+  waiting run waits on (``approval.approved``; ``output-available`` /
+  ``output-error`` for client-side tools), and the run resumes in the request.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+from django.http import HttpResponseBase
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import viewsets
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+
+from llm_conversations.api.ai_sdk import PROTOCOL_HEADER, PROTOCOL_VERSION
+from llm_conversations.api.inputs import too_large
+from llm_conversations.api.serializers import ChatRequestSerializer, UIMessageChunkEventSerializer
+from llm_conversations.api.sse import EVENT_STREAM, event_stream_response, log_stream_response
+from llm_conversations.api.views.base import BODY_ERRORS, CONVERSATION_ID, ApiView, error_responses
+from llm_conversations.conf import conf
+from llm_conversations.exceptions import RunStateError
+from llm_conversations.messages import InvalidMessage
+from llm_conversations.models import Conversation, Run, RunStatus, WaitReason
+from llm_conversations.services import ToolLoopService
+
+if TYPE_CHECKING:
+    from rest_framework.decorators import ViewSetAction
+    from rest_framework.views import AsView, GenericView
+
+__all__ = ["ChatViewSet", "decisions_of", "user_text"]
+
+_CHAT_STREAM = OpenApiResponse(
+    UIMessageChunkEventSerializer,
+    description=(
+        f"The AI SDK's UI message stream protocol (`{PROTOCOL_HEADER}: {PROTOCOL_VERSION}`): "
+        "one JSON chunk per `data:` line, `data: [DONE]` last. See docs/ai-sdk.md."
+    ),
+)
+
+
+def user_text(message: dict[str, Any]) -> str:
+    """The text of a UI message: its ``text`` parts, joined by blank lines."""
+    texts = [
+        part["text"]
+        for part in message["parts"]
+        if part.get("type") == "text" and isinstance(part.get("text"), str)
+    ]
+    return "\n\n".join(texts)
+
+
+def decisions_of(
+    message: dict[str, Any], run: Run
+) -> tuple[list[str], list[str], dict[str, dict[str, Any]]]:
+    """What an assistant UI message decides about the run's waiting calls.
+
+    ``(approved, denied, outputs)``: call ids approved and denied, and the
+    outputs of client-side calls. Parts about other calls are ignored.
+    """
+    waiting = {pending.call.id: pending.reason for pending in run.waiting_calls}
+    approved: list[str] = []
+    denied: list[str] = []
+    outputs: dict[str, dict[str, Any]] = {}
+    for part in message["parts"]:
+        call_id = part.get("toolCallId")
+        reason = waiting.get(call_id) if isinstance(call_id, str) else None
+        approval = part.get("approval")
+        if reason == WaitReason.REQUIRES_APPROVAL and isinstance(approval, dict):
+            if isinstance(approval.get("approved"), bool):
+                (approved if approval["approved"] else denied).append(str(call_id))
+        elif reason == WaitReason.CLIENT_SIDE and part.get("state") == "output-available":
+            outputs[str(call_id)] = {"output": part.get("output"), "is_error": False}
+        elif reason == WaitReason.CLIENT_SIDE and part.get("state") == "output-error":
+            outputs[str(call_id)] = {"output": str(part.get("errorText", "")), "is_error": True}
+    return approved, denied, outputs
+
+
+class ChatViewSet(ApiView, viewsets.GenericViewSet[Conversation]):
+    """A conversation as the AI SDK's chat endpoint; outside ``ATOMIC_REQUESTS`` (runs
+    call providers and tools)."""
+
+    renderer_classes = [JSONRenderer]
+    serializer_class = ChatRequestSerializer
+
+    @classmethod
+    def as_view(
+        cls, actions: dict[str, str | ViewSetAction[Any]] | None = None, **initkwargs: Any
+    ) -> AsView[GenericView]:
+        """The router's view, excluded from ``ATOMIC_REQUESTS``."""
+        return transaction.non_atomic_requests(super().as_view(actions, **initkwargs))
+
+    def get_queryset(self) -> Any:
+        return Conversation.objects.none()  # schema generation only
+
+    @extend_schema(
+        summary="Chat (AI SDK)",
+        parameters=[CONVERSATION_ID],
+        request=ChatRequestSerializer,
+        responses={
+            (200, EVENT_STREAM): _CHAT_STREAM,
+            **error_responses(*BODY_ERRORS, 409, media_type="application/json"),
+        },
+    )
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        """Answer the last UI message: a new user turn, or decisions on a waiting run."""
+        conversation = self.get_conversation()
+        serializer = ChatRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        options = serializer.validated_data
+        last = options["messages"][-1]
+        if last["role"] == "assistant":
+            return self._resume(request, conversation, last)
+        return self._start(request, conversation, user_text(last), options)
+
+    def _start(
+        self, request: Request, conversation: Conversation, text: str, options: dict[str, Any]
+    ) -> HttpResponseBase:
+        if len(text) > conf.MAX_MESSAGE_CHARS:
+            raise too_large("messages")
+        background = options.get("background")
+        background = conf.BACKGROUND_RUNS if background is None else background
+        service = ToolLoopService()
+        try:
+            run = service.start(
+                conversation,
+                text,
+                provider=options.get("provider"),
+                tools=options.get("tools"),
+                max_iterations=options.get("max_iterations"),
+                background=background,
+            )
+        except InvalidMessage as exc:
+            if exc.field == "message.content":
+                # The text came from the last message's parts.
+                raise InvalidMessage(exc.code, exc.message, field="messages") from None
+            raise
+        if background:
+            return log_stream_response(request._request, run.pk, 0, ai_sdk_format=True)
+        return event_stream_response(request._request, service, run.pk, ai_sdk_format=True)
+
+    def _resume(
+        self, request: Request, conversation: Conversation, message: dict[str, Any]
+    ) -> HttpResponseBase:
+        run = Run.objects.filter(
+            conversation=conversation, status=RunStatus.REQUIRES_ACTION
+        ).first()
+        if run is None:
+            raise RunStateError(
+                "run_not_waiting", "No run of this conversation waits for a decision or an output."
+            )
+        approved, denied, outputs = decisions_of(message, run)
+        if not (approved or denied or outputs):
+            raise RunStateError(
+                "unknown_tool_call",
+                "The last message decides none of the calls the run waits on.",
+                field="messages",
+            )
+        service = ToolLoopService()
+        if approved:
+            service.approve(run.pk, approved, resume=False)
+        if denied:
+            service.deny(run.pk, denied, resume=False)
+        if outputs:
+            service.submit_tool_outputs(run.pk, outputs, resume=False)
+        return event_stream_response(request._request, service, run.pk, ai_sdk_format=True)

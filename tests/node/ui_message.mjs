@@ -1,0 +1,148 @@
+// Drives a live server with the AI SDK itself and prints what it reconstructed, as JSON.
+//
+// Usage: node ui_message.mjs '<spec as JSON>'
+//
+// spec.mode "chat": a chat (the class useChat wraps) with the default HTTP transport
+//   posts spec.text to spec.api; with spec.decide ("approve" or "deny") every call
+//   waiting for approval is decided and the chat sends again, as an app does after
+//   addToolApprovalResponse.
+// spec.mode "events": GET spec.url (a run's events with ?format=ai-sdk) and read the
+//   stream into a UI message (continuing spec.message when given).
+//
+// Every response body is also parsed on its own with the SDK's parseJsonEventStream
+// and uiMessageChunkSchema: each chunk that does not parse is counted.
+import {
+  AbstractChat,
+  DefaultChatTransport,
+  parseJsonEventStream,
+  readUIMessageStream,
+  uiMessageChunkSchema,
+} from 'ai';
+
+const spec = JSON.parse(process.argv[2]);
+const headers = { Authorization: spec.authorization };
+const responses = [];
+const errors = [];
+
+// The state a UI framework keeps for a chat (what @ai-sdk/react's does, without React).
+class State {
+  constructor() {
+    this.messages = [];
+    this.status = 'ready';
+    this.error = undefined;
+  }
+  pushMessage = (message) => {
+    this.messages = this.messages.concat(message);
+  };
+  popMessage = () => {
+    this.messages = this.messages.slice(0, -1);
+  };
+  replaceMessage = (index, message) => {
+    this.messages = [
+      ...this.messages.slice(0, index),
+      this.snapshot(message),
+      ...this.messages.slice(index + 1),
+    ];
+  };
+  snapshot = (value) => structuredClone(value);
+}
+
+class Chat extends AbstractChat {
+  constructor(options) {
+    super({ ...options, state: new State() });
+  }
+}
+
+async function parseAll(text) {
+  const chunks = [];
+  let parseErrors = 0;
+  const stream = parseJsonEventStream({
+    stream: new Response(text).body,
+    schema: uiMessageChunkSchema,
+  });
+  for await (const result of stream) {
+    if (result.success) chunks.push(result.value);
+    else parseErrors += 1;
+  }
+  return { chunks, parseErrors };
+}
+
+// Keeps each response's status, protocol header and body text beside what the SDK reads.
+async function recordingFetch(url, init) {
+  const response = await fetch(url, init);
+  const record = {
+    status: response.status,
+    protocol: response.headers.get('x-vercel-ai-ui-message-stream'),
+    contentType: response.headers.get('content-type'),
+    text: response.clone().text(),
+  };
+  responses.push(record);
+  return response;
+}
+
+async function describeResponses() {
+  const described = [];
+  for (const record of responses) {
+    const text = await record.text;
+    const { chunks, parseErrors } = await parseAll(text);
+    described.push({
+      status: record.status,
+      protocol: record.protocol,
+      contentType: record.contentType,
+      chunks,
+      parseErrors,
+      done: text.endsWith('data: [DONE]\n\n'),
+    });
+  }
+  return described;
+}
+
+async function chat() {
+  const instance = new Chat({
+    id: spec.chatId,
+    transport: new DefaultChatTransport({ api: spec.api, headers, fetch: recordingFetch }),
+    onError: (error) => errors.push(String(error.message ?? error)),
+  });
+  await instance.sendMessage({ text: spec.text });
+  if (spec.decide) {
+    const last = instance.messages.at(-1);
+    for (const part of last.parts) {
+      if (part.state === 'approval-requested') {
+        await instance.addToolApprovalResponse({
+          id: part.approval.id,
+          approved: spec.decide === 'approve',
+        });
+      }
+    }
+    await instance.sendMessage();
+  }
+  return { messages: instance.messages, status: instance.status };
+}
+
+async function events() {
+  const response = await recordingFetch(spec.url, { headers });
+  const chunks = parseJsonEventStream({
+    stream: response.body,
+    schema: uiMessageChunkSchema,
+  }).pipeThrough(
+    new TransformStream({
+      transform(result, controller) {
+        if (!result.success) throw result.error;
+        controller.enqueue(result.value);
+      },
+    }),
+  );
+  let message;
+  for await (const snapshot of readUIMessageStream({
+    message: spec.message,
+    stream: chunks,
+    onError: (error) => errors.push(String(error.message ?? error)),
+    terminateOnError: true,
+  })) {
+    message = snapshot;
+  }
+  return { messages: [message], status: 'ready' };
+}
+
+const result = spec.mode === 'chat' ? await chat() : await events();
+console.log(JSON.stringify({ ...result, errors, responses: await describeResponses() }));
