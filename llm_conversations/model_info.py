@@ -16,15 +16,19 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
+from llm_conversations.completions import Usage
 from llm_conversations.conf import conf
 
 __all__ = [
+    "COST_DECIMALS",
+    "COST_DIGITS",
     "COST_PLACES",
     "DEFAULT_MODEL_INFO",
     "INFO_KEYS",
     "PRICE_KEYS",
     "ModelInfo",
     "Prices",
+    "call_cost",
     "cost_of",
     "model_info",
     "model_info_problems",
@@ -35,8 +39,11 @@ INFO_KEYS = frozenset({"context_window", "max_output_tokens", "prices"})
 PRICE_KEYS = frozenset({"input", "cached_input", "output"})
 
 # Dollars a cost is stored to: a token at the cheapest shipped price costs
-# 7.5e-8, so ten places keep every turn's cost exact.
-COST_PLACES = Decimal("1e-10")
+# 7.5e-8, so ten places keep every turn's cost exact; twenty digits leave ten
+# for whole dollars, more than any sum of turns reaches.
+COST_DECIMALS = 10
+COST_DIGITS = 20
+COST_PLACES = Decimal(1).scaleb(-COST_DECIMALS)
 
 _MILLION = Decimal(1_000_000)
 
@@ -186,3 +193,12 @@ def model_info(provider: str | None, model: str) -> ModelInfo | None:
         return parse_model_info(configured[model])
     default = DEFAULT_MODEL_INFO.get(model)
     return None if default is None else parse_model_info(default)
+
+
+def call_cost(provider: str | None, model: str, usage: Usage) -> Decimal | None:
+    """Dollars a call to ``model`` through the entry ``provider`` cost, at the
+    prices in force now; ``None`` for a model without prices."""
+    info = model_info(provider, model)
+    if info is None or info.prices is None:
+        return None
+    return cost_of(info.prices, usage.input_tokens, usage.cached_tokens, usage.output_tokens)

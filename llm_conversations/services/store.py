@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
 from functools import partial
 from typing import Any
 
@@ -306,11 +307,14 @@ def append_completion(
     run: Run | None = None,
     metadata: dict[str, Any] | None = None,
     history: Sequence[ChatMessage] | None = None,
+    cost: Decimal | None = None,
 ) -> Message:
-    """Append the assistant turn of a provider reply with its provider, model, usage and
-    finish reason; a reply the adapter had to make storable is flagged ``sanitized``.
+    """Append the assistant turn of a provider reply with its provider, model, usage,
+    cost and finish reason; a reply the adapter had to make storable is flagged
+    ``sanitized``.
 
-    ``run`` and ``history`` as for :func:`append_messages`.
+    ``run`` and ``history`` as for :func:`append_messages`. ``cost`` is the
+    dollars the call cost (``model_info.call_cost()``), ``None`` if unknown.
     """
     usage = response.usage
     extra = {
@@ -321,6 +325,7 @@ def append_completion(
         "output_tokens": usage.output_tokens,
         "total_tokens": usage.total_tokens,
         "cached_tokens": usage.cached_tokens,
+        "cost": cost,
         "run": run,
         "metadata": {**(metadata or {}), **({"sanitized": True} if response.sanitized else {})},
     }
