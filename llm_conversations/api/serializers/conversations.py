@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
-from drf_spectacular.utils import extend_schema_serializer
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from llm_conversations.api.inputs import ROLE_CHOICES
-from llm_conversations.api.representations import message_data, message_row
+from llm_conversations.api.representations import cost_text, message_data, message_row
 from llm_conversations.api.serializers.common import (
     MetadataField,
     StrictTypes,
@@ -16,6 +17,7 @@ from llm_conversations.api.serializers.common import (
 from llm_conversations.api.serializers.feedback import MessageFeedbackSerializer
 from llm_conversations.completions import FinishReason
 from llm_conversations.conf import conf
+from llm_conversations.model_info import COST_DECIMALS, COST_DIGITS
 from llm_conversations.models import (
     Conversation,
     Message,
@@ -43,6 +45,9 @@ class ConversationSerializer(StrictTypes[Conversation], serializers.ModelSeriali
     updated_at = serializers.DateTimeField(
         read_only=True, help_text="Last activity: the last appended message or edit."
     )
+    cost = serializers.SerializerMethodField(
+        help_text="US dollars its assistant turns cost (turns without prices count 0)."
+    )
     title_source = serializers.ChoiceField(
         choices=TitleSource.choices,
         read_only=True,
@@ -61,6 +66,7 @@ class ConversationSerializer(StrictTypes[Conversation], serializers.ModelSeriali
             "title_source",
             "metadata",
             "message_count",
+            "cost",
             "active_run",
             "created_at",
             "updated_at",
@@ -71,6 +77,14 @@ class ConversationSerializer(StrictTypes[Conversation], serializers.ModelSeriali
         data = super().to_representation(instance)
         data["title_source"] = data["title_source"] or None
         return data
+
+    @extend_schema_field(
+        serializers.DecimalField(max_digits=COST_DIGITS, decimal_places=COST_DECIMALS)
+    )
+    def get_cost(self, instance: Conversation) -> str | None:
+        """The ``cost`` annotation of ``services.costs.with_cost``; a conversation
+        just created has none and has cost nothing."""
+        return cost_text(getattr(instance, "cost", Decimal(0)))
 
     def validate_metadata(self, value: dict[str, Any]) -> dict[str, Any]:
         """Refuse more keys than ``MAX_METADATA_KEYS``."""
@@ -138,6 +152,15 @@ class MessageSerializer(serializers.Serializer[Message]):
         ),
     )
     usage = UsageSerializer(allow_null=True, help_text="Assistant turns: token usage.")
+    cost = serializers.DecimalField(
+        max_digits=COST_DIGITS,
+        decimal_places=COST_DECIMALS,
+        allow_null=True,
+        help_text=(
+            "Assistant turns: US dollars the call cost at the prices in force when it was "
+            "stored; null where the model has no prices."
+        ),
+    )
     feedback = MessageFeedbackSerializer(
         allow_null=True,
         help_text="The caller's rating of this assistant turn, or null (`PUT feedback/` sets it).",
