@@ -30,6 +30,7 @@ __all__ = [
     "Prices",
     "call_cost",
     "cost_of",
+    "cost_text",
     "model_info",
     "model_info_problems",
     "parse_model_info",
@@ -104,6 +105,11 @@ def cost_of(
         + output_tokens * prices.output
     ) / _MILLION
     return total.quantize(COST_PLACES, rounding=ROUND_HALF_UP)
+
+
+def cost_text(cost: Decimal | None) -> str | None:
+    """Dollars as shown: a decimal string with ten places, exact; ``None`` if unknown."""
+    return None if cost is None else f"{cost.quantize(COST_PLACES):f}"
 
 
 def _price(value: object) -> Decimal | None:

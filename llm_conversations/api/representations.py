@@ -8,14 +8,13 @@ declares the same fields for the schema (a test keeps the two equal).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from decimal import Decimal
 from typing import Any
 
 from llm_conversations.messages import Role
-from llm_conversations.model_info import COST_PLACES
+from llm_conversations.model_info import cost_text
 from llm_conversations.models import Message, chat_message_from_row
 
-__all__ = ["MESSAGE_COLUMNS", "cost_text", "message_data", "message_row"]
+__all__ = ["MESSAGE_COLUMNS", "message_data", "message_row"]
 
 # The columns a message representation needs, as ``QuerySet.values()`` names them.
 MESSAGE_COLUMNS = (
@@ -36,11 +35,6 @@ MESSAGE_COLUMNS = (
     "cached_tokens",
     "cost",
 )
-
-
-def cost_text(cost: Decimal | None) -> str | None:
-    """Dollars as the API shows them: a decimal string with ten places, exact."""
-    return None if cost is None else f"{cost.quantize(COST_PLACES):f}"
 
 
 def message_data(row: Mapping[str, Any]) -> dict[str, Any]:

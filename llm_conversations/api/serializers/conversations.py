@@ -9,7 +9,7 @@ from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from llm_conversations.api.inputs import ROLE_CHOICES
-from llm_conversations.api.representations import cost_text, message_data, message_row
+from llm_conversations.api.representations import message_data, message_row
 from llm_conversations.api.serializers.common import (
     MetadataField,
     StrictTypes,
@@ -17,7 +17,7 @@ from llm_conversations.api.serializers.common import (
 from llm_conversations.api.serializers.feedback import MessageFeedbackSerializer
 from llm_conversations.completions import FinishReason
 from llm_conversations.conf import conf
-from llm_conversations.model_info import COST_DECIMALS, COST_DIGITS
+from llm_conversations.model_info import COST_DECIMALS, COST_DIGITS, cost_text
 from llm_conversations.models import (
     Conversation,
     Message,
