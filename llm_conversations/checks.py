@@ -10,7 +10,7 @@ One function per concern, each id stable:
 - :func:`check_providers`: E010 ``PROVIDERS`` not a non-empty dict, E015
   ``DEFAULT_PROVIDER`` not a key of it, E009 ``TITLE_PROVIDER`` neither
   ``None`` nor a key of it, and the rules of each entry
-  (E011-E014, E016-E019, W010) from
+  (E011-E014, E016-E019, E040 ``MODEL_INFO``, W010) from
   :func:`~llm_conversations.providers.registry.provider_entry_problems`, which
   ``build_provider()`` applies too.
 - :func:`check_tools`: E020 a ``TOOLS`` entry is not a usable tool, E021 two

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -605,3 +606,36 @@ def test_the_change_page_links_a_limited_number_of_forks(
     page = staff_client.get(change_url(source)).content.decode()
     assert page.count('">Copy ') == 2
     assert f"?forked_from__exact={source.pk}" in page
+
+
+PRICED = {
+    **settings.LLM_CONVERSATIONS,
+    "PROVIDERS": {
+        "echo": {
+            "BACKEND": "echo",
+            "MODEL": "echo",
+            "MODEL_INFO": {"echo": {"prices": {"input": "1000", "output": "3000"}}},
+        }
+    },
+}
+
+
+@override_settings(LLM_CONVERSATIONS=PRICED)
+def test_costs_in_the_lists_the_run_timeline_and_the_transcript(staff_client: Client) -> None:
+    conversation = create_conversation(title="priced")
+    (run,) = run_turns(conversation, "hello")
+    run.refresh_from_db()
+    turn = Message.objects.get(role="assistant")
+    # 5 characters in and out at 1000 and 3000 dollars per million.
+    assert turn.cost == run.cost == Decimal("0.02")
+    response = staff_client.get(reverse(CHANGELIST))
+    (row,) = response.context["cl"].result_list
+    assert row.cost == Decimal("0.02")
+    assert '<td class="field-cost">0.0200000000</td>' in response.content.decode()
+    html = staff_client.get(change_url(conversation)).content.decode()
+    timeline = html[html.index('id="llmconv-runs"') : html.index('id="llmconv-transcript"')]
+    assert '<dd class="llmconv-cost">0.0200000000 USD</dd>' in timeline
+    transcript = html[html.index('class="llmconv-msg llmconv-assistant"') :]
+    assert '<span class="llmconv-cost">0.0200000000 USD</span>' in transcript
+    runs = staff_client.get(reverse("admin:llm_conversations_run_changelist"))
+    assert '<td class="field-cost">0.0200000000</td>' in runs.content.decode()

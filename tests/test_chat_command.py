@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from io import StringIO
 from typing import Any
 
@@ -235,3 +236,24 @@ def test_bad_run_parameter_flags_are_command_errors(tmp_path: Any) -> None:
     with pytest.raises(CommandError, match=r"^--response-format: response_format must be"):
         chat("hi", response_format=str(tmp_path / "list.json"))
     assert not Run.objects.exists()
+
+
+def test_a_priced_run_prints_its_cost_and_an_unpriced_one_does_not() -> None:
+    out, _ = chat("Hello", "/quit")
+    assert "cost" not in out
+    priced = {
+        "DEFAULT_PROVIDER": "echo",
+        "PROVIDERS": {
+            "echo": {
+                "BACKEND": "echo",
+                "MODEL": "echo-1",
+                "MODEL_INFO": {"echo-1": {"prices": {"input": "1000", "output": "3000"}}},
+            }
+        },
+        "TOOLS": TOOLS,
+    }
+    with override_settings(LLM_CONVERSATIONS=priced):
+        out, _ = chat("Hello", "/quit")
+    # 5 characters in and out at 1000 and 3000 dollars per million.
+    assert "(run cost: 0.0200000000 USD)" in out
+    assert Run.objects.latest("created_at").cost == Decimal("0.02")

@@ -55,6 +55,10 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.E009": ({"TITLE_PROVIDER": "missing"}, True),
     "llm_conversations.E019": (entry(BACKEND="ollama", MODEL="m", MODELS="m2"), True),
     "llm_conversations.W010": (entry(BACKEND="echo", MODEL="echo"), False),
+    "llm_conversations.E040": (
+        entry(BACKEND="ollama", MODEL="m", MODEL_INFO={"m": {"context_window": 0}}),
+        True,
+    ),
     "llm_conversations.E020": ({"TOOLS": ["no_such_module.tool"]}, True),
     "llm_conversations.E021": ({"TOOLS": [f"{FIXTURES}.add", f"{FIXTURES}.another_add"]}, True),
     "llm_conversations.E030": ({"MCP_SERVERS": {"a.b": {"COMMAND": "x"}}}, True),
@@ -200,7 +204,7 @@ def test_conversation_retention_may_be_forever_or_days(value: Any) -> None:
     assert setting_ids({"CONVERSATION_RETENTION_DAYS": value}) == []
 
 
-# Providers (E010-E019, W010) ------------------------------------------------
+# Providers (E010-E019, E040, W010) ------------------------------------------
 
 
 def provider_ids(value: dict[str, Any], debug: bool = True) -> list[str]:
@@ -283,6 +287,42 @@ def test_e019_models_not_a_list_of_names(models: Any) -> None:
 def test_models_may_list_other_models() -> None:
     assert provider_ids(entry(BACKEND="ollama", MODEL="m", MODELS=["m", "m2"])) == []
     assert provider_ids(entry(BACKEND="ollama", MODEL="m", MODELS=[])) == []
+
+
+@pytest.mark.parametrize(
+    "model_info",
+    [
+        [],
+        {"m": []},
+        {"m": {"context_windw": 8000}},
+        {"m": {"context_window": 0}},
+        {"m": {"max_output_tokens": 1.5}},
+        {"m": {"context_window": True}},
+        {"m": {"prices": ["1"]}},
+        {"m": {"prices": {"input": "1"}}},
+        {"m": {"prices": {"input": 2.5, "output": "10"}}},
+        {"m": {"prices": {"input": "-1", "output": "10"}}},
+        {"m": {"prices": {"input": "NaN", "output": "10"}}},
+        {"m": {"prices": {"input": "two", "output": "10"}}},
+        {"m": {"prices": {"input": "1", "output": "1", "cache": "1"}}},
+    ],
+)
+def test_e040_invalid_model_info(model_info: Any) -> None:
+    assert provider_ids(entry(BACKEND="ollama", MODEL="m", MODEL_INFO=model_info)) == [
+        "llm_conversations.E040"
+    ]
+
+
+def test_e040_valid_model_info_passes() -> None:
+    model_info = {
+        "m": {
+            "context_window": 8192,
+            "max_output_tokens": 1024,
+            "prices": {"input": "0.20", "cached_input": "0.05", "output": 1},
+        },
+        "n": {},
+    }
+    assert provider_ids(entry(BACKEND="ollama", MODEL="m", MODEL_INFO=model_info)) == []
 
 
 def test_w010_echo_without_debug() -> None:

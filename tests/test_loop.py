@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -503,8 +504,24 @@ TRANSACTIONS_PER_TOOL_ROUND = 2
 TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE SAVEPOINT")
 
 
+# The adapter's turns are priced, so the budget includes counting their cost.
+PRICED_OPENAI = {
+    "DEFAULT_PROVIDER": "echo",
+    "PROVIDERS": {
+        "echo": {"BACKEND": "echo", "MODEL": "echo"},
+        "openai": {
+            "BACKEND": "openai",
+            "MODEL": "gpt-test",
+            "API_KEY": "sk-test",
+            "MODEL_INFO": {"gpt-test": {"prices": {"input": "2.50", "output": "10"}}},
+        },
+    },
+}
+
+
+@override_settings(LLM_CONVERSATIONS=PRICED_OPENAI)
 def test_queries_per_round_are_constant() -> None:
-    def queries_for(tool_rounds: int) -> int:
+    def queries_for(tool_rounds: int) -> tuple[int, int]:
         def handler(body: dict[str, Any]) -> dict[str, Any]:
             done = sum(1 for m in body["messages"] if m["role"] == "assistant")
             if done < tool_rounds:
@@ -522,6 +539,8 @@ def test_queries_per_round_are_constant() -> None:
         run = service.start(create_conversation(), ChatMessage.user("go"))
         with CaptureQueriesContext(connection) as captured:
             assert service.execute(run.pk).status == "completed"
+        # 10 input and 5 output tokens a call at 2.50 and 10 dollars per million.
+        assert Run.objects.get(pk=run.pk).cost == Decimal("0.000075") * (tool_rounds + 1)
         control = [q for q in captured if q["sql"].startswith(TRANSACTION_CONTROL)]
         return len(captured) - len(control), len(control)
 

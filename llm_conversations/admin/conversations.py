@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin
@@ -24,7 +25,9 @@ from llm_conversations.admin.filters import (
     ToolErrorFilter,
 )
 from llm_conversations.admin.transcript import summarise_runs, transcript
+from llm_conversations.model_info import cost_text
 from llm_conversations.models import Conversation, Feedback, Message, Run, RunStatus, TitleSource
+from llm_conversations.services.costs import with_cost
 from llm_conversations.services.search import unquote_term
 
 __all__ = ["ConversationAdmin", "status_badge"]
@@ -57,6 +60,7 @@ class ConversationAdmin(_ModelAdmin):
         "owner",
         "message_count",
         "run_count",
+        "cost",
         "last_run",
         "created_at",
         "updated_at",
@@ -114,13 +118,13 @@ class ConversationAdmin(_ModelAdmin):
     # Changelist ------------------------------------------------------------
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
-        """Conversations with their run count and latest run status.
+        """Conversations with their run count, cost and latest run status.
 
         Subqueries rather than a join and ``GROUP BY``, so the queryset stays
         deletable and the count query stays cheap.
         """
         runs = Run.objects.filter(conversation=OuterRef("pk"))
-        return (
+        return with_cost(
             super()
             .get_queryset(request)
             .annotate(
@@ -138,6 +142,10 @@ class ConversationAdmin(_ModelAdmin):
     @admin.display(description=_("Runs"), ordering="run_count")
     def run_count(self, obj: Conversation) -> int:
         return int(getattr(obj, "run_count", 0))
+
+    @admin.display(description=_("Cost (USD)"), ordering="cost")
+    def cost(self, obj: Conversation) -> str:
+        return cost_text(getattr(obj, "cost", Decimal(0))) or "-"
 
     @admin.display(description=_("Last run"), ordering="last_run_status")
     def last_run(self, obj: Conversation) -> SafeString | str:

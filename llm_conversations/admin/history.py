@@ -102,6 +102,7 @@ class MessageAdmin(HistoryAdmin):
         "output_tokens",
         "total_tokens",
         "cached_tokens",
+        "cost",
         "metadata_pretty",
         "created_at",
     )
@@ -140,6 +141,7 @@ class RunAdmin(HistoryAdmin):
         "iterations",
         "attempts",
         "total_tokens",
+        "cost",
         "provider",
         "model",
         "created_at",
@@ -168,6 +170,7 @@ class RunAdmin(HistoryAdmin):
         "output_tokens",
         "total_tokens",
         "cached_tokens",
+        "cost",
         "error_type",
         "error_message",
         "pending_pretty",

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from llm_conversations.messages import Role
+from llm_conversations.model_info import cost_text
 from llm_conversations.models import Message, chat_message_from_row
 
 __all__ = ["MESSAGE_COLUMNS", "message_data", "message_row"]
@@ -33,6 +34,7 @@ MESSAGE_COLUMNS = (
     "total_tokens",
     "cached_tokens",
     "parsed",
+    "cost",
 )
 
 
@@ -68,6 +70,7 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
         if assistant and row["input_tokens"] is not None
         else None
     )
+    data["cost"] = cost_text(row["cost"]) if assistant else None
     rating = row.get("feedback_rating")
     data["feedback"] = (
         None if rating is None else {"rating": rating, "comment": row["feedback_comment"]}

@@ -23,6 +23,7 @@ from django.utils.translation import gettext_lazy as _
 from llm_conversations.completions import FinishReason
 from llm_conversations.db import JSONTypeOf
 from llm_conversations.messages import ChatMessage, InvalidMessage, Role, ToolCall
+from llm_conversations.model_info import COST_DECIMALS, COST_DIGITS
 
 
 class TitleSource(models.TextChoices):
@@ -140,6 +141,11 @@ class Message(models.Model):
     # Assistant answers of a run with a response_format: the answer read as
     # JSON, once it matched the schema (an object; NULL otherwise).
     parsed = models.JSONField(_("parsed answer"), null=True, blank=True)
+    # Dollars, from the usage and the prices in force when stored; None where
+    # the model has no prices (docs/costs.md).
+    cost = models.DecimalField(
+        _("cost"), max_digits=COST_DIGITS, decimal_places=COST_DECIMALS, null=True, blank=True
+    )
     metadata = models.JSONField(_("metadata"), default=dict, blank=True)
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from django.db import IntegrityError, models
@@ -19,6 +20,7 @@ from django.utils.translation import gettext_lazy as _
 
 from llm_conversations.exceptions import RunStateError
 from llm_conversations.messages import ToolCall
+from llm_conversations.model_info import COST_DECIMALS, COST_DIGITS
 from llm_conversations.parameters import RunParameters
 from llm_conversations.tool_specs import ToolSpec
 
@@ -135,6 +137,10 @@ class Run(models.Model):
     output_tokens = models.PositiveIntegerField(_("output tokens"), default=0)
     total_tokens = models.PositiveIntegerField(_("total tokens"), default=0)
     cached_tokens = models.PositiveIntegerField(_("cached tokens"), default=0)
+    # Dollars: the sum of its priced turns' costs.
+    cost = models.DecimalField(
+        _("cost"), max_digits=COST_DIGITS, decimal_places=COST_DECIMALS, default=Decimal(0)
+    )
     error_type = models.CharField(_("error type"), max_length=100, blank=True)
     error_message = models.TextField(_("error message"), blank=True)
     # PendingCall stored forms; read through waiting_calls.

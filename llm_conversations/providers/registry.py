@@ -19,6 +19,7 @@ from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
 from llm_conversations.conf import conf
+from llm_conversations.model_info import model_info_problems
 
 from .anthropic import AnthropicProvider
 from .base import (
@@ -67,6 +68,7 @@ ENTRY_KEYS = frozenset(
         "MAX_RETRY_AFTER",
         "OPTIONS",
         "MODELS",
+        "MODEL_INFO",
     }
 )
 
@@ -132,8 +134,8 @@ def provider_entry_problems(entry: object, name: str | None = None) -> list[Entr
     E011 not a dict, E012 unusable BACKEND, E013 no MODEL, E014 no API_KEY for
     a hosted backend, E016 unknown key, E017 bad TIMEOUT, CONNECT_TIMEOUT,
     MAX_RETRIES or MAX_RETRY_AFTER, E018
-    OPTIONS not a dict, E019 MODELS not a list of model names, W010 the echo
-    backend while DEBUG is off.
+    OPTIONS not a dict, E019 MODELS not a list of model names, E040 an invalid
+    MODEL_INFO, W010 the echo backend while DEBUG is off.
     """
     where = "A provider entry" if name is None else f"LLM_CONVERSATIONS['PROVIDERS'][{name!r}]"
     if not isinstance(entry, Mapping):
@@ -214,6 +216,16 @@ def provider_entry_problems(entry: object, name: str | None = None) -> list[Entr
                 f"{where}['MODELS'] must be a list of model names (non-empty strings).",
                 hint="The models a run may ask for besides MODEL, e.g. ['gpt-4o', 'gpt-4o-mini'].",
             )
+        )
+    if "MODEL_INFO" in entry:
+        problems.extend(
+            EntryProblem(
+                "llm_conversations.E040",
+                message,
+                hint="Prices are US dollars per million tokens, e.g. {'input': '2.50', "
+                "'cached_input': '1.25', 'output': '10.00'}.",
+            )
+            for message in model_info_problems(entry["MODEL_INFO"], where)
         )
     if backend == "echo" and not settings.DEBUG:
         problems.append(

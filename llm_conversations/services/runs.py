@@ -15,6 +15,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import replace
 from datetime import datetime, timedelta
+from decimal import Decimal
 from functools import partial
 from typing import Any
 
@@ -32,6 +33,7 @@ from llm_conversations.exceptions import (
     ToolArgumentsError,
 )
 from llm_conversations.messages import ChatMessage, ToolCall
+from llm_conversations.model_info import call_cost
 from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,
     Decision,
@@ -193,6 +195,8 @@ def store_reply(
     ``metadata`` are what a judged final answer adds.
     """
     usage = response.usage
+    # Priced before the transaction: the prices in force when the reply came.
+    cost = call_cost(run.provider or None, response.model, usage)
     with transaction.atomic():
         # The conditional update locks the run; a run cancelled while the
         # provider answered matches nothing and keeps no late reply.
@@ -202,6 +206,7 @@ def store_reply(
             output_tokens=F("output_tokens") + usage.output_tokens,
             total_tokens=F("total_tokens") + (usage.total_tokens or 0),
             cached_tokens=F("cached_tokens") + (usage.cached_tokens or 0),
+            cost=F("cost") + (cost or Decimal(0)),
             lease_expires_at=lease_expiry(),
         )
         if not counted:
@@ -213,6 +218,7 @@ def store_reply(
             history=history,
             parsed=parsed,
             metadata=metadata,
+            cost=cost,
         )
         record(
             run.pk,

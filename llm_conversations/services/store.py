@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
 from functools import partial
 from typing import Any
 
@@ -317,12 +318,15 @@ def append_completion(
     metadata: dict[str, Any] | None = None,
     parsed: Any = None,
     history: Sequence[ChatMessage] | None = None,
+    cost: Decimal | None = None,
 ) -> Message:
-    """Append the assistant turn of a provider reply with its provider, model, usage and
-    finish reason; a reply the adapter had to make storable is flagged ``sanitized``.
+    """Append the assistant turn of a provider reply with its provider, model, usage,
+    cost and finish reason; a reply the adapter had to make storable is flagged
+    ``sanitized``.
 
     ``parsed`` is a structured answer, read and validated (``Message.parsed``);
-    ``run`` and ``history`` as for :func:`append_messages`.
+    ``run`` and ``history`` as for :func:`append_messages`. ``cost`` is the
+    dollars the call cost (``model_info.call_cost()``), ``None`` if unknown.
     """
     usage = response.usage
     extra = {
@@ -334,6 +338,7 @@ def append_completion(
         "output_tokens": usage.output_tokens,
         "total_tokens": usage.total_tokens,
         "cached_tokens": usage.cached_tokens,
+        "cost": cost,
         "run": run,
         "metadata": {**(metadata or {}), **({"sanitized": True} if response.sanitized else {})},
     }

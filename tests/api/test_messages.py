@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -44,6 +45,7 @@ def history(user: User) -> Conversation:
             model="gpt-test",
             provider="openai",
         ),
+        cost=Decimal("0.000075"),
     )
     from llm_conversations.services import append_messages
 
@@ -76,6 +78,7 @@ def test_representation_is_the_openai_form_plus_stored_fields(
         "finish_reason": None,
         "usage": None,
         "parsed": None,
+        "cost": None,
         "feedback": None,
     }
     call_turn = data[2]
@@ -95,11 +98,13 @@ def test_representation_is_the_openai_form_plus_stored_fields(
         "total_tokens": 15,
         "cached_tokens": None,
     }
+    assert call_turn["cost"] == "0.0000750000"
     assert (data[4]["tool_call_id"], data[4]["is_error"]) == ("c2", True)
     assert "tool_call_id" not in data[5]
     assert "tool_calls" not in data[5]
     # An assistant turn that no provider answered has no model or usage.
     assert (data[5]["model"], data[5]["usage"], data[5]["finish_reason"]) == (None, None, None)
+    assert data[5]["cost"] is None
     # The wire fields read back into the same message.
     stored = load_messages(history)
     wire = [

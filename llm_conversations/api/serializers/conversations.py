@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
-from drf_spectacular.utils import extend_schema_serializer
+from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from llm_conversations.api.inputs import ROLE_CHOICES
@@ -16,6 +17,7 @@ from llm_conversations.api.serializers.common import (
 from llm_conversations.api.serializers.feedback import MessageFeedbackSerializer
 from llm_conversations.completions import FinishReason
 from llm_conversations.conf import conf
+from llm_conversations.model_info import COST_DECIMALS, COST_DIGITS, cost_text
 from llm_conversations.models import (
     Conversation,
     Message,
@@ -55,6 +57,9 @@ class ConversationSerializer(StrictTypes[Conversation], serializers.ModelSeriali
         allow_null=True,
         help_text="A fork: how many messages of `forked_from` it copied.",
     )
+    cost = serializers.SerializerMethodField(
+        help_text="US dollars its assistant turns cost (turns without prices count 0)."
+    )
     title_source = serializers.ChoiceField(
         choices=TitleSource.choices,
         read_only=True,
@@ -73,6 +78,7 @@ class ConversationSerializer(StrictTypes[Conversation], serializers.ModelSeriali
             "title_source",
             "metadata",
             "message_count",
+            "cost",
             "active_run",
             "forked_from",
             "forked_at_position",
@@ -91,6 +97,14 @@ class ConversationSerializer(StrictTypes[Conversation], serializers.ModelSeriali
         data = super().to_representation(instance)
         data["title_source"] = data["title_source"] or None
         return data
+
+    @extend_schema_field(
+        serializers.DecimalField(max_digits=COST_DIGITS, decimal_places=COST_DECIMALS)
+    )
+    def get_cost(self, instance: Conversation) -> str | None:
+        """The ``cost`` annotation of ``services.costs.with_cost``; a conversation
+        just created has none and has cost nothing."""
+        return cost_text(getattr(instance, "cost", Decimal(0)))
 
     def validate_metadata(self, value: dict[str, Any]) -> dict[str, Any]:
         """Refuse more keys than ``MAX_METADATA_KEYS``."""
@@ -162,6 +176,15 @@ class MessageSerializer(serializers.Serializer[Message]):
         allow_null=True,
         help_text="The answer of a run with a `response_format`, read as JSON once it "
         "matched the schema; `null` otherwise.",
+    )
+    cost = serializers.DecimalField(
+        max_digits=COST_DIGITS,
+        decimal_places=COST_DECIMALS,
+        allow_null=True,
+        help_text=(
+            "Assistant turns: US dollars the call cost at the prices in force when it was "
+            "stored; null where the model has no prices."
+        ),
     )
     feedback = MessageFeedbackSerializer(
         allow_null=True,

@@ -25,6 +25,7 @@ from llm_conversations.api.serializers.parameters import (
     RunParametersSerializer,
 )
 from llm_conversations.conf import conf
+from llm_conversations.model_info import COST_DECIMALS, COST_DIGITS
 from llm_conversations.models import (
     MAX_ID_CHARS,
     Decision,
@@ -179,6 +180,11 @@ class RunSerializer(serializers.Serializer[Run]):
     parameters = RunParametersSerializer(source="*")
     iterations = serializers.IntegerField(help_text="Model calls so far.")
     usage = UsageSerializer(source="*")
+    cost = serializers.DecimalField(
+        max_digits=COST_DIGITS,
+        decimal_places=COST_DECIMALS,
+        help_text="US dollars its model calls cost (calls without prices count 0).",
+    )
     pending_tool_calls = PendingToolCallSerializer(source="waiting_calls", many=True)
     decisions = serializers.DictField(
         child=serializers.ChoiceField(choices=Decision.values),

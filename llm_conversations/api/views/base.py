@@ -22,6 +22,7 @@ from llm_conversations.api.parsers import BodyRequest, BoundedJSONParser
 from llm_conversations.api.permissions import authentication_classes, permission_classes
 from llm_conversations.api.serializers import ErrorSerializer
 from llm_conversations.models import ACTIVE_RUN_STATUSES, Conversation, Run
+from llm_conversations.services.costs import with_cost
 
 __all__ = [
     "CONVERSATION_ID",
@@ -92,7 +93,7 @@ def valid_query(
 
 
 def owned_conversations(request: Request) -> QuerySet[Conversation]:
-    """The caller's conversations, each annotated with its active run id.
+    """The caller's conversations, each annotated with its active run id and cost.
 
     Every view finds conversations here, and runs through the conversation it
     returns, so another user's objects do not exist for the caller (404).
@@ -103,7 +104,7 @@ def owned_conversations(request: Request) -> QuerySet[Conversation]:
     active = Run.objects.filter(
         conversation_id=OuterRef("pk"), status__in=ACTIVE_RUN_STATUSES
     ).values("pk")[:1]
-    return Conversation.objects.filter(owner=user).annotate(active_run=Subquery(active))
+    return with_cost(Conversation.objects.filter(owner=user).annotate(active_run=Subquery(active)))
 
 
 class ApiView(APIView):

@@ -21,6 +21,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from llm_conversations.conf import conf
 from llm_conversations.exceptions import ParameterError
 from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall
+from llm_conversations.model_info import cost_text
 from llm_conversations.models import (
     Conversation,
     Message,
@@ -250,6 +251,9 @@ class Command(BaseCommand):
                 run = event.run
                 if run.termination_reason != TerminationReason.COMPLETED:
                     self.stdout.write(f"(run ended: {run.termination_reason})")
+                # Nothing for a model without prices, whose turns cost nothing known.
+                if run.cost:
+                    self.stdout.write(f"(run cost: {cost_text(run.cost)} USD)")
             elif isinstance(event, RunFailed):
                 run = event.run
                 self.stderr.write(f"Run failed: {run.error_type}: {run.error_message}")

@@ -1,0 +1,74 @@
+"""Costs in the API: a run's, each assistant message's and a conversation's."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rest_framework.test import APIClient
+
+from llm_conversations.messages import ChatMessage
+from llm_conversations.models import Conversation, Message
+from llm_conversations.services import ToolLoopService, create_conversation
+from tests.api.conftest import API_SETTINGS, calls_text
+
+pytestmark = pytest.mark.django_db
+
+PRICES = {"input": "1000", "cached_input": "100", "output": "3000"}
+
+
+@pytest.fixture(autouse=True)
+def priced(settings: Any, api_settings: dict[str, Any]) -> None:
+    echo = {**API_SETTINGS["PROVIDERS"]["echo"], "MODEL_INFO": {"echo": {"prices": PRICES}}}
+    settings.LLM_CONVERSATIONS = {
+        **API_SETTINGS,
+        "PROVIDERS": {**API_SETTINGS["PROVIDERS"], "echo": echo},
+    }
+
+
+def test_run_message_and_conversation_show_the_same_cost(
+    client: APIClient, conversation: Conversation
+) -> None:
+    url = f"/api/conversations/{conversation.pk}/"
+    run = client.post(
+        f"{url}runs/",
+        {"message": calls_text(("a", "get_weather", {"city": "Oslo"}))},
+        format="json",
+    ).json()
+    turns = Message.objects.filter(role="assistant")
+    total = sum(turn.cost for turn in turns if turn.cost is not None)
+    assert len(turns) == 2
+    assert total > 0
+    assert Decimal(run["cost"]) == total
+    assert run["cost"] == f"{total:f}"  # ten places, as stored
+    assert Decimal(client.get(url).json()["cost"]) == total
+    assert Decimal(client.get(f"{url}runs/{run['id']}/").json()["cost"]) == total
+    messages = client.get(f"{url}messages/").json()["data"]
+    assert sorted(Decimal(m["cost"]) for m in messages if m["role"] == "assistant") == sorted(
+        turn.cost for turn in turns if turn.cost is not None
+    )
+    assert all(m["cost"] is None for m in messages if m["role"] != "assistant")
+
+
+def test_a_new_conversation_has_cost_nothing(client: APIClient) -> None:
+    body = client.post("/api/conversations/", {"title": "t"}, format="json").json()
+    assert body["cost"] == "0.0000000000"
+
+
+@pytest.mark.parametrize("size", [1, 20])
+def test_conversation_costs_are_read_in_the_page_query(
+    client: APIClient, user: User, size: int
+) -> None:
+    service = ToolLoopService()
+    for index in range(25):
+        service.send(create_conversation(owner=user, title=f"c{index}"), ChatMessage.user("hi"))
+    with CaptureQueriesContext(connection) as queries:
+        body = client.get("/api/conversations/", {"page_size": size}).json()
+    assert len(body["results"]) == size
+    assert all(Decimal(item["cost"]) > 0 for item in body["results"])
+    # One COUNT and one SELECT (active run and cost are subqueries).
+    assert len(queries) == 2
