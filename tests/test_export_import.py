@@ -19,7 +19,7 @@ from django.utils import timezone
 from llm_conversations.exceptions import LLMConversationsError
 from llm_conversations.messages import ChatMessage
 from llm_conversations.models import Conversation, Feedback, Message, Rating, Run, RunStatus
-from llm_conversations.services import append_messages, create_conversation
+from llm_conversations.services import ToolLoopService, append_messages, create_conversation
 from llm_conversations.services.export import (
     FORMAT,
     FeedbackFilter,
@@ -28,6 +28,7 @@ from llm_conversations.services.export import (
     select_conversations,
 )
 from llm_conversations.services.feedback import rate_message
+from llm_conversations.services.forks import fork
 from llm_conversations.services.importing import Importer
 from tests.test_loop import calls_text, echo_service
 
@@ -247,6 +248,50 @@ class TestRoundTrip:
         conversation = Conversation.objects.get(title="good")
         append_messages(conversation, [ChatMessage.user("again")])
         assert conversation.message_count == 6
+
+    def test_parameters_parsed_answers_costs_and_forks_survive_it(
+        self, alice: Any, tmp_path: Path, settings: Any
+    ) -> None:
+        settings.LLM_CONVERSATIONS = {
+            **settings.LLM_CONVERSATIONS,
+            "DEFAULT_PROVIDER": "echo",
+            "PROVIDERS": {
+                "echo": {
+                    "BACKEND": "echo",
+                    "MODEL": "echo",
+                    "MODEL_INFO": {"echo": {"prices": {"input": "1000", "output": "3000"}}},
+                }
+            },
+        }
+        source = create_conversation(owner=alice, title="source")
+        schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+        run = ToolLoopService().send(
+            source, '{"city": "Oslo"}', instructions="Answer in JSON.", response_format=schema
+        )
+        answer = last_answer(source)
+        assert answer.parsed == {"city": "Oslo"}
+        assert answer.cost is not None
+        assert answer.cost > 0
+        assert run.cost == answer.cost
+        copy = fork(source, title="copy")
+        first = tmp_path / "first.jsonl"
+        call("export_conversations", "--output", str(first))
+        lines = [json.loads(line) for line in first.read_text().splitlines()]
+        exported_run = lines[0]["runs"][0]
+        assert exported_run["instructions"] == "Answer in JSON."
+        assert exported_run["parameters"]["response_format"] == schema
+        assert exported_run["cost"] == str(run.cost)
+        assert lines[0]["messages"][-1]["parsed"] == {"city": "Oslo"}
+        assert lines[1]["forked_from"] == str(source.pk)
+        Conversation.objects.all().delete()
+
+        call("import_conversations", str(first))
+        assert Conversation.objects.get(pk=copy.pk).forked_from_id == source.pk
+        assert last_answer(source).cost == answer.cost
+        assert Run.objects.get(pk=run.pk).run_parameters.response_format is not None
+        second = tmp_path / "second.jsonl"
+        call("export_conversations", "--output", str(second))
+        assert second.read_bytes() == first.read_bytes()
 
     def test_existing_ids_are_refused_or_skipped(
         self, corpus: list[Conversation], tmp_path: Path

@@ -20,6 +20,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from enum import StrEnum
 from itertools import islice
 from typing import IO, Any
@@ -110,6 +111,8 @@ _MESSAGE_COLUMNS = (
     "model",
     "finish_reason",
     *_USAGE,
+    "parsed",
+    "cost",
     "metadata",
     "created_at",
 )
@@ -165,6 +168,11 @@ def timestamp(moment: datetime | None) -> str | None:
     return None if moment is None else moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
+def decimal_text(value: Decimal | None) -> str | None:
+    """A decimal as exact text (a cost), or ``None``."""
+    return None if value is None else str(value)
+
+
 def _usage(values: Mapping[str, Any]) -> dict[str, int | None]:
     return {name: values[name] for name in _USAGE}
 
@@ -176,10 +184,13 @@ def _run_record(run: Run) -> dict[str, Any]:
         "termination_reason": run.termination_reason,
         "provider": run.provider,
         "model": run.model,
+        "instructions": run.instructions,
+        "parameters": run.parameters,
         "tools": [spec.to_stored() for spec in run.offered_tools],
         "max_iterations": run.max_iterations,
         "iterations": run.iterations,
         "usage": {name: getattr(run, name) for name in _USAGE},
+        "cost": decimal_text(run.cost),
         "error_type": run.error_type,
         "error_message": run.error_message,
         "pending_tool_calls": Run.stored_waiting(run.waiting_calls),
@@ -206,6 +217,8 @@ def _message_record(row: Mapping[str, Any], feedback: list[dict[str, Any]]) -> d
         "model": row["model"],
         "finish_reason": row["finish_reason"],
         "usage": usage if any(value is not None for value in usage.values()) else None,
+        "cost": decimal_text(row["cost"]),
+        "parsed": row["parsed"],
         "metadata": row["metadata"],
         "created_at": timestamp(row["created_at"]),
         "feedback": feedback,
@@ -223,6 +236,10 @@ def _full_record(loaded: _Loaded, ratings: Mapping[Any, list[dict[str, Any]]]) -
         "title": conversation.title,
         "title_source": conversation.title_source,
         "metadata": conversation.metadata,
+        "forked_from": None
+        if conversation.forked_from_id is None
+        else str(conversation.forked_from_id),
+        "forked_at_position": conversation.forked_at_position,
         "created_at": timestamp(conversation.created_at),
         "updated_at": timestamp(conversation.updated_at),
         "runs": [_run_record(run) for run in loaded.runs],

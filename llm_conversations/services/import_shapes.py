@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from decimal import Decimal, InvalidOperation
 from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
@@ -25,6 +26,7 @@ __all__ = [
     "USAGE_KEYS",
     "check_storable",
     "clean_row",
+    "decimal_value",
     "invalid",
     "list_value",
     "moment",
@@ -45,6 +47,8 @@ CONVERSATION_KEYS = (
     "title",
     "title_source",
     "metadata",
+    "forked_from",
+    "forked_at_position",
     "created_at",
     "updated_at",
     "runs",
@@ -56,10 +60,13 @@ RUN_KEYS = (
     "termination_reason",
     "provider",
     "model",
+    "instructions",
+    "parameters",
     "tools",
     "max_iterations",
     "iterations",
     "usage",
+    "cost",
     "error_type",
     "error_message",
     "pending_tool_calls",
@@ -82,6 +89,8 @@ MESSAGE_KEYS = (
     "model",
     "finish_reason",
     "usage",
+    "cost",
+    "parsed",
     "metadata",
     "created_at",
     "feedback",
@@ -146,6 +155,19 @@ def usage_value(value: Any, field: str, *, null: bool) -> dict[str, Any]:
     if value is None and null:
         return dict.fromkeys(USAGE_KEYS)
     return dict(object_value(value, field, USAGE_KEYS))
+
+
+def decimal_value(value: Any, field: str) -> Decimal:
+    """``value``, exact decimal text (a cost), as a ``Decimal``."""
+    if not isinstance(value, str):
+        raise invalid(field, "must be a decimal number as text")
+    try:
+        number = Decimal(value)
+    except InvalidOperation:
+        raise invalid(field, "must be a decimal number as text") from None
+    if not number.is_finite():
+        raise invalid(field, "must be a finite decimal number")
+    return number
 
 
 def clean_row(row: Any, field: str, exclude: list[str]) -> None:

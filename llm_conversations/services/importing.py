@@ -43,6 +43,7 @@ from llm_conversations.services.import_shapes import (
     RUN_KEYS,
     check_storable,
     clean_row,
+    decimal_value,
     invalid,
     list_value,
     moment,
@@ -151,9 +152,12 @@ class Importer:
             title=record["title"],
             title_source=record["title_source"],
             metadata=record["metadata"],
+            # A source not here (not imported, or later in the file) is not linked.
+            forked_from_id=self._fork_source(record["forked_from"]),
+            forked_at_position=record["forked_at_position"],
         )
         check_storable({"title": record["title"], "metadata": record["metadata"]}, "")
-        clean_row(conversation, "", ["owner", "id"])
+        clean_row(conversation, "", ["owner", "id", "forked_from"])
         runs = [
             self._run(item, f"runs[{i}]", conversation_id)
             for i, item in enumerate(list_value(record["runs"], "runs"))
@@ -192,6 +196,12 @@ class Importer:
         self.imported.messages += len(rows)
         return conversation
 
+    def _fork_source(self, value: Any) -> uuid.UUID | None:
+        if value is None:
+            return None
+        source = uuid_value(value, "forked_from")
+        return source if Conversation.objects.filter(pk=source).exists() else None
+
     def _user(self, username: Any, field: str) -> Any:
         if not isinstance(username, str):
             raise invalid(field, "must be a username")
@@ -224,9 +234,12 @@ class Importer:
             termination_reason=data["termination_reason"],
             provider=data["provider"],
             model=data["model"],
+            instructions=data["instructions"],
+            parameters=data["parameters"],
             max_iterations=data["max_iterations"],
             iterations=data["iterations"],
             **usage_value(data["usage"], f"{field}.usage", null=False),
+            cost=decimal_value(data["cost"], f"{field}.cost"),
             error_type=data["error_type"],
             error_message=data["error_message"],
             attempts=data["attempts"],
@@ -282,6 +295,10 @@ class Importer:
                 "model": data["model"],
                 "finish_reason": data["finish_reason"],
                 **usage_value(data["usage"], f"{field}.usage", null=True),
+                "cost": None
+                if data["cost"] is None
+                else decimal_value(data["cost"], f"{field}.cost"),
+                "parsed": data["parsed"],
                 "metadata": data["metadata"],
                 "created_at": moment(data["created_at"], f"{field}.created_at"),
             }
