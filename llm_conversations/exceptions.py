@@ -26,7 +26,9 @@ __all__ = [
     "ProviderTimeout",
     "ProviderUnavailableError",
     "RateLimitError",
+    "RunNotPermitted",
     "RunStateError",
+    "TooManyActiveRuns",
     "ToolArgumentsError",
     "ToolError",
     "join_field",
@@ -105,6 +107,28 @@ class IdempotencyKeyError(LLMConversationsError):
     Codes: ``idempotency_key_reused`` (the key named another request) and
     ``idempotency_key_in_use`` (its first request is still being answered).
     """
+
+
+class RunNotPermitted(LLMConversationsError):
+    """The run policy (``RUN_POLICY``) does not let this user run with what was asked.
+
+    Codes: ``provider_not_permitted``, ``model_not_permitted``,
+    ``tool_not_permitted`` and ``max_iterations_not_permitted``; ``field``
+    names the request field.
+    """
+
+
+class TooManyActiveRuns(LLMConversationsError):
+    """The user has ``MAX_ACTIVE_RUNS_PER_USER`` active runs already (code
+    ``too_many_active_runs``)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            "too_many_active_runs",
+            f"at most {limit} run(s) of one user may be active at a time; "
+            "wait for one to finish or cancel it.",
+        )
+        self.limit = limit
 
 
 class RunStateError(LLMConversationsError, ValueError):

@@ -11,6 +11,7 @@ from rest_framework.routers import SimpleRouter
 from llm_conversations.api.views import (
     ConversationViewSet,
     MessageViewSet,
+    ProviderViewSet,
     RunViewSet,
     ToolViewSet,
 )
@@ -25,5 +26,6 @@ router.register("conversations", ConversationViewSet, basename="conversation")
 router.register(f"{_CONVERSATION}/messages", MessageViewSet, basename="message")
 router.register(f"{_CONVERSATION}/runs", RunViewSet, basename="run")
 router.register("tools", ToolViewSet, basename="tool")
+router.register("providers", ProviderViewSet, basename="provider")
 
 urlpatterns = router.urls

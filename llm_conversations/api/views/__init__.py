@@ -5,6 +5,7 @@ from llm_conversations.api.views.conversations import (
     ConversationViewSet,
     MessageViewSet,
 )
+from llm_conversations.api.views.providers import ProviderViewSet
 from llm_conversations.api.views.runs import RunViewSet
 from llm_conversations.api.views.tools import ToolViewSet
 
@@ -12,6 +13,7 @@ __all__ = [
     "ConversationPagination",
     "ConversationViewSet",
     "MessageViewSet",
+    "ProviderViewSet",
     "RunViewSet",
     "ToolViewSet",
 ]
