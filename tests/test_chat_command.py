@@ -251,7 +251,7 @@ def test_user_option_owns_the_conversation_and_applies_the_run_policy() -> None:
         "RUN_POLICY": "tests.test_policy.OnlyEcho",
     }
     with override_settings(LLM_CONVERSATIONS=config):
-        out, err = chat("hi", user="alice")
+        chat("hi", user="alice")
         conversation = Conversation.objects.get()
         assert conversation.owner == alice
         run = Run.objects.get()

@@ -22,7 +22,10 @@ class ProviderParametersSerializer(serializers.Serializer[Any]):
     max_stop_sequences = serializers.IntegerField(
         allow_null=True, help_text="`null`: no limit of its own."
     )
-    reasoning_efforts = serializers.ListField(child=serializers.ChoiceField(REASONING_EFFORTS))
+    reasoning_efforts = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="The values of `reasoning_effort` it takes, among those of `POST runs/`.",
+    )
     tool_choices = serializers.ListField(
         child=serializers.ChoiceField(["auto", "none", "required", "tool"]),
         help_text='`tool`: one named tool (`{"name": ...}`).',
