@@ -150,9 +150,7 @@ class ToolLoopService:
         """
         user_turn = _user_turn(message)
         rules = None if user is None else policy.run_policy()
-        limit = max_iterations
-        if limit is None:
-            limit = conf.MAX_ITERATIONS if rules is None else policy.default_iterations(user, rules)
+        limit = policy.default_iterations(user, rules) if max_iterations is None else max_iterations
         if isinstance(limit, bool) or not isinstance(limit, int):
             raise RunStateError(
                 "invalid_max_iterations",
@@ -419,11 +417,7 @@ class ToolLoopService:
         permits what the run uses and ``TooManyActiveRuns``.
         """
         if user is not None:
-            row = Run.objects.get(pk=_run_pk(run))
-            model = row.model or self._provider_for(row.provider or None)[1].model
-            tools = tuple(row.offered_tool_names)
-            asked = policy.RunRequest(row.provider, model, tools, row.max_iterations)
-            policy.check_run(user, asked)
+            policy.check_run(user, policy.RunRequest.of_run(Run.objects.get(pk=_run_pk(run))))
         queued = runs.requeue_failed(_run_pk(run), user=user)
         if background:
             transaction.on_commit(partial(enqueue_run, queued.pk))

@@ -84,6 +84,11 @@ class RunRequest:
     tools: tuple[str, ...]
     max_iterations: int
 
+    @classmethod
+    def of_run(cls, run: Run) -> RunRequest:
+        """What a stored run uses (a retry asks for it again)."""
+        return cls(run.provider, run.model, tuple(run.offered_tool_names), run.max_iterations)
+
 
 def check_run(user: Any, request: RunRequest, policy: RunPolicy | None = None) -> None:
     """Raise :class:`RunNotPermitted` for the first thing ``request`` asks beyond the
@@ -117,9 +122,12 @@ def check_run(user: Any, request: RunRequest, policy: RunPolicy | None = None) -
 
 
 def default_iterations(user: Any, policy: RunPolicy | None = None) -> int:
-    """``MAX_ITERATIONS``, lowered to what the user may ask for (at least 1)."""
-    highest = (policy or run_policy()).max_iterations(user)
+    """``MAX_ITERATIONS``, lowered to what the user may ask for (at least 1); no
+    user, no policy."""
     default = conf.MAX_ITERATIONS
+    if user is None:
+        return default
+    highest = (policy or run_policy()).max_iterations(user)
     return default if highest is None else max(1, min(default, highest))
 
 
