@@ -19,6 +19,10 @@ One function per concern, each id stable:
   each entry (E030-E034) from
   :func:`~llm_conversations.tools.mcp_config.mcp_server_problems`, which the
   registry applies too; E035 servers are set but the ``mcp`` package is missing.
+- :func:`check_run_limits`: E050 ``RUN_POLICY`` is not a dotted path to a
+  policy class, E051 ``RUN_RATE`` neither ``None`` nor a DRF rate
+  (``"20/min"``), E052 ``MAX_ACTIVE_RUNS_PER_USER`` neither ``None`` nor a
+  positive integer.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning
+from django.utils.module_loading import import_string
 
 from llm_conversations.conf import (
     DEFAULTS,
@@ -46,7 +51,18 @@ from llm_conversations.providers.registry import (
 from llm_conversations.tools import ToolError, load_tool
 from llm_conversations.tools.mcp_config import MISSING_SDK, mcp_installed, mcp_server_problems
 
-__all__ = ["check_mcp_servers", "check_providers", "check_settings", "check_tools"]
+__all__ = [
+    "check_mcp_servers",
+    "check_providers",
+    "check_run_limits",
+    "check_settings",
+    "check_tools",
+]
+
+# What a RUN_POLICY class must have (llm_conversations.services.policy.RunPolicy).
+POLICY_METHODS = ("allowed_providers", "allowed_models", "allowed_tools", "max_iterations")
+# DRF's rate periods: the first letter counts.
+RATE_PERIODS = ("s", "m", "h", "d")
 
 
 def _wrong_type(setting: str, expected: str, value: object, check_id: str) -> list[CheckMessage]:
@@ -237,6 +253,60 @@ def check_mcp_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
         problems = mcp_server_problems(entry, name, environment=True)
         errors.extend(_as_check_message(p) for p in problems)
     return errors
+
+
+def check_run_limits(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E050 RUN_POLICY unusable, E051 RUN_RATE not a rate, E052 MAX_ACTIVE_RUNS_PER_USER."""
+    errors: list[CheckMessage] = []
+    path = raw_setting("RUN_POLICY")
+    problem = _policy_problem(path)
+    if problem:
+        errors.append(
+            Error(
+                f"LLM_CONVERSATIONS['RUN_POLICY'] {problem}",
+                hint="A dotted path to a class like llm_conversations.services.policy.RunPolicy.",
+                id="llm_conversations.E050",
+            )
+        )
+    rate = raw_setting("RUN_RATE")
+    if rate is not None and not _is_rate(rate):
+        errors.append(
+            Error(
+                f"LLM_CONVERSATIONS['RUN_RATE'] must be None or a rate such as '20/min'; "
+                f"got {rate!r}.",
+                id="llm_conversations.E051",
+            )
+        )
+    limit = raw_setting("MAX_ACTIVE_RUNS_PER_USER")
+    if limit is not None and not _is_positive_integer(limit):
+        errors.append(
+            Error(
+                "LLM_CONVERSATIONS['MAX_ACTIVE_RUNS_PER_USER'] must be None or a positive "
+                f"integer; got {limit!r}.",
+                id="llm_conversations.E052",
+            )
+        )
+    return errors
+
+
+def _policy_problem(path: object) -> str | None:
+    if not isinstance(path, str) or "." not in path:
+        return f"must be a dotted path; got {path!r}."
+    try:
+        cls = import_string(path)
+    except ImportError as exc:
+        return f"{path!r} cannot be imported: {exc}"
+    missing = [name for name in POLICY_METHODS if not callable(getattr(cls, name, None))]
+    if not isinstance(cls, type) or missing:
+        return f"{path!r} is not a policy class (it needs {', '.join(POLICY_METHODS)})."
+    return None
+
+
+def _is_rate(value: object) -> bool:
+    if not isinstance(value, str) or value.count("/") != 1:
+        return False
+    number, period = value.split("/")
+    return number.isdigit() and int(number) > 0 and period[:1] in RATE_PERIODS
 
 
 def _is_positive_integer(value: object) -> bool:

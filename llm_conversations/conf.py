@@ -52,6 +52,13 @@ DEFAULTS: dict[str, Any] = {
     "MAX_REQUEST_BYTES": 2 * 1024 * 1024,
     "PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "AUTHENTICATION_CLASSES": None,
+    # Which providers, models, tools and iteration limits each user's runs may use.
+    "RUN_POLICY": "llm_conversations.services.policy.RunPolicy",
+    # Run starts and retries per user through the API, as DRF writes rates
+    # ("20/min"); None: not throttled.
+    "RUN_RATE": None,
+    # Active (queued, running, waiting) runs one user may have; None: no limit.
+    "MAX_ACTIVE_RUNS_PER_USER": None,
 }
 
 # Seconds, or None for no limit.
@@ -151,6 +158,9 @@ class Settings:
     MAX_REQUEST_BYTES: _Setting[int] = _Setting(int)
     PERMISSION_CLASSES: _Setting[list[str]] = _Setting(list)
     AUTHENTICATION_CLASSES: _Setting[list[str] | None] = _Setting(_optional(list))
+    RUN_POLICY: _Setting[str] = _Setting(str)
+    RUN_RATE: _Setting[str | None] = _Setting(_optional(str))
+    MAX_ACTIVE_RUNS_PER_USER: _Setting[int | None] = _Setting(_optional(int))
 
 
 conf = Settings()

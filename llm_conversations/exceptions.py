@@ -28,7 +28,9 @@ __all__ = [
     "ProviderTimeout",
     "ProviderUnavailableError",
     "RateLimitError",
+    "RunNotPermitted",
     "RunStateError",
+    "TooManyActiveRuns",
     "ToolArgumentsError",
     "ToolError",
     "join_field",
@@ -129,6 +131,28 @@ class InvalidImport(LLMConversationsError, ValueError):
     taken), ``active_run`` (only ended runs are imported), plus the codes of
     :class:`InvalidMessage` for messages that break a rule.
     """
+
+
+class RunNotPermitted(LLMConversationsError):
+    """The run policy (``RUN_POLICY``) does not let this user run with what was asked.
+
+    Codes: ``provider_not_permitted``, ``model_not_permitted``,
+    ``tool_not_permitted`` and ``max_iterations_not_permitted``; ``field``
+    names the request field.
+    """
+
+
+class TooManyActiveRuns(LLMConversationsError):
+    """The user has ``MAX_ACTIVE_RUNS_PER_USER`` active runs already (code
+    ``too_many_active_runs``)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            "too_many_active_runs",
+            f"at most {limit} run(s) of one user may be active at a time; "
+            "wait for one to finish or cancel it.",
+        )
+        self.limit = limit
 
 
 class RunStateError(LLMConversationsError, ValueError):

@@ -8,6 +8,7 @@ from io import StringIO
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
@@ -257,3 +258,32 @@ def test_a_priced_run_prints_its_cost_and_an_unpriced_one_does_not() -> None:
     # 5 characters in and out at 1000 and 3000 dollars per million.
     assert "(run cost: 0.0200000000 USD)" in out
     assert Run.objects.latest("created_at").cost == Decimal("0.02")
+
+
+def test_user_option_owns_the_conversation_and_applies_the_run_policy() -> None:
+    alice = User.objects.create_user("alice")
+    User.objects.create_user("bob")
+    config = {
+        "DEFAULT_PROVIDER": "echo",
+        "PROVIDERS": {
+            "echo": {"BACKEND": "echo", "MODEL": "echo"},
+            "other": {"BACKEND": "echo", "MODEL": "other"},
+        },
+        "TOOLS": TOOLS,
+        "RUN_POLICY": "tests.test_policy.OnlyEcho",
+    }
+    with override_settings(LLM_CONVERSATIONS=config):
+        chat("hi", user="alice")
+        conversation = Conversation.objects.get()
+        assert conversation.owner == alice
+        run = Run.objects.get()
+        # The policy's tools and limit, not every configured one.
+        assert (run.offered_tool_names, run.max_iterations) == (["get_weather", "get_time"], 4)
+        _out, err = chat("again", user="alice", provider="other")
+        assert "Not sent: you may not run with provider 'other'." in err
+        assert Run.objects.count() == 1
+        with pytest.raises(CommandError, match="is not bob's"):
+            chat("x", user="bob", conversation=str(conversation.pk))
+        with pytest.raises(CommandError, match="No user 'carol'"):
+            chat("x", user="carol")
+    assert Message.objects.filter(conversation=conversation).count() == 2

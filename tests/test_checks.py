@@ -19,6 +19,7 @@ from llm_conversations import checks
 from llm_conversations.checks import (
     check_mcp_servers,
     check_providers,
+    check_run_limits,
     check_settings,
     check_tools,
 )
@@ -71,6 +72,9 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     ),
     # Reported where the mcp package cannot be imported (see ``without_sdk``).
     "llm_conversations.E035": ({"MCP_SERVERS": {"s": {"COMMAND": "x"}}}, True),
+    "llm_conversations.E050": ({"RUN_POLICY": "tests.no_such_module.Policy"}, True),
+    "llm_conversations.E051": ({"RUN_RATE": "20 per minute"}, True),
+    "llm_conversations.E052": ({"MAX_ACTIVE_RUNS_PER_USER": 0}, True),
 }
 
 
@@ -84,7 +88,9 @@ def without_sdk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
 # Registration ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("check", [check_settings, check_providers, check_tools, check_mcp_servers])
+@pytest.mark.parametrize(
+    "check", [check_settings, check_providers, check_tools, check_mcp_servers, check_run_limits]
+)
 def test_each_check_is_registered(check: Any) -> None:
     assert check in registry.get_checks()
 
@@ -363,3 +369,51 @@ def test_e021_duplicate_names() -> None:
         messages = check_tools()
     assert [m.id for m in messages] == ["llm_conversations.E021"]
     assert messages[0].msg == "LLM_CONVERSATIONS['TOOLS'] has two tools named 'add'."
+
+
+# Run policy and limits (E050-E052) --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        None,
+        "RunPolicy",
+        "tests.no_such_module.Policy",
+        # Importable, but not a policy class.
+        "llm_conversations.services.policy.check_run",
+        "llm_conversations.services.policy.RunRequest",
+    ],
+)
+def test_e040_run_policy_must_name_a_policy_class(path: Any) -> None:
+    with override_settings(LLM_CONVERSATIONS={"RUN_POLICY": path}):
+        assert [m.id for m in check_run_limits()] == ["llm_conversations.E050"]
+
+
+def test_e040_accepts_a_policy_subclass() -> None:
+    with override_settings(LLM_CONVERSATIONS={"RUN_POLICY": "tests.test_policy.OnlyEcho"}):
+        assert check_run_limits() == []
+
+
+@pytest.mark.parametrize("rate", ["20", "20/", "0/min", "x/min", "20/week", 20, "20/min/x"])
+def test_e041_run_rate_must_be_a_drf_rate(rate: Any) -> None:
+    with override_settings(LLM_CONVERSATIONS={"RUN_RATE": rate}):
+        assert [m.id for m in check_run_limits()] == ["llm_conversations.E051"]
+
+
+@pytest.mark.parametrize("rate", [None, "20/min", "1/s", "100/hour", "5/day"])
+def test_e041_accepts_rates_and_none(rate: Any) -> None:
+    with override_settings(LLM_CONVERSATIONS={"RUN_RATE": rate}):
+        assert check_run_limits() == []
+
+
+@pytest.mark.parametrize("limit", [0, -1, True, 1.5, "2"])
+def test_e042_max_active_runs_must_be_a_positive_integer(limit: Any) -> None:
+    with override_settings(LLM_CONVERSATIONS={"MAX_ACTIVE_RUNS_PER_USER": limit}):
+        assert [m.id for m in check_run_limits()] == ["llm_conversations.E052"]
+
+
+@pytest.mark.parametrize("limit", [None, 1, 10])
+def test_e042_accepts_none_and_positive_integers(limit: Any) -> None:
+    with override_settings(LLM_CONVERSATIONS={"MAX_ACTIVE_RUNS_PER_USER": limit}):
+        assert check_run_limits() == []

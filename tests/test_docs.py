@@ -35,6 +35,7 @@ from django.test import RequestFactory, override_settings
 from llm_conversations.checks import (
     check_mcp_servers,
     check_providers,
+    check_run_limits,
     check_settings,
     check_tools,
 )
@@ -108,7 +109,13 @@ def run(block: Block, namespace: dict[str, Any]) -> None:
 
 def app_check_errors(llm_conversations: Any) -> list[CheckMessage]:
     with override_settings(LLM_CONVERSATIONS=llm_conversations):
-        messages = [*check_settings(), *check_providers(), *check_tools(), *check_mcp_servers()]
+        messages = [
+            *check_settings(),
+            *check_providers(),
+            *check_tools(),
+            *check_mcp_servers(),
+            *check_run_limits(),
+        ]
     return [message for message in messages if message.level >= ERROR]
 
 

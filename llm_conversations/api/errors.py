@@ -39,10 +39,16 @@ PUBLIC_VALIDATION_CODES = frozenset(
     }
 )
 
-# The status of each library error code that is not a 400: the conversation
-# or run is in the wrong state (409), or the provider failed (502). Every other
-# code describes bad input.
+# The status of each library error code that is not a 400: the run policy
+# refuses it (403), the conversation or run is in the wrong state (409), too
+# many runs are active (429), or the provider failed (502). Every other code
+# describes bad input.
 _STATUS_BY_CODE = {
+    "provider_not_permitted": 403,
+    "model_not_permitted": 403,
+    "tool_not_permitted": 403,
+    "max_iterations_not_permitted": 403,
+    "too_many_active_runs": 429,
     "conversation_busy": 409,
     "run_not_waiting": 409,
     "run_not_active": 409,
@@ -139,6 +145,11 @@ def as_api_error(exc: Exception) -> ApiError | None:
         return ApiError(403, "permission_denied", "Permission denied.")
     if isinstance(exc, exceptions.ValidationError):
         return _from_validation(exc)
+    if isinstance(exc, exceptions.Throttled):
+        # The same seconds as the Retry-After header, for clients that read bodies only.
+        return ApiError(
+            429, "throttled", str(exc.detail), details={"retry_after": getattr(exc, "wait", None)}
+        )
     if isinstance(exc, exceptions.APIException):
         codes = exc.get_codes()
         code = codes if isinstance(codes, str) else exc.default_code

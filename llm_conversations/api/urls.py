@@ -13,6 +13,7 @@ from llm_conversations.api.views import (
     ConversationViewSet,
     ForkViewSet,
     MessageViewSet,
+    ProviderViewSet,
     RunViewSet,
     ToolViewSet,
 )
@@ -30,5 +31,6 @@ router.register(f"{_CONVERSATION}/messages", MessageViewSet, basename="message")
 router.register(f"{_CONVERSATION}/runs", RunViewSet, basename="run")
 router.register(f"{_CONVERSATION}/chat", ChatViewSet, basename="chat")
 router.register("tools", ToolViewSet, basename="tool")
+router.register("providers", ProviderViewSet, basename="provider")
 
 urlpatterns = router.urls

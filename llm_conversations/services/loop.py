@@ -43,7 +43,7 @@ from llm_conversations.providers import (
     ResponseCompleted,
     get_provider,
 )
-from llm_conversations.services import answers, leases, run_events, run_log, runs
+from llm_conversations.services import answers, leases, policy, run_events, run_log, runs
 from llm_conversations.services.events import (
     LoopEvent,
     MessageStored,
@@ -131,6 +131,7 @@ class ToolLoopService:
         tools: Iterable[str] | None = None,
         max_iterations: int | None = None,
         background: bool = False,
+        user: Any = None,
         **parameters: Unpack[RunParameterInput],
     ) -> Run:
         """Store the user turn and a queued run, atomically; execute it with :meth:`execute`,
@@ -142,9 +143,14 @@ class ToolLoopService:
         ``ConversationBusy`` when another run is active, ``InvalidMessage``,
         ``RunStateError`` (a bad limit), ``ToolError`` (an unknown tool),
         ``ProviderNotConfigured`` or ``ParameterError``; nothing is stored then.
+
+        With a ``user`` the run policy applies (``RUN_POLICY``: omitted tools
+        and limit default to what it permits; ``RunNotPermitted`` for more)
+        and so does ``MAX_ACTIVE_RUNS_PER_USER`` (``TooManyActiveRuns``).
         """
         user_turn = _user_turn(message)
-        limit = conf.MAX_ITERATIONS if max_iterations is None else max_iterations
+        rules = None if user is None else policy.run_policy()
+        limit = policy.default_iterations(user, rules) if max_iterations is None else max_iterations
         if isinstance(limit, bool) or not isinstance(limit, int):
             raise RunStateError(
                 "invalid_max_iterations",
@@ -158,11 +164,17 @@ class ToolLoopService:
                 field="max_iterations",
             )
         name, backend = self._provider_for(provider)
+        if tools is None and rules is not None:
+            tools = policy.permitted_tools(user, self.registry.names(), rules)
         try:
             offered = self.registry if tools is None else self.registry.subset(tools)
         except ToolError as exc:
             raise exc.within("tools") from None
         chosen = RunParameters.from_input(parameters)
+        if rules is not None:
+            model = chosen.model or backend.model
+            asked = policy.RunRequest(name, model, tuple(offered.names()), limit)
+            policy.check_run(user, asked, rules)
         backend.check_parameters(chosen, name=name, tools=offered.names())
         conversation_id = conversation_pk(conversation)
         try:
@@ -170,6 +182,7 @@ class ToolLoopService:
                 # Under the conversation's lock, an active run is seen before
                 # the insert: concurrent starts queue here, not on the index.
                 lock_idle_conversation(conversation_id)
+                policy.lock_active_runs(user)
                 run = Run(
                     conversation_id=conversation_id,
                     provider=name,
@@ -395,13 +408,17 @@ class ToolLoopService:
         """
         return self._after_action(runs.submit_outputs(_run_pk(run), outputs), resume)
 
-    def retry(self, run: RunRef, *, background: bool = False) -> Run:
+    def retry(self, run: RunRef, *, background: bool = False, user: Any = None) -> Run:
         """Run a failed run again from its stored turns, as a new attempt.
 
         Raises ``RunStateError("run_not_failed")`` for a run that did not fail
-        and ``ConversationBusy`` when another run of the conversation is active.
+        and ``ConversationBusy`` when another run of the conversation is active;
+        with a ``user``, ``RunNotPermitted`` when the run policy no longer
+        permits what the run uses and ``TooManyActiveRuns``.
         """
-        queued = runs.requeue_failed(_run_pk(run))
+        if user is not None:
+            policy.check_run(user, policy.RunRequest.of_run(Run.objects.get(pk=_run_pk(run))))
+        queued = runs.requeue_failed(_run_pk(run), user=user)
         if background:
             transaction.on_commit(partial(enqueue_run, queued.pk))
             return queued

@@ -45,6 +45,7 @@ from llm_conversations.models import (
     TerminationReason,
     WaitReason,
 )
+from llm_conversations.services import policy
 from llm_conversations.services.run_log import EventItem, record
 from llm_conversations.services.store import (
     append_completion,
@@ -407,10 +408,14 @@ def submit_outputs(run_id: uuid.UUID | str, outputs: Mapping[str, Any]) -> Run:
     return run
 
 
-def requeue_failed(run_id: uuid.UUID | str) -> Run:
-    """Queue a failed run again; its error is cleared and the next claim is a new attempt."""
+def requeue_failed(run_id: uuid.UUID | str, *, user: Any = None) -> Run:
+    """Queue a failed run again; its error is cleared and the next claim is a new attempt.
+
+    With a ``user``, ``MAX_ACTIVE_RUNS_PER_USER`` applies (``TooManyActiveRuns``).
+    """
     try:
         with transaction.atomic():
+            policy.lock_active_runs(user)
             requeued = Run.objects.filter(pk=run_id, status=RunStatus.FAILED).update(
                 status=RunStatus.QUEUED,
                 termination_reason="",

@@ -74,3 +74,65 @@ def test_demo_page_approves_a_paused_run(page: Any, live_server: Any, staff: Any
     result = Message.objects.get(role="tool")
     assert not result.is_error
     assert page.locator(".card .result").first.inner_text().strip() == result.content
+
+
+@pytest.fixture
+def two_providers(settings: Any) -> None:
+    settings.LLM_CONVERSATIONS = {
+        **settings.LLM_CONVERSATIONS,
+        "DEFAULT_PROVIDER": "echo",
+        "PROVIDERS": {
+            "echo": {"BACKEND": "echo", "MODEL": "echo"},
+            "second": {"BACKEND": "echo", "MODEL": "echo-small", "MODELS": ["echo-large"]},
+        },
+    }
+
+
+def test_settings_panel_sends_run_parameters_and_shows_the_parsed_answer(
+    page: Any, live_server: Any, staff: Any, two_providers: None
+) -> None:
+    log_in(page, live_server.url)
+    page.wait_for_url(f"{live_server.url}/")
+    page.click("#settings summary")
+    # The panel lists GET /api/providers/: the default first chosen, its models.
+    page.locator("#provider option[value=second]").wait_for(state="attached")
+    assert page.input_value("#provider") == "echo"
+    page.select_option("#provider", "second")
+    assert page.locator("#model option").all_inner_texts() == ["echo-small", "echo-large"]
+    page.select_option("#model", "echo-large")
+    page.fill("#instructions", "Answer in JSON.")
+    page.fill("#temperature", "0.3")
+    page.click("button.example[data-example=structured]")
+    assert page.is_checked("#structured")
+    page.click("#send")
+    page.locator("#status", has_text="Run completed").wait_for()
+    parsed = page.locator(".msg.assistant .parsed").last
+    parsed.wait_for(state="visible")
+    assert '"answer":"Paris"' in parsed.inner_text()
+    run = Run.objects.get()
+    chosen = run.run_parameters
+    assert (run.provider, run.model, chosen.instructions) == (
+        "second",
+        "echo-large",
+        "Answer in JSON.",
+    )
+    assert chosen.temperature == 0.3
+    assert chosen.response_format is not None
+    assert chosen.response_format.schema["required"] == ["answer"]
+    assert Message.objects.get(role="assistant").parsed == {"answer": "Paris", "confidence": 0.9}
+
+
+def test_settings_panel_leaves_unset_parameters_out(
+    page: Any, live_server: Any, staff: Any
+) -> None:
+    log_in(page, live_server.url)
+    page.wait_for_url(f"{live_server.url}/")
+    page.locator("#provider option[value=echo]").wait_for(state="attached")
+    page.fill("#input", "hello")
+    page.click("#send")
+    page.locator("#status", has_text="Run completed").wait_for()
+    run = Run.objects.get()
+    assert run.provider == "echo"
+    # Only the model the panel shows is sent; everything else is left to the provider.
+    assert run.parameters == {"model": "echo"}
+    assert run.instructions == ""

@@ -7,6 +7,7 @@ from llm_conversations.api.views.conversations import (
     MessageViewSet,
 )
 from llm_conversations.api.views.forks import ForkViewSet
+from llm_conversations.api.views.providers import ProviderViewSet
 from llm_conversations.api.views.runs import RunViewSet
 from llm_conversations.api.views.tools import ToolViewSet
 
@@ -16,6 +17,7 @@ __all__ = [
     "ConversationViewSet",
     "ForkViewSet",
     "MessageViewSet",
+    "ProviderViewSet",
     "RunViewSet",
     "ToolViewSet",
 ]

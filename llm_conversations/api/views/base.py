@@ -36,7 +36,11 @@ __all__ = [
 _ERROR_DESCRIPTIONS = {
     400: "Invalid request: `invalid`, a message rule code, or a size limit.",
     401: "Not authenticated (authentication classes that send `WWW-Authenticate`).",
-    403: "Not authenticated, or not permitted.",
+    403: (
+        "Not authenticated, or not permitted; for runs, what `RUN_POLICY` does not permit: "
+        "`provider_not_permitted`, `model_not_permitted`, `tool_not_permitted`, "
+        "`max_iterations_not_permitted`."
+    ),
     404: "`not_found`: no such object owned by the caller (or a malformed id).",
     409: (
         "The conversation or run is in the wrong state for this request, or "
@@ -46,6 +50,10 @@ _ERROR_DESCRIPTIONS = {
     413: "`too_large`: the body is over `MAX_REQUEST_BYTES` (`details.limit`).",
     415: "`unsupported_media_type`: send `application/json`.",
     422: "`idempotency_key_reused`: the `Idempotency-Key` was sent with another request.",
+    429: (
+        "`throttled`: over `RUN_RATE` (see the `Retry-After` header and `details.retry_after`); "
+        "`too_many_active_runs`: `MAX_ACTIVE_RUNS_PER_USER` runs are active."
+    ),
     500: "`run_failed`: the run failed on the server; the run records the error.",
     502: "`provider_error`: the provider failed; `details.run` is the failed run.",
 }

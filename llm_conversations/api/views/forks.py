@@ -115,7 +115,7 @@ class ForkViewSet(RunViews):
         background = body.get("background")
         background = conf.BACKGROUND_RUNS if background is None else background
         service = ToolLoopService()
-        options = {**run_options(body), "background": background}
+        options = {**run_options(body), "background": background, "user": request.user}
         if serializer_class is EditSerializer:
             message = body["message"]
             try:

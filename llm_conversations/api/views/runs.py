@@ -24,6 +24,7 @@ from rest_framework.pagination import CursorPagination
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import BaseThrottle
 
 from llm_conversations.api.ai_sdk import AiSdkRenderer
 from llm_conversations.api.errors import ApiError
@@ -49,6 +50,7 @@ from llm_conversations.api.sse import (
     log_stream_response,
     wants_stream,
 )
+from llm_conversations.api.throttling import RunStartThrottle
 from llm_conversations.api.views.base import (
     BODY_ERRORS,
     CONVERSATION_ID,
@@ -102,6 +104,15 @@ LAST_EVENT_ID = OpenApiParameter(
     required=False,
     description="Resume after this event id (what `EventSource` sends when it reconnects).",
     pattern=r"^[0-9]{1,18}$",
+)
+
+
+RETRY_AFTER = OpenApiParameter(
+    "Retry-After",
+    OpenApiTypes.INT,
+    OpenApiParameter.HEADER,
+    description="`throttled`: seconds until a run may be started again (`RUN_RATE`).",
+    response=[429],
 )
 
 
@@ -195,6 +206,13 @@ class RunViews(ApiView, viewsets.GenericViewSet[Run]):
             response.accepted_media_type = JSON
         return response
 
+    def get_throttles(self) -> list[BaseThrottle]:
+        """The project's throttles, and ``RUN_RATE`` on what starts a run."""
+        throttles = super().get_throttles()
+        if self.action in ("create", "retry", "edit", "regenerate"):
+            throttles.append(RunStartThrottle())
+        return throttles
+
     def _answer(self, run: Run, ok: int = status.HTTP_200_OK) -> Response:
         """The run, or the error that ended it."""
         data = RunSerializer(run).data
@@ -254,12 +272,14 @@ class RunViewSet(RunViews):
 
     @extend_schema(
         summary="Start a run",
-        parameters=[CONVERSATION_ID, IDEMPOTENCY_KEY],
+        parameters=[CONVERSATION_ID, IDEMPOTENCY_KEY, RETRY_AFTER],
         request=RunCreateSerializer,
-        responses=run_responses(201, 409, 422, 500, 502, queued=True),
+        responses=run_responses(201, 409, 422, 429, 500, 502, queued=True),
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        """Store the user turn and answer it; 409 ``conversation_busy`` while a run is active."""
+        """Store the user turn and answer it; 409 ``conversation_busy`` while a run is active,
+        403 for what the run policy does not permit, 429 over ``RUN_RATE`` or
+        ``MAX_ACTIVE_RUNS_PER_USER``."""
         return idempotent(request, lambda: self._start(request))
 
     def _start(self, request: Request) -> HttpResponseBase:
@@ -279,6 +299,7 @@ class RunViewSet(RunViews):
                 tools=options.get("tools"),
                 max_iterations=options.get("max_iterations"),
                 background=background,
+                user=request.user,
                 **cast(RunParameterInput, serializer.parameters()),
             )
         except InvalidMessage as exc:
@@ -383,9 +404,9 @@ class RunViewSet(RunViews):
 
     @extend_schema(
         summary="Retry a failed run",
-        parameters=[CONVERSATION_ID, RUN_ID],
+        parameters=[CONVERSATION_ID, RUN_ID, RETRY_AFTER],
         request=RunRetrySerializer,
-        responses=run_responses(200, 409, 500, 502, stream=False, queued=True),
+        responses=run_responses(200, 409, 429, 500, 502, stream=False, queued=True),
     )
     @action(detail=True, methods=["post"])
     def retry(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -397,9 +418,9 @@ class RunViewSet(RunViews):
         background = conf.BACKGROUND_RUNS if background is None else background
         service = ToolLoopService()
         if background:
-            queued = service.retry(run.pk, background=True)
+            queued = service.retry(run.pk, background=True, user=request.user)
             return Response(RunSerializer(queued).data, status=status.HTTP_202_ACCEPTED)
-        return self._answer(service.retry(run.pk))
+        return self._answer(service.retry(run.pk, user=request.user))
 
     @extend_schema(
         summary="Cancel a run",

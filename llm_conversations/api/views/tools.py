@@ -9,20 +9,24 @@ from rest_framework.response import Response
 
 from llm_conversations.api.serializers import ToolSerializer
 from llm_conversations.api.views.base import ApiView, error_responses
+from llm_conversations.services.policy import permitted_tools
 from llm_conversations.tools import default_registry
 
 __all__ = ["ToolViewSet"]
 
 
 class ToolViewSet(ApiView, viewsets.ViewSet):
-    """``TOOLS`` and the MCP servers' tools: what a run may offer, with argument schemas."""
+    """``TOOLS`` and the MCP servers' tools a run of the caller may offer (``RUN_POLICY``),
+    with argument schemas."""
 
     @extend_schema(
         summary="List tools",
         responses={200: ToolSerializer(many=True), **error_responses()},
     )
     def list(self, request: Request) -> Response:
-        """Every configured tool, in settings order: ``TOOLS``, then each MCP server's."""
+        """The tools the caller may offer, in settings order: ``TOOLS``, then each MCP server's."""
+        registry = default_registry()
+        allowed = set(permitted_tools(request.user, registry.names()))
         return Response(
             [
                 {
@@ -32,6 +36,7 @@ class ToolViewSet(ApiView, viewsets.ViewSet):
                     "requires_approval": item.requires_approval,
                     "client_side": item.is_client_side,
                 }
-                for item in default_registry()
+                for item in registry
+                if item.name in allowed
             ]
         )

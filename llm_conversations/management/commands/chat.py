@@ -15,11 +15,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any, cast
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from llm_conversations.conf import conf
-from llm_conversations.exceptions import ParameterError
+from llm_conversations.exceptions import ParameterError, RunNotPermitted, TooManyActiveRuns
 from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall
 from llm_conversations.model_info import cost_text
 from llm_conversations.models import (
@@ -74,6 +75,12 @@ class Command(BaseCommand):
             "--conversation", metavar="ID", help="Continue this conversation instead of a new one."
         )
         parser.add_argument(
+            "--user",
+            metavar="USERNAME",
+            help="Chat as this user: new conversations are theirs, and RUN_POLICY and "
+            "MAX_ACTIVE_RUNS_PER_USER apply to their runs.",
+        )
+        parser.add_argument(
             "--provider",
             metavar="NAME",
             help="A name of LLM_CONVERSATIONS['PROVIDERS'] (default: DEFAULT_PROVIDER).",
@@ -96,6 +103,7 @@ class Command(BaseCommand):
         self.echo_input = not (hasattr(self.input, "isatty") and self.input.isatty())
         self.call_names: dict[str, str] = {}
         name = options.get("provider")
+        self.user = self.find_user(options.get("user"))
         try:
             provider = get_provider(name)
             service = ToolLoopService(name)
@@ -110,6 +118,8 @@ class Command(BaseCommand):
             flag = (exc.field or "").split(".")[0].split("[")[0].replace("_", "-")
             raise CommandError(f"--{flag}: {exc.message}") from None
         conversation = self.conversation(options.get("conversation"))
+        if self.user is not None and conversation.owner_id != self.user.pk:
+            raise CommandError(f"Conversation {conversation.pk} is not {self.user}'s.")
         model = self.parameters.get("model") or provider.model
         self.stdout.write(
             f"Provider: {name or conf.DEFAULT_PROVIDER} ({provider.backend}, model {model}); "
@@ -145,10 +155,20 @@ class Command(BaseCommand):
                 raise CommandError(f"--response-format: cannot read {path}: {exc}") from None
         return cast(RunParameterInput, chosen)
 
+    def find_user(self, username: str | None) -> Any:
+        """The user named by ``--user``, or ``None``."""
+        if username is None:
+            return None
+        users = get_user_model()._default_manager
+        try:
+            return users.get_by_natural_key(username)
+        except users.model.DoesNotExist:
+            raise CommandError(f"No user {username!r}.") from None
+
     def conversation(self, ref: str | None) -> Conversation:
         """The conversation to continue, or a new one whose id is printed."""
         if ref is None:
-            conversation = create_conversation(title="Terminal chat")
+            conversation = create_conversation(owner=self.user, title="Terminal chat")
             self.stdout.write(f"New conversation {conversation.pk}")
             return conversation
         try:
@@ -204,8 +224,17 @@ class Command(BaseCommand):
             if text in QUIT_COMMANDS:
                 return
             try:
-                run = service.start(conversation, ChatMessage.user(text), **self.parameters)
-            except (ConversationBusy, InvalidMessage, RunStateError, ToolError) as exc:
+                run = service.start(
+                    conversation, ChatMessage.user(text), user=self.user, **self.parameters
+                )
+            except (
+                ConversationBusy,
+                InvalidMessage,
+                RunStateError,
+                ToolError,
+                RunNotPermitted,
+                TooManyActiveRuns,
+            ) as exc:
                 self.stderr.write(f"Not sent: {getattr(exc, 'message', exc)}")
                 continue
             if not self.follow(service, run.pk):

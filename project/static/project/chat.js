@@ -1,6 +1,8 @@
 // The demo chat page: lists and creates conversations, sends a message as a
 // streamed run (Server-Sent Events over fetch, since EventSource cannot POST),
-// and shows text, tool calls and their results as they arrive.
+// and shows text, tool calls and their results as they arrive. The settings
+// panel sets the run parameters of each run (provider, model, instructions,
+// temperature, and a structured output example) from GET /api/providers/.
 "use strict";
 
 const API = "/api";
@@ -11,6 +13,7 @@ const EXAMPLES = {
       { type: "function", function: { name: "get_time", arguments: {} } },
     ],
   },
+  structured: { answer: "Paris", confidence: 0.9 },
   email: {
     tool_calls: [
       {
@@ -24,7 +27,15 @@ const EXAMPLES = {
   },
 };
 
+// The JSON Schema the "structured output" checkbox sends as response_format.
+const ANSWER_SCHEMA = {
+  type: "object",
+  properties: { answer: { type: "string" }, confidence: { type: "number" } },
+  required: ["answer"],
+};
+
 const $ = (id) => document.getElementById(id);
+let providers = []; // GET /api/providers/: what this user may run with
 let conversationId = null;
 let waitingRun = null;
 const cards = new Map(); // tool_call_id -> card element
@@ -98,6 +109,7 @@ function renderMessage(message, replacing = null) {
   bubble.dataset.messageId = message.id;
   bubble.append(element("span", "role", message.role + (message.model ? ` · ${message.model}` : "")));
   if (message.content) bubble.append(document.createTextNode(message.content));
+  if (message.parsed != null) bubble.append(element("code", "parsed", "parsed: " + JSON.stringify(message.parsed)));
   for (const call of message.tool_calls || []) bubble.append(callCard(call));
   if (replacing) replacing.replaceWith(bubble);
   else $("transcript").append(bubble);
@@ -205,6 +217,44 @@ async function streamRun(path, body) {
   await loadConversations();
 }
 
+function selectedProvider() {
+  return providers.find((provider) => provider.name === $("provider").value);
+}
+
+function showModels() {
+  const provider = selectedProvider();
+  $("model").replaceChildren(...(provider ? provider.models : []).map((name) => new Option(name, name)));
+  if (provider) $("model").value = provider.models.includes(provider.model) ? provider.model : provider.models[0] || "";
+  const parameters = provider ? provider.parameters : null;
+  $("temperature").disabled = !parameters || !parameters.sampling.includes("temperature");
+  if (parameters) $("temperature").max = parameters.max_temperature;
+  $("structured").disabled = !parameters || !parameters.response_format;
+  $("capabilities").textContent = provider
+    ? `${provider.name} (${provider.backend}) takes: ${[...parameters.sampling, parameters.response_format ? "response_format" : ""].filter(Boolean).join(", ")}.`
+    : "";
+}
+
+async function loadProviders() {
+  providers = await (await api("/providers/")).json();
+  $("provider").replaceChildren(...providers.map((provider) => new Option(provider.name, provider.name)));
+  const fallback = providers.find((provider) => provider.default) || providers[0];
+  if (fallback) $("provider").value = fallback.name;
+  showModels();
+}
+
+// The run parameters the settings panel sets; unset ones are left out.
+function runOptions() {
+  const options = {};
+  if ($("provider").value) options.provider = $("provider").value;
+  if ($("model").value) options.model = $("model").value;
+  const instructions = $("instructions").value.trim();
+  if (instructions) options.instructions = instructions;
+  const temperature = $("temperature").value;
+  if (temperature !== "" && !$("temperature").disabled) options.temperature = Number(temperature);
+  if ($("structured").checked && !$("structured").disabled) options.response_format = ANSWER_SCHEMA;
+  return options;
+}
+
 async function send(event) {
   event.preventDefault();
   const text = $("input").value.trim();
@@ -216,7 +266,7 @@ async function send(event) {
     setStatus("Thinking…");
     const own = { id: "pending", role: "user", content: text };
     renderMessage(own);
-    await streamRun(`/conversations/${conversationId}/runs/`, { message: text });
+    await streamRun(`/conversations/${conversationId}/runs/`, { message: text, ...runOptions() });
   } catch (error) {
     setStatus(error.message, true);
   } finally {
@@ -245,10 +295,13 @@ $("composer").addEventListener("submit", send);
 $("new-conversation").addEventListener("click", () => newConversation().catch((e) => setStatus(e.message, true)));
 $("approve").addEventListener("click", () => decide("approve"));
 $("deny").addEventListener("click", () => decide("deny"));
+$("provider").addEventListener("change", showModels);
 for (const button of document.querySelectorAll("button.example")) {
   button.addEventListener("click", () => {
     $("input").value = JSON.stringify(EXAMPLES[button.dataset.example]);
+    if (button.dataset.example === "structured") $("structured").checked = true;
     $("input").focus();
   });
 }
+loadProviders().catch((error) => setStatus(error.message, true));
 loadConversations().catch((error) => setStatus(error.message, true));
