@@ -168,3 +168,15 @@ def test_error_bodies_never_carry_provider_secrets(
     response = start(client, conversation, message="hello", provider="hosted", model="gpt-4o")
     assert response.status_code == 403
     assert SECRET_KEY not in json.dumps(response.json())
+
+
+def test_a_chat_message_asking_beyond_the_policy_is_403_and_stores_nothing(
+    client: APIClient, conversation: Conversation, restricted: None
+) -> None:
+    from tests.api.test_ai_sdk import chat_body, user
+
+    body = {**chat_body(user("hi")), "provider": "hosted"}
+    response = client.post(f"/api/conversations/{conversation.pk}/chat/", body, format="json")
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "provider_not_permitted"
+    assert not Run.objects.exists()

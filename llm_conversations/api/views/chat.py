@@ -32,6 +32,7 @@ from llm_conversations.api.ai_sdk import PROTOCOL_HEADER, PROTOCOL_VERSION
 from llm_conversations.api.inputs import too_large
 from llm_conversations.api.serializers import ChatRequestSerializer, UIMessageChunkEventSerializer
 from llm_conversations.api.sse import EVENT_STREAM, event_stream_response, log_stream_response
+from llm_conversations.api.throttling import RunStartThrottle
 from llm_conversations.api.views.base import BODY_ERRORS, CONVERSATION_ID, ApiView, error_responses
 from llm_conversations.conf import conf
 from llm_conversations.exceptions import RunStateError
@@ -96,6 +97,8 @@ class ChatViewSet(ApiView, viewsets.GenericViewSet[Conversation]):
 
     renderer_classes = [JSONRenderer]
     serializer_class = ChatRequestSerializer
+    # A chat message starts a run: RUN_RATE counts it like POST runs/.
+    throttle_classes = [*ApiView.throttle_classes, RunStartThrottle]
 
     @classmethod
     def as_view(
@@ -143,6 +146,7 @@ class ChatViewSet(ApiView, viewsets.GenericViewSet[Conversation]):
                 tools=options.get("tools"),
                 max_iterations=options.get("max_iterations"),
                 background=background,
+                user=request.user,
             )
         except InvalidMessage as exc:
             if exc.field == "message.content":
