@@ -58,6 +58,7 @@ PASSWORD = "bench-load-password"
 CSRF_TOKEN = "benchloadcsrftoken0123456789abcd"
 ENDING = {"run.completed", "run.failed", "run.cancelled", "run.requires_action"}
 READS_PER_SECOND = 10
+BURST_SECONDS = 10
 LEASE_SECONDS = 5
 REAP_EVERY = 2
 STOP_SECONDS = 10.0
@@ -158,12 +159,18 @@ def free_port() -> int:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of a live process (0 if it is gone)."""
+    """User and system CPU time of a live process and its live children (0 if gone).
+
+    Children count for uvicorn with ``--workers``, whose requests its worker
+    processes serve.
+    """
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + sum(cpu_seconds(int(child)) for child in children)
 
 
 def machine_busy() -> tuple[float, float]:
@@ -373,33 +380,55 @@ async def start_and_follow(
         done.put_nowait(None)
 
 
-async def read_steadily(client: Any, stop: asyncio.Event, latencies: list[float]) -> int:
-    """``GET /api/conversations/`` READS_PER_SECOND times a second; return the failures."""
-    failures = 0
+async def read_steadily(root: str, cookies: dict[str, str], stop: asyncio.Event) -> list[Any]:
+    """``GET /api/conversations/`` READS_PER_SECOND times a second until ``stop``.
+
+    Returns ``[seconds since the first read, latency, ok]`` per read.
+    """
+    import httpx
+
+    reads: list[Any] = []
     tasks: set[asyncio.Task[None]] = set()
+    first = time.monotonic()
 
-    async def one() -> None:
-        nonlocal failures
-        started = time.perf_counter()
+    async def one(client: httpx.AsyncClient) -> None:
+        started = time.monotonic()
         try:
-            response = await client.get("/api/conversations/")
-            if response.status_code != 200:
-                failures += 1
+            ok = (await client.get("/api/conversations/")).status_code == 200
         except Exception:
-            failures += 1
-        latencies.append(time.perf_counter() - started)
+            ok = False
+        reads.append([started - first, time.monotonic() - started, ok])
 
-    next_at = time.monotonic()
-    while not stop.is_set():
-        task = asyncio.create_task(one())
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-        next_at += 1 / READS_PER_SECOND
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), max(0.0, next_at - time.monotonic()))
-    if tasks:
-        await asyncio.wait(tasks)
-    return failures
+    timeout = httpx.Timeout(30.0, read=60.0)
+    async with httpx.AsyncClient(base_url=root, cookies=cookies, timeout=timeout) as client:
+        next_at = first
+        while not stop.is_set():
+            task = asyncio.create_task(one(client))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            next_at += 1 / READS_PER_SECOND
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), max(0.0, next_at - time.monotonic()))
+        if tasks:
+            await asyncio.wait(tasks)
+    return reads
+
+
+def serve_reads(root: str, sessionid: str) -> None:
+    """The reader process: reads until its stdin closes, then prints them as JSON.
+
+    Reads come from a process of their own, as other users' requests would: in
+    the client process they would also wait for its event loop, busy with 200
+    streams, and measure the client as much as the server.
+    """
+
+    async def main() -> list[Any]:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_reader(sys.stdin.fileno(), lambda: sys.stdin.read() or stop.set())
+        return await read_steadily(root, {"sessionid": sessionid}, stop)
+
+    print(json.dumps(asyncio.run(main())))
 
 
 @dataclass
@@ -410,6 +439,10 @@ class Load:
     read_failures: int
     killed_at: float | None
     client_cpu: float = 0.0
+    # Latencies of the reads made in the first BURST_SECONDS (while the runs
+    # are being started) and of those made afterwards.
+    burst_reads: list[float] = field(default_factory=list)
+    later_reads: list[float] = field(default_factory=list)
 
 
 def session_cookies() -> dict[str, str]:
@@ -434,19 +467,22 @@ async def load(root: str, conversations: list[str], timeout: float, kill: Any | 
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     timeout_config = httpx.Timeout(30.0, read=60.0)
     clients = [Received(c) for c in conversations]
-    reads: list[float] = []
-    stop = asyncio.Event()
     done: asyncio.Queue[None] = asyncio.Queue()
     killed_at: float | None = None
     cookies = await asyncio.to_thread(session_cookies)
     headers = {"X-CSRFToken": CSRF_TOKEN}
-    async with (
-        httpx.AsyncClient(
-            base_url=root, cookies=cookies, headers=headers, limits=limits, timeout=timeout_config
-        ) as runs_client,
-        httpx.AsyncClient(base_url=root, cookies=cookies, timeout=timeout_config) as reads_client,
-    ):
-        reader = asyncio.create_task(read_steadily(reads_client, stop, reads))
+    reader = await asyncio.create_subprocess_exec(
+        sys.executable,
+        __file__,
+        "--serve-reads",
+        root,
+        cookies["sessionid"],
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    async with httpx.AsyncClient(
+        base_url=root, cookies=cookies, headers=headers, limits=limits, timeout=timeout_config
+    ) as runs_client:
         started = time.monotonic()
         deadline = started + timeout
         followers = [
@@ -466,9 +502,20 @@ async def load(root: str, conversations: list[str], timeout: float, kill: Any | 
         for task in followers:
             task.cancel()
         await asyncio.gather(*followers, return_exceptions=True)
-        stop.set()
-        failures = await reader
-    return Load(clients, wall, reads, failures, killed_at, time.process_time())
+    output, _ = await reader.communicate(b"")
+    made = json.loads(output)
+    reads = [latency for _, latency, _ in made]
+    failures = sum(not ok for _, _, ok in made)
+    return Load(
+        clients,
+        wall,
+        reads,
+        failures,
+        killed_at,
+        time.process_time(),
+        burst_reads=[latency for at, latency, _ in made if at < BURST_SECONDS],
+        later_reads=[latency for at, latency, _ in made if at >= BURST_SECONDS],
+    )
 
 
 # Checking against the database ----------------------------------------------------
@@ -593,6 +640,13 @@ def report(
         f"p50 {ms(r50)}, p95 {ms(r95)}, max {ms(max(result.reads, default=float('nan')))}; "
         f"failed {result.read_failures}"
     )
+    print(
+        f"    made in the first {BURST_SECONDS} s (runs being started): "
+        f"{len(result.burst_reads)}, p50 {ms(percentile(result.burst_reads, 0.5))}, "
+        f"p95 {ms(percentile(result.burst_reads, 0.95))}; afterwards: "
+        f"{len(result.later_reads)}, p50 {ms(percentile(result.later_reads, 0.5))}, "
+        f"p95 {ms(percentile(result.later_reads, 0.95))}"
+    )
     workers_cpu = sum(c.cpu for c in group.children if c.name.startswith("worker"))
     cpu = {c.name: c.cpu for c in group.children if not c.name.startswith("worker")}
     cpu["workers (sum)"] = workers_cpu
@@ -660,7 +714,13 @@ def main() -> None:
     parser.add_argument(
         "--serve-provider", nargs=2, metavar=("PORT", "LATENCY"), help=argparse.SUPPRESS
     )
+    parser.add_argument(
+        "--serve-reads", nargs=2, metavar=("ROOT", "SESSION"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
+    if args.serve_reads:
+        serve_reads(*args.serve_reads)
+        return
     if args.serve_provider:
         serve_provider(int(args.serve_provider[0]), float(args.serve_provider[1]))
         return

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist, RequestDataTooBig
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.db import DatabaseError, IntegrityError
+from django.db import DatabaseError, IntegrityError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions
 from rest_framework.response import Response
@@ -63,6 +63,11 @@ _STATUS_BY_CODE = {
 # ``max_iterations`` was a serializer validation (``invalid``) before the
 # service owned it, and clients may branch on that code.
 _PUBLIC_CODES = {"invalid_max_iterations": "invalid"}
+
+# Seconds a client should wait before retrying a request the database could not
+# serve for now (a pool or lock timeout, a lost connection): the Retry-After of
+# a 503 ``database_unavailable``.
+DATABASE_RETRY_AFTER = 1
 
 
 class ApiError(exceptions.APIException):
@@ -163,6 +168,17 @@ def _from_database(exc: DatabaseError) -> ApiError:
     Each is a bug to fix where it arises, so it is logged with its traceback;
     the client gets the error format with a stable message and no SQL.
     """
+    if isinstance(exc, OperationalError):
+        # Transient: no pooled connection within the pool's timeout, a lock wait
+        # over lock_timeout, a dropped connection. The request changed nothing
+        # (its transaction rolled back), so the client may simply retry.
+        logger.warning("Database unavailable in an API request: %s", type(exc).__name__)
+        return ApiError(
+            503,
+            "database_unavailable",
+            "The database is busy or unavailable; retry shortly.",
+            details={"retry_after": DATABASE_RETRY_AFTER},
+        )
     logger.error("Database error in an API request", exc_info=exc)
     if isinstance(exc, IntegrityError):
         # A constraint refused a write: a concurrent change the services did not foresee.
@@ -174,7 +190,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     """DRF exception handler: every known failure becomes the one error format.
 
     Database errors are logged and answered in the error format (409
-    ``conflict`` for a constraint, 500 ``server_error`` otherwise); other
+    ``conflict`` for a constraint, 503 ``database_unavailable`` with
+    ``Retry-After`` for a transient failure, 500 ``server_error`` otherwise); other
     unknown exceptions return ``None`` so Django reports them as server errors.
     Like DRF's own handler, it marks an ``ATOMIC_REQUESTS`` transaction for
     rollback.
@@ -194,6 +211,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         wait = getattr(exc, "wait", None)
         if wait is not None:
             headers["Retry-After"] = str(int(wait))
+    elif error.code == "database_unavailable":
+        headers["Retry-After"] = str(DATABASE_RETRY_AFTER)
     return Response(
         error_body(error.code, error.message, field=error.field, details=error.details),
         status=error.status_code,

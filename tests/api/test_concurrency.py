@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import DatabaseError, IntegrityError, OperationalError
+from django.db import DatabaseError, IntegrityError, OperationalError, connection, transaction
 from rest_framework.test import APIClient
 
 from llm_conversations.api.views import conversations
@@ -67,7 +68,11 @@ def test_a_run_inserted_without_the_lock_still_makes_start_busy(
 
 @pytest.mark.parametrize(
     ("error", "status", "code"),
-    [(IntegrityError, 409, "conflict"), (OperationalError, 500, "server_error")],
+    [
+        (IntegrityError, 409, "conflict"),
+        (OperationalError, 503, "database_unavailable"),
+        (DatabaseError, 500, "server_error"),
+    ],
 )
 def test_an_unforeseen_database_error_is_logged_and_answered_in_the_error_format(
     client: APIClient,
@@ -90,6 +95,60 @@ def test_an_unforeseen_database_error_is_logged_and_answered_in_the_error_format
     assert response.status_code == status
     body = response.json()["error"]
     assert body["code"] == code
-    # Stable words for the client; the details go to the log.
+    # Stable words for the client; the details go to the log (not those of a
+    # transient failure, which is only counted, by type).
     assert "secret_index" not in response.content.decode()
-    assert "secret_index" in caplog.text
+    assert ("secret_index" in caplog.text) is (error is not OperationalError)
+    assert response.has_header("Retry-After") is (status == 503)
+
+
+@requires_postgresql
+def test_a_lock_wait_over_lock_timeout_is_503_with_retry_after_and_stores_nothing(
+    transactional_db: None, user: User
+) -> None:
+    # A real transient failure: another connection holds the conversation's
+    # row lock, and this one gives up after lock_timeout.
+    conversation = create_conversation(owner=user, title="Locked")
+    locked = threading.Event()
+    release = threading.Event()
+
+    def hold_lock() -> None:
+        try:
+            with transaction.atomic():
+                Conversation.objects.select_for_update().get(pk=conversation.pk)
+                locked.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_lock)
+    holder.start()
+    try:
+        assert locked.wait(10)
+        with connection.cursor() as cursor:
+            cursor.execute("SET lock_timeout = '100ms'")
+        client = APIClient()
+        client.force_authenticate(user)
+        response = client.post(
+            f"/api/conversations/{conversation.pk}/messages/",
+            {"role": "user", "content": "hi"},
+            format="json",
+        )
+    finally:
+        release.set()
+        holder.join()
+        with connection.cursor() as cursor:
+            cursor.execute("RESET lock_timeout")
+    assert response.status_code == 503
+    assert response["Retry-After"] == "1"
+    assert response.json()["error"]["code"] == "database_unavailable"
+    assert response.json()["error"]["details"] == {"retry_after": 1}
+    assert load_messages(conversation) == []
+    # Once the lock is gone the same request succeeds.
+    retried = client.post(
+        f"/api/conversations/{conversation.pk}/messages/",
+        {"role": "user", "content": "hi"},
+        format="json",
+    )
+    assert retried.status_code == 201
+    assert len(load_messages(conversation)) == 1

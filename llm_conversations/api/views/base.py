@@ -21,6 +21,7 @@ from llm_conversations.api.inputs import check_text
 from llm_conversations.api.parsers import BodyRequest, BoundedJSONParser
 from llm_conversations.api.permissions import authentication_classes, permission_classes
 from llm_conversations.api.serializers import ErrorSerializer
+from llm_conversations.conf import conf
 from llm_conversations.models import ACTIVE_RUN_STATUSES, Conversation, Run
 from llm_conversations.services.costs import with_cost
 
@@ -61,6 +62,11 @@ _ERROR_DESCRIPTIONS = {
 
 BODY_ERRORS = (400, 411, 413, 415)
 """What any request with a JSON body may be refused with."""
+
+
+def in_background(requested: bool | None) -> bool:
+    """Whether a run the API starts goes to a task worker: as asked, else ``BACKGROUND_RUNS``."""
+    return conf.BACKGROUND_RUNS if requested is None else requested
 
 
 def error_responses(*codes: int, media_type: str | None = None) -> dict[Any, OpenApiResponse]:

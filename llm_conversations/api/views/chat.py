@@ -33,7 +33,13 @@ from llm_conversations.api.inputs import too_large
 from llm_conversations.api.serializers import ChatRequestSerializer, UIMessageChunkEventSerializer
 from llm_conversations.api.sse import EVENT_STREAM, event_stream_response, log_stream_response
 from llm_conversations.api.throttling import RunStartThrottle
-from llm_conversations.api.views.base import BODY_ERRORS, CONVERSATION_ID, ApiView, error_responses
+from llm_conversations.api.views.base import (
+    BODY_ERRORS,
+    CONVERSATION_ID,
+    ApiView,
+    error_responses,
+    in_background,
+)
 from llm_conversations.conf import conf
 from llm_conversations.exceptions import RunStateError
 from llm_conversations.messages import InvalidMessage
@@ -135,8 +141,7 @@ class ChatViewSet(ApiView, viewsets.GenericViewSet[Conversation]):
     ) -> HttpResponseBase:
         if len(text) > conf.MAX_MESSAGE_CHARS:
             raise too_large("messages")
-        background = options.get("background")
-        background = conf.BACKGROUND_RUNS if background is None else background
+        background = in_background(options.get("background"))
         service = ToolLoopService()
         try:
             run = service.start(

@@ -29,11 +29,11 @@ from llm_conversations.api.views.base import (
     BODY_ERRORS,
     CONVERSATION_ID,
     error_responses,
+    in_background,
     owned_conversations,
 )
 from llm_conversations.api.views.conversations import ConversationPagination
 from llm_conversations.api.views.runs import RunViews, as_sent, run_responses
-from llm_conversations.conf import conf
 from llm_conversations.messages import InvalidMessage
 from llm_conversations.services import ToolLoopService
 from llm_conversations.services.forks import edit_message, fork, regenerate
@@ -112,8 +112,7 @@ class ForkViewSet(RunViews):
         serializer = serializer_class(data=request.data)
         serializer.is_valid(raise_exception=True)
         body = serializer.validated_data
-        background = body.get("background")
-        background = conf.BACKGROUND_RUNS if background is None else background
+        background = in_background(body.get("background"))
         service = ToolLoopService()
         options = {**run_options(body), "background": background, "user": request.user}
         if serializer_class is EditSerializer:

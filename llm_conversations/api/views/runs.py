@@ -56,10 +56,10 @@ from llm_conversations.api.views.base import (
     CONVERSATION_ID,
     ApiView,
     error_responses,
+    in_background,
     parse_uuid,
     valid_query,
 )
-from llm_conversations.conf import conf
 from llm_conversations.messages import InvalidMessage
 from llm_conversations.models import Run, RunStatus, TerminationReason
 from llm_conversations.parameters import RunParameterInput
@@ -288,8 +288,7 @@ class RunViewSet(RunViews):
         serializer.is_valid(raise_exception=True)
         options = serializer.validated_data
         message = options["message"]
-        background = options.get("background")
-        background = conf.BACKGROUND_RUNS if background is None else background
+        background = in_background(options.get("background"))
         service = ToolLoopService()
         try:
             run = service.start(
@@ -414,8 +413,7 @@ class RunViewSet(RunViews):
         run = self.get_object()
         serializer = RunRetrySerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        background = serializer.validated_data.get("background")
-        background = conf.BACKGROUND_RUNS if background is None else background
+        background = in_background(serializer.validated_data.get("background"))
         service = ToolLoopService()
         if background:
             queued = service.retry(run.pk, background=True, user=request.user)
