@@ -21,6 +21,7 @@ import llm_conversations.exceptions as exceptions_module
 import llm_conversations.messages as messages_module
 import llm_conversations.parameters as parameters_module
 import llm_conversations.structured as structured_module
+import llm_conversations.tokens as tokens_module
 import llm_conversations.tool_calls as tool_calls_module
 import llm_conversations.tool_specs as tool_specs_module
 from llm_conversations.completions import CompletionResponse, Usage
@@ -44,6 +45,7 @@ PURE_MODULES = [
     deprecation_module,
     parameters_module,
     structured_module,
+    tokens_module,
 ]
 
 
