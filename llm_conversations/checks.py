@@ -10,7 +10,8 @@ One function per concern, each id stable:
 - :func:`check_providers`: E010 ``PROVIDERS`` not a non-empty dict, E015
   ``DEFAULT_PROVIDER`` not a key of it, E009 ``TITLE_PROVIDER`` neither
   ``None`` nor a key of it, and the rules of each entry
-  (E011-E014, E016-E019, E040 ``MODEL_INFO``, W010) from
+  (E011-E014, E016-E019, E040 ``MODEL_INFO``, E041 ``CONTEXT_STRATEGY``, W010, W041
+  a context strategy without a context window) from
   :func:`~llm_conversations.providers.registry.provider_entry_problems`, which
   ``build_provider()`` applies too.
 - :func:`check_tools`: E020 a ``TOOLS`` entry is not a usable tool, E021 two
@@ -146,7 +147,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
 def check_providers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E010 PROVIDERS not a non-empty dict, E015 DEFAULT_PROVIDER unknown, E009
-    TITLE_PROVIDER unknown, plus each entry."""
+    TITLE_PROVIDER unknown, E042 SUMMARY_PROVIDER unknown or missing, plus each entry."""
     providers = raw_setting("PROVIDERS")
     if not isinstance(providers, Mapping) or not providers:
         return [
@@ -176,9 +177,40 @@ def check_providers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
                 id="llm_conversations.E009",
             )
         )
+    errors.extend(_summary_provider_errors(providers))
     for name, entry in providers.items():
         errors.extend(_as_check_message(p) for p in provider_entry_problems(entry, str(name)))
     return errors
+
+
+def _summary_provider_errors(providers: Mapping[Any, Any]) -> list[CheckMessage]:
+    """E042: SUMMARY_PROVIDER unknown, or missing while an entry summarizes."""
+    summary = raw_setting("SUMMARY_PROVIDER")
+    configured = ", ".join(sorted(map(str, providers)))
+    if summary is not None and (not isinstance(summary, str) or summary not in providers):
+        return [
+            Error(
+                f"LLM_CONVERSATIONS['SUMMARY_PROVIDER'] is {summary!r}, "
+                "neither None nor a key of PROVIDERS.",
+                hint=f"Configured: {configured}.",
+                id="llm_conversations.E042",
+            )
+        ]
+    summarizing = [
+        str(name)
+        for name, entry in providers.items()
+        if isinstance(entry, Mapping) and entry.get("CONTEXT_STRATEGY") == "summarize"
+    ]
+    if summary is None and summarizing:
+        return [
+            Error(
+                f"PROVIDERS entries {', '.join(map(repr, summarizing))} use the 'summarize' "
+                "CONTEXT_STRATEGY, but LLM_CONVERSATIONS['SUMMARY_PROVIDER'] is not set.",
+                hint=f"Name the entry that writes summaries; configured: {configured}.",
+                id="llm_conversations.E042",
+            )
+        ]
+    return []
 
 
 def check_tools(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:

@@ -17,6 +17,9 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_PROVIDER": "default",
     # The PROVIDERS entry that writes automatic titles; None: no automatic titles.
     "TITLE_PROVIDER": None,
+    # The PROVIDERS entry that writes the summaries of the "summarize" context
+    # strategy (docs/context.md); None: that strategy is unavailable.
+    "SUMMARY_PROVIDER": None,
     "TOOLS": [],
     # Tool servers spoken to over the Model Context Protocol (docs/mcp.md).
     "MCP_SERVERS": {},
@@ -133,6 +136,7 @@ class Settings:
     PROVIDERS: _Setting[dict[str, dict[str, Any]]] = _Setting(dict)
     DEFAULT_PROVIDER: _Setting[str] = _Setting(str)
     TITLE_PROVIDER: _Setting[str | None] = _Setting(_optional(str))
+    SUMMARY_PROVIDER: _Setting[str | None] = _Setting(_optional(str))
     TOOLS: _Setting[list[str]] = _Setting(list)
     MCP_SERVERS: _Setting[dict[str, Any]] = _Setting(dict)
     MCP_TOOLS_TTL: _Setting[float] = _Setting(float)

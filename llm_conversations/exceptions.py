@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Self
 
 __all__ = [
     "AuthenticationError",
+    "ContextOverflow",
     "ConversationBusy",
     "FeedbackError",
     "ForkError",
@@ -92,6 +93,14 @@ class ConversationBusy(LLMConversationsError):
 
     def __init__(self, message: str = "another run of this conversation is still active.") -> None:
         super().__init__("conversation_busy", message)
+
+
+class ContextOverflow(LLMConversationsError):
+    """What a model call would send does not fit the model's context window
+    (``context_overflow``); nothing was sent."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("context_overflow", message)
 
 
 class FeedbackError(LLMConversationsError, ValueError):

@@ -95,7 +95,8 @@ def heuristic_tokens(text: str) -> int:
         return 0
     ascii_chars = len(text) - SPACE_WEIGHT * text.count(" ")
     if text.isascii():  # the common case, without encoding the text
-        return max(1, math.ceil(ascii_chars / ASCII_CHARS_PER_TOKEN))
+        tokens = ascii_chars / ASCII_CHARS_PER_TOKEN
+        return math.ceil(tokens) if tokens > 1 else 1
     extra = len(text.encode("utf-8", "surrogatepass")) - len(text)  # bytes past one a character
     wide = extra // 2  # characters outside ASCII, about: most take two or three bytes
     tokens = (ascii_chars - wide) / ASCII_CHARS_PER_TOKEN + (wide + extra) / WIDE_BYTES_PER_TOKEN
@@ -104,11 +105,11 @@ def heuristic_tokens(text: str) -> int:
 
 def message_tokens(message: ChatMessage, count: Counter = heuristic_tokens) -> int:
     """Estimated tokens one message takes in a request: text, calls, ids and framing."""
+    if message.tool_call_id:  # one count of the joined text: fitting counts thousands
+        return MESSAGE_OVERHEAD + count(message.tool_call_id + message.content)
     tokens = MESSAGE_OVERHEAD + count(message.content)
     for call in message.tool_calls or ():
-        tokens += CALL_OVERHEAD + count(call.id) + count(call.name) + count(call.arguments_json)
-    if message.tool_call_id:
-        tokens += count(message.tool_call_id)
+        tokens += CALL_OVERHEAD + count(call.id + call.name + call.arguments_json)
     return tokens
 
 

@@ -60,6 +60,15 @@ BROKEN: dict[str, tuple[Any, bool]] = {
         entry(BACKEND="ollama", MODEL="m", MODEL_INFO={"m": {"context_window": 0}}),
         True,
     ),
+    "llm_conversations.E041": (
+        entry(BACKEND="ollama", MODEL="m", CONTEXT_STRATEGY="shrink"),
+        True,
+    ),
+    "llm_conversations.W041": (
+        entry(BACKEND="ollama", MODEL="m", CONTEXT_STRATEGY="truncate"),
+        True,
+    ),
+    "llm_conversations.E042": ({"SUMMARY_PROVIDER": "missing"}, True),
     "llm_conversations.E020": ({"TOOLS": ["no_such_module.tool"]}, True),
     "llm_conversations.E021": ({"TOOLS": [f"{FIXTURES}.add", f"{FIXTURES}.another_add"]}, True),
     "llm_conversations.E030": ({"MCP_SERVERS": {"a.b": {"COMMAND": "x"}}}, True),
@@ -316,6 +325,44 @@ def test_models_may_list_other_models() -> None:
 def test_e040_invalid_model_info(model_info: Any) -> None:
     assert provider_ids(entry(BACKEND="ollama", MODEL="m", MODEL_INFO=model_info)) == [
         "llm_conversations.E040"
+    ]
+
+
+def test_e041_and_w041_context_strategy() -> None:
+    assert provider_ids(entry(BACKEND="ollama", MODEL="m", CONTEXT_STRATEGY=1)) == [
+        "llm_conversations.E041"
+    ]
+    # A model of the shipped defaults, or one given a context window: no warning.
+    known = entry(BACKEND="openai", MODEL="gpt-4o", API_KEY="k", CONTEXT_STRATEGY="error")
+    assert provider_ids(known) == []
+    given = entry(
+        BACKEND="ollama",
+        MODEL="m",
+        MODELS=["n"],
+        MODEL_INFO={"m": {"context_window": 8192}, "n": {"context_window": 4096}},
+        CONTEXT_STRATEGY="truncate",
+    )
+    assert provider_ids(given) == []
+    one_blind = entry(
+        BACKEND="ollama",
+        MODEL="m",
+        MODELS=["n"],
+        MODEL_INFO={"m": {"context_window": 8192}},
+        CONTEXT_STRATEGY="truncate",
+    )
+    with override_settings(LLM_CONVERSATIONS=one_blind):
+        (warning,) = check_providers()
+    assert warning.id == "llm_conversations.W041"
+    assert "'n'" in warning.msg
+    assert "'m'" not in warning.msg
+
+
+def test_e042_summary_provider() -> None:
+    summarizing = entry(BACKEND="openai", MODEL="gpt-4o", API_KEY="k", CONTEXT_STRATEGY="summarize")
+    assert provider_ids(summarizing) == ["llm_conversations.E042"]
+    assert provider_ids({**summarizing, "SUMMARY_PROVIDER": "p"}) == []
+    assert provider_ids({**entry(BACKEND="ollama", MODEL="m"), "SUMMARY_PROVIDER": 3}) == [
+        "llm_conversations.E042"
     ]
 
 

@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import llm_conversations.completions as completions_module
+import llm_conversations.context as context_module
 import llm_conversations.deprecation as deprecation_module
 import llm_conversations.exceptions as exceptions_module
 import llm_conversations.messages as messages_module
@@ -46,6 +47,7 @@ PURE_MODULES = [
     parameters_module,
     structured_module,
     tokens_module,
+    context_module,
 ]
 
 
