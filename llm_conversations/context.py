@@ -21,6 +21,7 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import accumulate
 
 from llm_conversations.exceptions import ContextOverflow
 from llm_conversations.messages import ChatMessage, Role
@@ -106,23 +107,28 @@ class ContextFitter:
 
     def extend(self, history: Sequence[ChatMessage]) -> None:
         """Count the messages of ``history`` past those already counted."""
-        # Locals: this loop runs once per message of the conversation.
-        count, totals, systems, users = self._count, self._all, self._system, self._users
-        total, system = totals[-1], systems[-1]
-        for index in range(len(self), len(history)):
-            message = history[index]
-            role = message.role
-            if message.tool_calls or message.tool_call_id:
-                total += message_tokens(message, count)
-            else:
-                tokens = MESSAGE_OVERHEAD + count(message.content)
-                total += tokens
-                if role is Role.SYSTEM:
-                    system += tokens
-                elif role is Role.USER:
-                    users.append(index)
-            totals.append(total)
-            systems.append(system)
+        begin = len(self)
+        new = history[begin:]
+        if not new:
+            return
+        count = self._count
+        # Comprehensions and accumulate: the first round counts every message.
+        tokens = [
+            message_tokens(m, count)
+            if m.tool_calls or m.tool_call_id
+            else MESSAGE_OVERHEAD + count(m.content)
+            for m in new
+        ]
+        system = Role.SYSTEM
+        self._all += accumulate(tokens, initial=self._all[-1])
+        del self._all[begin]  # accumulate repeats the initial value
+        self._system += accumulate(
+            (t if m.role is system else 0 for t, m in zip(tokens, new, strict=True)),
+            initial=self._system[-1],
+        )
+        del self._system[begin]
+        user = Role.USER
+        self._users += [i for i, m in enumerate(new, begin) if m.role is user]
 
     def tokens(self, start: int, end: int | None = None) -> int:
         """Estimated tokens of messages ``start`` to ``end`` (the last when ``None``)."""
