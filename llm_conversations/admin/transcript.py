@@ -112,10 +112,10 @@ def transcript(
     """
     by_run = {summary.run.pk: summary for summary in runs}
     cuts: dict[int, list[RunSummary]] = {}
-    for shown in runs:
-        first = shown.run.context_first_position
+    for marked in runs:
+        first = marked.run.context_first_position
         if first:  # 0 or None: the whole conversation was sent
-            cuts.setdefault(first, []).append(shown)
+            cuts.setdefault(first, []).append(marked)
     ratings: dict[Any, list[Feedback]] = {}
     for item in feedback:
         ratings.setdefault(item.message_id, []).append(item)
