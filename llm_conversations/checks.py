@@ -23,7 +23,8 @@ One function per concern, each id stable:
 - :func:`check_run_limits`: E050 ``RUN_POLICY`` is not a dotted path to a
   policy class, E051 ``RUN_RATE`` neither ``None`` nor a DRF rate
   (``"20/min"``), E052 ``MAX_ACTIVE_RUNS_PER_USER`` neither ``None`` nor a
-  positive integer.
+  positive integer, E060 a budget (``USER_DAILY_BUDGET``, ``USER_MONTHLY_BUDGET``,
+  ``CONVERSATION_BUDGET``) not a limit, E061 ``BUDGET_HOOK`` not a callable.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning
 from django.utils.module_loading import import_string
 
+from llm_conversations.budgets import limit_problems
 from llm_conversations.conf import (
     DEFAULTS,
     DURATIONS,
@@ -288,7 +290,8 @@ def check_mcp_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
 
 
 def check_run_limits(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """E050 RUN_POLICY unusable, E051 RUN_RATE not a rate, E052 MAX_ACTIVE_RUNS_PER_USER."""
+    """E050 RUN_POLICY unusable, E051 RUN_RATE not a rate, E052 MAX_ACTIVE_RUNS_PER_USER,
+    E060 a budget, E061 BUDGET_HOOK."""
     errors: list[CheckMessage] = []
     path = raw_setting("RUN_POLICY")
     problem = _policy_problem(path)
@@ -318,6 +321,40 @@ def check_run_limits(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
                 id="llm_conversations.E052",
             )
         )
+    return errors + _budget_errors()
+
+
+def _budget_errors() -> list[CheckMessage]:
+    """E060 a budget setting is not a limit; E061 BUDGET_HOOK is not a callable."""
+    errors: list[CheckMessage] = []
+    for name in ("USER_DAILY_BUDGET", "USER_MONTHLY_BUDGET", "CONVERSATION_BUDGET"):
+        errors.extend(
+            Error(
+                message,
+                hint="None, or {'tokens': 100000} and/or {'cost': '5.00'} (US dollars).",
+                id="llm_conversations.E060",
+            )
+            for message in limit_problems(raw_setting(name), f"LLM_CONVERSATIONS[{name!r}]")
+        )
+    hook = raw_setting("BUDGET_HOOK")
+    if hook is not None:
+        problem = None
+        try:
+            if not isinstance(hook, str) or "." not in hook:
+                problem = f"must be None or a dotted path; got {hook!r}."
+            elif not callable(import_string(hook)):
+                problem = f"{hook!r} is not callable."
+        except ImportError as exc:
+            problem = f"{hook!r} cannot be imported: {exc}"
+        if problem:
+            errors.append(
+                Error(
+                    f"LLM_CONVERSATIONS['BUDGET_HOOK'] {problem}",
+                    hint="A dotted path to a function taking a user and returning "
+                    "{'daily': ..., 'monthly': ..., 'conversation': ...}.",
+                    id="llm_conversations.E061",
+                )
+            )
     return errors
 
 

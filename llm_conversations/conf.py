@@ -62,6 +62,14 @@ DEFAULTS: dict[str, Any] = {
     "RUN_RATE": None,
     # Active (queued, running, waiting) runs one user may have; None: no limit.
     "MAX_ACTIVE_RUNS_PER_USER": None,
+    # Budgets (docs/costs.md#budgets): None, or {"tokens": int, "cost": "5.00"}
+    # (either or both) per user per UTC day, per user per UTC month, and per
+    # conversation; BUDGET_HOOK: a dotted path to a callable(user) returning a
+    # user's own {"daily": ..., "monthly": ..., "conversation": ...}.
+    "USER_DAILY_BUDGET": None,
+    "USER_MONTHLY_BUDGET": None,
+    "CONVERSATION_BUDGET": None,
+    "BUDGET_HOOK": None,
 }
 
 # Seconds, or None for no limit.
@@ -165,6 +173,10 @@ class Settings:
     RUN_POLICY: _Setting[str] = _Setting(str)
     RUN_RATE: _Setting[str | None] = _Setting(_optional(str))
     MAX_ACTIVE_RUNS_PER_USER: _Setting[int | None] = _Setting(_optional(int))
+    USER_DAILY_BUDGET: _Setting[dict[str, Any] | None] = _Setting(_optional(dict))
+    USER_MONTHLY_BUDGET: _Setting[dict[str, Any] | None] = _Setting(_optional(dict))
+    CONVERSATION_BUDGET: _Setting[dict[str, Any] | None] = _Setting(_optional(dict))
+    BUDGET_HOOK: _Setting[str | None] = _Setting(_optional(str))
 
 
 conf = Settings()

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Self
 
 __all__ = [
     "AuthenticationError",
+    "BudgetExceeded",
     "ContextOverflow",
     "ConversationBusy",
     "FeedbackError",
@@ -93,6 +94,14 @@ class ConversationBusy(LLMConversationsError):
 
     def __init__(self, message: str = "another run of this conversation is still active.") -> None:
         super().__init__("conversation_busy", message)
+
+
+class BudgetExceeded(LLMConversationsError):
+    """A user's or a conversation's budget is spent, or the next model call would
+    go past it (``budget_exceeded``); nothing was sent."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("budget_exceeded", message)
 
 
 class ContextOverflow(LLMConversationsError):

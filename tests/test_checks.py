@@ -84,6 +84,8 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.E050": ({"RUN_POLICY": "tests.no_such_module.Policy"}, True),
     "llm_conversations.E051": ({"RUN_RATE": "20 per minute"}, True),
     "llm_conversations.E052": ({"MAX_ACTIVE_RUNS_PER_USER": 0}, True),
+    "llm_conversations.E060": ({"USER_DAILY_BUDGET": {"tokens": "many"}}, True),
+    "llm_conversations.E061": ({"BUDGET_HOOK": "tests.no_such_module.limits"}, True),
 }
 
 
@@ -464,3 +466,27 @@ def test_e042_max_active_runs_must_be_a_positive_integer(limit: Any) -> None:
 def test_e042_accepts_none_and_positive_integers(limit: Any) -> None:
     with override_settings(LLM_CONVERSATIONS={"MAX_ACTIVE_RUNS_PER_USER": limit}):
         assert check_run_limits() == []
+
+
+# Budgets (E060, E061) ----------------------------------------------------------
+
+
+def limit_ids(value: dict[str, Any]) -> list[str]:
+    with override_settings(LLM_CONVERSATIONS=value):
+        return [message.id for message in check_run_limits()]
+
+
+@pytest.mark.parametrize(
+    "name", ["USER_DAILY_BUDGET", "USER_MONTHLY_BUDGET", "CONVERSATION_BUDGET"]
+)
+def test_e060_budgets(name: str) -> None:
+    assert limit_ids({name: {"tokens": 1000, "cost": "5.00"}}) == []
+    assert limit_ids({name: None}) == []
+    assert limit_ids({name: {"cost": 5.0}}) == ["llm_conversations.E060"]
+    assert limit_ids({name: 1000}) == ["llm_conversations.E060"]
+
+
+def test_e061_budget_hook() -> None:
+    assert limit_ids({"BUDGET_HOOK": "tests.test_budgets.own_limits"}) == []
+    assert limit_ids({"BUDGET_HOOK": "own_limits"}) == ["llm_conversations.E061"]
+    assert limit_ids({"BUDGET_HOOK": "tests.test_budgets.REPLY"}) == ["llm_conversations.E061"]

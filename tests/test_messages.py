@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import llm_conversations.budgets as budgets_module
 import llm_conversations.completions as completions_module
 import llm_conversations.context as context_module
 import llm_conversations.deprecation as deprecation_module
@@ -48,6 +49,7 @@ PURE_MODULES = [
     structured_module,
     tokens_module,
     context_module,
+    budgets_module,
 ]
 
 

@@ -64,6 +64,7 @@ class TerminationReason(models.TextChoices):
     INVALID_OUTPUT = "invalid_output", _("the answer did not match the response format")
     CANCELLED = "cancelled", _("cancelled")
     CONTEXT_OVERFLOW = "context_overflow", _("the conversation did not fit the context window")
+    BUDGET_EXCEEDED = "budget_exceeded", _("a budget would be exceeded")
 
 
 class WaitReason(models.TextChoices):

@@ -22,6 +22,7 @@ from django.db import IntegrityError, transaction
 from llm_conversations.completions import CompletionResponse, FinishReason
 from llm_conversations.conf import conf
 from llm_conversations.exceptions import (
+    BudgetExceeded,
     ContextOverflow,
     ConversationBusy,
     RunStateError,
@@ -49,6 +50,7 @@ from llm_conversations.providers import (
     get_provider,
 )
 from llm_conversations.services import answers, leases, policy, run_events, run_log, runs
+from llm_conversations.services.budgets import BudgetGuard, check_start
 from llm_conversations.services.context import ContextWindow, check_strategy
 from llm_conversations.services.events import (
     LoopEvent,
@@ -154,7 +156,9 @@ class ToolLoopService:
         With a ``user`` the run policy applies (``RUN_POLICY``: omitted tools
         and limit default to what it permits; ``RunNotPermitted`` for more)
         and so does ``MAX_ACTIVE_RUNS_PER_USER`` (``TooManyActiveRuns``).
-        ``context_strategy`` (``"error"``, ``"truncate"``, ``"summarize"``)
+        ``BudgetExceeded`` when the conversation's owner or the conversation has
+        spent a budget (docs/costs.md#budgets). ``context_strategy`` (``"error"``,
+        ``"truncate"``, ``"summarize"``)
         overrides the provider entry's ``CONTEXT_STRATEGY`` for this run
         (docs/context.md).
         """
@@ -188,6 +192,7 @@ class ToolLoopService:
             policy.check_run(user, asked, rules)
         backend.check_parameters(chosen, name=name, tools=offered.names())
         conversation_id = conversation_pk(conversation)
+        check_start(conversation_id)
         try:
             with transaction.atomic():
                 # Under the conversation's lock, an active run is seen before
@@ -256,6 +261,9 @@ class ToolLoopService:
         except ContextOverflow as exc:
             reason = TerminationReason.CONTEXT_OVERFLOW
             yield RunFailed(runs.finish(row, RunStatus.FAILED, reason, exc, where=mine))
+        except BudgetExceeded as exc:
+            reason = TerminationReason.BUDGET_EXCEEDED
+            yield RunFailed(runs.finish(row, RunStatus.FAILED, reason, exc, where=mine))
         except ProviderError as exc:
             reason = TerminationReason.PROVIDER_ERROR
             yield RunFailed(runs.finish(row, RunStatus.FAILED, reason, exc, where=mine))
@@ -283,7 +291,9 @@ class ToolLoopService:
         # After a lost worker, a call an earlier attempt logged as started may have run.
         ran_before = run_events.started_call_ids(run.pk) if run.attempts > 1 else set()
         logged: set[str] = set()  # calls this execution logged as started
-        window = ContextWindow.for_run(run, parameters.model or provider.model, parameters)
+        model = parameters.model or provider.model
+        window = ContextWindow.for_run(run, model, parameters)
+        guard = BudgetGuard.for_run(run, model)
         while True:
             # Every write below is conditional on the lease; the heartbeat
             # notices a cancel or a takeover while nothing is written.
@@ -338,6 +348,13 @@ class ToolLoopService:
             # Fitted to the context window before anything is sent; the stored
             # conversation stays whole.
             sent = history if window is None else window.messages(history, offer, asked)
+            if guard is not None:
+                estimate = (
+                    guard.estimate(history, offer, asked.instructions)
+                    if window is None or window.cut is None
+                    else window.cut.estimated
+                )
+                guard.check(estimate)
             for event in self._call(provider, sent, offer, stream, asked):
                 if isinstance(event, CompletionResponse):
                     response = event
