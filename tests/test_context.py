@@ -322,3 +322,54 @@ def test_run_api_takes_a_context_strategy() -> None:
     assert body["fitting"]["strategy"] == "truncate"
     assert body["fitting"]["first_position"] > 0
     assert Run.objects.get().context_strategy == "truncate"
+
+
+@pytest.mark.django_db
+def test_summarize_needs_a_summary_provider() -> None:
+    settings = {**providers(None), "SUMMARY_PROVIDER": None}
+    with override_settings(LLM_CONVERSATIONS=settings), pytest.raises(RunStateError) as caught:
+        ToolLoopService().start(create_conversation(), "x", context_strategy="summarize")
+    assert (caught.value.code, caught.value.field) == (
+        "summary_provider_missing",
+        "context_strategy",
+    )
+    assert not Run.objects.exists()
+
+
+@pytest.mark.django_db
+def test_streamed_runs_are_fitted_too() -> None:
+    with override_settings(LLM_CONVERSATIONS=providers("truncate")):
+        conversation = conversation_of(60)
+        service = ToolLoopService()
+        events = list(service.events(service.start(conversation, "and now?")))
+        provider = get_provider("default")
+        assert isinstance(provider, RecordingEcho)
+    run = Run.objects.get()
+    assert type(events[-1]).__name__ == "RunCompleted"
+    sent = list(provider.sent[-1])
+    assert_valid(sent)
+    assert run.context_first_position
+    assert len(sent) < len(load_messages(conversation.pk))
+
+
+@pytest.mark.django_db
+def test_the_stored_summary_is_read_once_per_execution(
+    django_assert_num_queries: Any,
+) -> None:
+    from llm_conversations.parameters import RunParameters
+    from llm_conversations.services.context import ContextWindow
+
+    with override_settings(LLM_CONVERSATIONS=providers("summarize")):
+        conversation = conversation_of(60)
+        run = ToolLoopService().send(conversation, "first")
+        assert len(StubSummarizer.calls) == 1
+        history = load_messages(conversation.pk)
+        window = ContextWindow.for_run(run, "echo", RunParameters())
+        assert window is not None
+        with django_assert_num_queries(1):
+            window.messages(history, [], RunParameters())
+        history.append(ChatMessage.assistant("more"))
+        history.append(ChatMessage.user("again"))
+        with django_assert_num_queries(0):
+            window.messages(history, [], RunParameters())
+    assert len(StubSummarizer.calls) == 1
