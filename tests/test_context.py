@@ -337,6 +337,19 @@ def test_summarize_needs_a_summary_provider() -> None:
 
 
 @pytest.mark.django_db
+def test_a_run_strategy_needs_a_known_context_window() -> None:
+    settings = providers(None)
+    del settings["PROVIDERS"]["default"]["MODEL_INFO"]
+    with override_settings(LLM_CONVERSATIONS=settings), pytest.raises(RunStateError) as caught:
+        ToolLoopService().start(create_conversation(), "x", context_strategy="truncate")
+    assert (caught.value.code, caught.value.field) == (
+        "context_window_unknown",
+        "context_strategy",
+    )
+    assert not Run.objects.exists()
+
+
+@pytest.mark.django_db
 def test_streamed_runs_are_fitted_too() -> None:
     with override_settings(LLM_CONVERSATIONS=providers("truncate")):
         conversation = conversation_of(60)

@@ -72,12 +72,13 @@ def entry_strategy(provider: str | None) -> ContextStrategy | None:
         return None  # the system check (E041) reports it
 
 
-def check_strategy(value: object) -> str:
+def check_strategy(value: object, provider: str | None = None, model: str = "") -> str:
     """A run's ``context_strategy`` input as stored ("" for the entry's own).
 
     Raises :class:`RunStateError` ``invalid_context_strategy`` for an unknown
-    value and ``summary_provider_missing`` for ``summarize`` without a
-    ``SUMMARY_PROVIDER``.
+    value, ``summary_provider_missing`` for ``summarize`` without a
+    ``SUMMARY_PROVIDER``, and ``context_window_unknown`` when ``model`` of the
+    entry ``provider`` has no known context window to fit to.
     """
     if value is None or value == "":
         return ""
@@ -92,6 +93,14 @@ def check_strategy(value: object) -> str:
         raise RunStateError(
             "summary_provider_missing",
             "context_strategy 'summarize' needs the SUMMARY_PROVIDER setting.",
+            field="context_strategy",
+        )
+    info = model_info(provider, model) if model else None
+    if model and (info is None or info.context_window is None):
+        raise RunStateError(
+            "context_window_unknown",
+            f"no context window is known for the model {model!r}: set 'context_window' "
+            "in its provider entry's MODEL_INFO.",
             field="context_strategy",
         )
     return value

@@ -163,7 +163,6 @@ class ToolLoopService:
         (docs/context.md).
         """
         user_turn = _user_turn(message)
-        strategy = check_strategy(context_strategy)
         rules = None if user is None else policy.run_policy()
         limit = policy.default_iterations(user, rules) if max_iterations is None else max_iterations
         if isinstance(limit, bool) or not isinstance(limit, int):
@@ -191,6 +190,7 @@ class ToolLoopService:
             asked = policy.RunRequest(name, model, tuple(offered.names()), limit)
             policy.check_run(user, asked, rules)
         backend.check_parameters(chosen, name=name, tools=offered.names())
+        strategy = check_strategy(context_strategy, name, chosen.model or backend.model)
         conversation_id = conversation_pk(conversation)
         check_start(conversation_id)
         try:
