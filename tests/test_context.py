@@ -366,7 +366,7 @@ def test_streamed_runs_are_fitted_too() -> None:
 
 
 @pytest.mark.django_db
-def test_the_stored_summary_is_read_once_per_execution(
+def test_the_stored_summary_and_the_anchor_are_read_once_per_execution(
     django_assert_num_queries: Any,
 ) -> None:
     from llm_conversations.parameters import RunParameters
@@ -379,10 +379,37 @@ def test_the_stored_summary_is_read_once_per_execution(
         history = load_messages(conversation.pk)
         window = ContextWindow.for_run(run, "echo", RunParameters())
         assert window is not None
-        with django_assert_num_queries(1):
+        with django_assert_num_queries(2):  # the summary, the earlier call's usage
             window.messages(history, [], RunParameters())
         history.append(ChatMessage.assistant("more"))
         history.append(ChatMessage.user("again"))
         with django_assert_num_queries(0):
             window.messages(history, [], RunParameters())
     assert len(StubSummarizer.calls) == 1
+
+
+@pytest.mark.django_db
+def test_the_first_call_of_a_run_is_anchored_on_the_conversations_last_call() -> None:
+    from llm_conversations.completions import CompletionResponse as Reply
+    from llm_conversations.parameters import RunParameters
+    from llm_conversations.services import append_completion
+    from llm_conversations.services.context import ContextWindow
+
+    with override_settings(LLM_CONVERSATIONS=providers("truncate", window=100_000)):
+        conversation = create_conversation(messages=long_history(5))
+        history = load_messages(conversation.pk)
+        fitter = ContextFitter(100_000)
+        fitter.extend(history)
+        sent_then = fitter.sent_tokens(0, 3)  # REPLY_OVERHEAD: no tools, no instructions
+        reported = sent_then + 40  # the provider counted 40 more than estimated
+        append_completion(conversation, Reply(content="ok", usage=Usage(reported, 2)))
+        run = ToolLoopService().start(conversation, "next question")
+        history = load_messages(conversation.pk)
+        window = ContextWindow.for_run(run, "echo", RunParameters())
+        assert window is not None
+        window.messages(history, [], RunParameters())
+    assert window.cut is not None
+    fitter.extend(history)
+    # The report plus the estimate of what came after the call it answered.
+    assert window.cut.estimated == reported + fitter.tokens(len(history) - 2)
+    assert window.cut.raw == fitter.sent_tokens(0, 3)

@@ -28,7 +28,7 @@ from llm_conversations.context import (
 from llm_conversations.exceptions import RunStateError
 from llm_conversations.messages import ChatMessage, Role
 from llm_conversations.model_info import call_cost, model_info
-from llm_conversations.models import ConversationSummary, Run
+from llm_conversations.models import ConversationSummary, Message, Run
 from llm_conversations.parameters import RunParameters
 from llm_conversations.providers import get_provider
 from llm_conversations.text import storable_text
@@ -168,6 +168,7 @@ class ContextWindow:
         self.cut: Cut | None = None
         self._summary: ConversationSummary | None = None
         self._summary_read = False
+        self._anchor_read = False
         self._fixed: dict[tuple[str, ...], int] = {}
 
     @classmethod
@@ -205,6 +206,31 @@ class ContextWindow:
             )
         return self._summary
 
+    def _earlier_anchor(self, end: int, fixed: int) -> Anchor | None:
+        """The anchor of the conversation's latest answered call before this
+        execution: its reply's ``input_tokens`` against what it sent (from its
+        run's first position sent up to the reply), estimated now. ``None``
+        when it sent a summary (its size then is not kept) or reported nothing.
+        One query, once per execution."""
+        self._anchor_read = True
+        latest = (
+            Message.objects.filter(
+                conversation_id=self.run.conversation_id, role=Role.ASSISTANT, position__lt=end
+            )
+            .order_by("-position")
+            .values(
+                "position", "input_tokens", "run__context_first_position", "run__context_summary"
+            )
+            .first()
+        )
+        if latest is None or not latest["input_tokens"] or latest["run__context_summary"]:
+            return None
+        start = latest["run__context_first_position"] or 0
+        position = latest["position"]
+        # What it sent, estimated: from its start to the end, less what came after.
+        raw = self.fitter.sent_tokens(start, fixed) - self.fitter.tokens(position)
+        return Anchor(latest["input_tokens"], max(1, raw), start, position)
+
     def messages(
         self,
         history: Sequence[ChatMessage],
@@ -214,6 +240,8 @@ class ContextWindow:
         """What the next call sends; raises ``ContextOverflow`` when nothing fits."""
         self.fitter.extend(history)
         fixed = self._fixed_tokens(tools, parameters.instructions)
+        if self.anchor is None and not self._anchor_read:
+            self.anchor = self._earlier_anchor(len(history), fixed)
         summary = None
         known: dict[str, Any] = {}
         if self.strategy is ContextStrategy.SUMMARIZE:
