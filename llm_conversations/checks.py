@@ -10,7 +10,8 @@ One function per concern, each id stable:
 - :func:`check_providers`: E010 ``PROVIDERS`` not a non-empty dict, E015
   ``DEFAULT_PROVIDER`` not a key of it, E009 ``TITLE_PROVIDER`` neither
   ``None`` nor a key of it, and the rules of each entry
-  (E011-E014, E016-E019, E040 ``MODEL_INFO``, W010) from
+  (E011-E014, E016-E019, E040 ``MODEL_INFO``, E041 ``CONTEXT_STRATEGY``, W010, W041
+  a context strategy without a context window) from
   :func:`~llm_conversations.providers.registry.provider_entry_problems`, which
   ``build_provider()`` applies too.
 - :func:`check_tools`: E020 a ``TOOLS`` entry is not a usable tool, E021 two
@@ -22,7 +23,8 @@ One function per concern, each id stable:
 - :func:`check_run_limits`: E050 ``RUN_POLICY`` is not a dotted path to a
   policy class, E051 ``RUN_RATE`` neither ``None`` nor a DRF rate
   (``"20/min"``), E052 ``MAX_ACTIVE_RUNS_PER_USER`` neither ``None`` nor a
-  positive integer.
+  positive integer, E060 a budget (``USER_DAILY_BUDGET``, ``USER_MONTHLY_BUDGET``,
+  ``CONVERSATION_BUDGET``) not a limit, E061 ``BUDGET_HOOK`` not a callable.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning
 from django.utils.module_loading import import_string
 
+from llm_conversations.budgets import limit_problems
 from llm_conversations.conf import (
     DEFAULTS,
     DURATIONS,
@@ -146,7 +149,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
 def check_providers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E010 PROVIDERS not a non-empty dict, E015 DEFAULT_PROVIDER unknown, E009
-    TITLE_PROVIDER unknown, plus each entry."""
+    TITLE_PROVIDER unknown, E042 SUMMARY_PROVIDER unknown or missing, plus each entry."""
     providers = raw_setting("PROVIDERS")
     if not isinstance(providers, Mapping) or not providers:
         return [
@@ -176,9 +179,40 @@ def check_providers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
                 id="llm_conversations.E009",
             )
         )
+    errors.extend(_summary_provider_errors(providers))
     for name, entry in providers.items():
         errors.extend(_as_check_message(p) for p in provider_entry_problems(entry, str(name)))
     return errors
+
+
+def _summary_provider_errors(providers: Mapping[Any, Any]) -> list[CheckMessage]:
+    """E042: SUMMARY_PROVIDER unknown, or missing while an entry summarizes."""
+    summary = raw_setting("SUMMARY_PROVIDER")
+    configured = ", ".join(sorted(map(str, providers)))
+    if summary is not None and (not isinstance(summary, str) or summary not in providers):
+        return [
+            Error(
+                f"LLM_CONVERSATIONS['SUMMARY_PROVIDER'] is {summary!r}, "
+                "neither None nor a key of PROVIDERS.",
+                hint=f"Configured: {configured}.",
+                id="llm_conversations.E042",
+            )
+        ]
+    summarizing = [
+        str(name)
+        for name, entry in providers.items()
+        if isinstance(entry, Mapping) and entry.get("CONTEXT_STRATEGY") == "summarize"
+    ]
+    if summary is None and summarizing:
+        return [
+            Error(
+                f"PROVIDERS entries {', '.join(map(repr, summarizing))} use the 'summarize' "
+                "CONTEXT_STRATEGY, but LLM_CONVERSATIONS['SUMMARY_PROVIDER'] is not set.",
+                hint=f"Name the entry that writes summaries; configured: {configured}.",
+                id="llm_conversations.E042",
+            )
+        ]
+    return []
 
 
 def check_tools(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
@@ -256,7 +290,8 @@ def check_mcp_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
 
 
 def check_run_limits(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """E050 RUN_POLICY unusable, E051 RUN_RATE not a rate, E052 MAX_ACTIVE_RUNS_PER_USER."""
+    """E050 RUN_POLICY unusable, E051 RUN_RATE not a rate, E052 MAX_ACTIVE_RUNS_PER_USER,
+    E060 a budget, E061 BUDGET_HOOK."""
     errors: list[CheckMessage] = []
     path = raw_setting("RUN_POLICY")
     problem = _policy_problem(path)
@@ -286,6 +321,40 @@ def check_run_limits(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
                 id="llm_conversations.E052",
             )
         )
+    return errors + _budget_errors()
+
+
+def _budget_errors() -> list[CheckMessage]:
+    """E060 a budget setting is not a limit; E061 BUDGET_HOOK is not a callable."""
+    errors: list[CheckMessage] = []
+    for name in ("USER_DAILY_BUDGET", "USER_MONTHLY_BUDGET", "CONVERSATION_BUDGET"):
+        errors.extend(
+            Error(
+                message,
+                hint="None, or {'tokens': 100000} and/or {'cost': '5.00'} (US dollars).",
+                id="llm_conversations.E060",
+            )
+            for message in limit_problems(raw_setting(name), f"LLM_CONVERSATIONS[{name!r}]")
+        )
+    hook = raw_setting("BUDGET_HOOK")
+    if hook is not None:
+        problem = None
+        try:
+            if not isinstance(hook, str) or "." not in hook:
+                problem = f"must be None or a dotted path; got {hook!r}."
+            elif not callable(import_string(hook)):
+                problem = f"{hook!r} is not callable."
+        except ImportError as exc:
+            problem = f"{hook!r} cannot be imported: {exc}"
+        if problem:
+            errors.append(
+                Error(
+                    f"LLM_CONVERSATIONS['BUDGET_HOOK'] {problem}",
+                    hint="A dotted path to a function taking a user and returning "
+                    "{'daily': ..., 'monthly': ..., 'conversation': ...}.",
+                    id="llm_conversations.E061",
+                )
+            )
     return errors
 
 

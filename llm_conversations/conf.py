@@ -17,6 +17,9 @@ DEFAULTS: dict[str, Any] = {
     "DEFAULT_PROVIDER": "default",
     # The PROVIDERS entry that writes automatic titles; None: no automatic titles.
     "TITLE_PROVIDER": None,
+    # The PROVIDERS entry that writes the summaries of the "summarize" context
+    # strategy (docs/context.md); None: that strategy is unavailable.
+    "SUMMARY_PROVIDER": None,
     "TOOLS": [],
     # Tool servers spoken to over the Model Context Protocol (docs/mcp.md).
     "MCP_SERVERS": {},
@@ -59,6 +62,14 @@ DEFAULTS: dict[str, Any] = {
     "RUN_RATE": None,
     # Active (queued, running, waiting) runs one user may have; None: no limit.
     "MAX_ACTIVE_RUNS_PER_USER": None,
+    # Budgets (docs/costs.md#budgets): None, or {"tokens": int, "cost": "5.00"}
+    # (either or both) per user per UTC day, per user per UTC month, and per
+    # conversation; BUDGET_HOOK: a dotted path to a callable(user) returning a
+    # user's own {"daily": ..., "monthly": ..., "conversation": ...}.
+    "USER_DAILY_BUDGET": None,
+    "USER_MONTHLY_BUDGET": None,
+    "CONVERSATION_BUDGET": None,
+    "BUDGET_HOOK": None,
 }
 
 # Seconds, or None for no limit.
@@ -133,6 +144,7 @@ class Settings:
     PROVIDERS: _Setting[dict[str, dict[str, Any]]] = _Setting(dict)
     DEFAULT_PROVIDER: _Setting[str] = _Setting(str)
     TITLE_PROVIDER: _Setting[str | None] = _Setting(_optional(str))
+    SUMMARY_PROVIDER: _Setting[str | None] = _Setting(_optional(str))
     TOOLS: _Setting[list[str]] = _Setting(list)
     MCP_SERVERS: _Setting[dict[str, Any]] = _Setting(dict)
     MCP_TOOLS_TTL: _Setting[float] = _Setting(float)
@@ -161,6 +173,10 @@ class Settings:
     RUN_POLICY: _Setting[str] = _Setting(str)
     RUN_RATE: _Setting[str | None] = _Setting(_optional(str))
     MAX_ACTIVE_RUNS_PER_USER: _Setting[int | None] = _Setting(_optional(int))
+    USER_DAILY_BUDGET: _Setting[dict[str, Any] | None] = _Setting(_optional(dict))
+    USER_MONTHLY_BUDGET: _Setting[dict[str, Any] | None] = _Setting(_optional(dict))
+    CONVERSATION_BUDGET: _Setting[dict[str, Any] | None] = _Setting(_optional(dict))
+    BUDGET_HOOK: _Setting[str | None] = _Setting(_optional(str))
 
 
 conf = Settings()

@@ -13,6 +13,8 @@ from typing import Any, ClassVar, Self
 
 __all__ = [
     "AuthenticationError",
+    "BudgetExceeded",
+    "ContextOverflow",
     "ConversationBusy",
     "FeedbackError",
     "ForkError",
@@ -92,6 +94,22 @@ class ConversationBusy(LLMConversationsError):
 
     def __init__(self, message: str = "another run of this conversation is still active.") -> None:
         super().__init__("conversation_busy", message)
+
+
+class BudgetExceeded(LLMConversationsError):
+    """A user's or a conversation's budget is spent, or the next model call would
+    go past it (``budget_exceeded``); nothing was sent."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("budget_exceeded", message)
+
+
+class ContextOverflow(LLMConversationsError):
+    """What a model call would send does not fit the model's context window
+    (``context_overflow``); nothing was sent."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("context_overflow", message)
 
 
 class FeedbackError(LLMConversationsError, ValueError):

@@ -23,6 +23,7 @@ from llm_conversations.models import Conversation, Message, Run
 from llm_conversations.providers import EchoProvider
 from llm_conversations.services import ToolLoopService, append_completion, create_conversation
 from tests import loop_tools
+from tests.test_context import long_history, providers
 
 pytestmark = pytest.mark.django_db
 
@@ -639,3 +640,21 @@ def test_costs_in_the_lists_the_run_timeline_and_the_transcript(staff_client: Cl
     assert '<span class="llmconv-cost">0.0200000000 USD</span>' in transcript
     runs = staff_client.get(reverse("admin:llm_conversations_run_changelist"))
     assert '<td class="field-cost">0.0200000000</td>' in runs.content.decode()
+
+
+def test_transcript_marks_where_a_fitted_run_cut_the_history(staff_client: Client) -> None:
+    with override_settings(LLM_CONVERSATIONS=providers("truncate")):
+        conversation = create_conversation(title="long", messages=long_history(60))
+        run = ToolLoopService().send(conversation, "and now?")
+        html = staff_client.get(change_url(conversation)).content.decode()
+    first = run.context_first_position
+    assert first
+    marker = (
+        '<div class="llmconv-cut-marker">Run 1 left out the messages above (context window) '
+        "and sent the messages from here on</div>"
+    )
+    assert html.count('class="llmconv-cut-marker"') == 1
+    # The marker stands right before the first message sent.
+    after = html[html.index(marker) :]
+    next_message = after[after.index('id="message-') :]
+    assert next_message.startswith(f'id="message-{first}"')

@@ -60,6 +60,15 @@ BROKEN: dict[str, tuple[Any, bool]] = {
         entry(BACKEND="ollama", MODEL="m", MODEL_INFO={"m": {"context_window": 0}}),
         True,
     ),
+    "llm_conversations.E041": (
+        entry(BACKEND="ollama", MODEL="m", CONTEXT_STRATEGY="shrink"),
+        True,
+    ),
+    "llm_conversations.W041": (
+        entry(BACKEND="ollama", MODEL="m", CONTEXT_STRATEGY="truncate"),
+        True,
+    ),
+    "llm_conversations.E042": ({"SUMMARY_PROVIDER": "missing"}, True),
     "llm_conversations.E020": ({"TOOLS": ["no_such_module.tool"]}, True),
     "llm_conversations.E021": ({"TOOLS": [f"{FIXTURES}.add", f"{FIXTURES}.another_add"]}, True),
     "llm_conversations.E030": ({"MCP_SERVERS": {"a.b": {"COMMAND": "x"}}}, True),
@@ -75,6 +84,8 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.E050": ({"RUN_POLICY": "tests.no_such_module.Policy"}, True),
     "llm_conversations.E051": ({"RUN_RATE": "20 per minute"}, True),
     "llm_conversations.E052": ({"MAX_ACTIVE_RUNS_PER_USER": 0}, True),
+    "llm_conversations.E060": ({"USER_DAILY_BUDGET": {"tokens": "many"}}, True),
+    "llm_conversations.E061": ({"BUDGET_HOOK": "tests.no_such_module.limits"}, True),
 }
 
 
@@ -319,6 +330,44 @@ def test_e040_invalid_model_info(model_info: Any) -> None:
     ]
 
 
+def test_e041_and_w041_context_strategy() -> None:
+    assert provider_ids(entry(BACKEND="ollama", MODEL="m", CONTEXT_STRATEGY=1)) == [
+        "llm_conversations.E041"
+    ]
+    # A model of the shipped defaults, or one given a context window: no warning.
+    known = entry(BACKEND="openai", MODEL="gpt-4o", API_KEY="k", CONTEXT_STRATEGY="error")
+    assert provider_ids(known) == []
+    given = entry(
+        BACKEND="ollama",
+        MODEL="m",
+        MODELS=["n"],
+        MODEL_INFO={"m": {"context_window": 8192}, "n": {"context_window": 4096}},
+        CONTEXT_STRATEGY="truncate",
+    )
+    assert provider_ids(given) == []
+    one_blind = entry(
+        BACKEND="ollama",
+        MODEL="m",
+        MODELS=["n"],
+        MODEL_INFO={"m": {"context_window": 8192}},
+        CONTEXT_STRATEGY="truncate",
+    )
+    with override_settings(LLM_CONVERSATIONS=one_blind):
+        (warning,) = check_providers()
+    assert warning.id == "llm_conversations.W041"
+    assert "'n'" in warning.msg
+    assert "'m'" not in warning.msg
+
+
+def test_e042_summary_provider() -> None:
+    summarizing = entry(BACKEND="openai", MODEL="gpt-4o", API_KEY="k", CONTEXT_STRATEGY="summarize")
+    assert provider_ids(summarizing) == ["llm_conversations.E042"]
+    assert provider_ids({**summarizing, "SUMMARY_PROVIDER": "p"}) == []
+    assert provider_ids({**entry(BACKEND="ollama", MODEL="m"), "SUMMARY_PROVIDER": 3}) == [
+        "llm_conversations.E042"
+    ]
+
+
 def test_e040_valid_model_info_passes() -> None:
     model_info = {
         "m": {
@@ -417,3 +466,27 @@ def test_e042_max_active_runs_must_be_a_positive_integer(limit: Any) -> None:
 def test_e042_accepts_none_and_positive_integers(limit: Any) -> None:
     with override_settings(LLM_CONVERSATIONS={"MAX_ACTIVE_RUNS_PER_USER": limit}):
         assert check_run_limits() == []
+
+
+# Budgets (E060, E061) ----------------------------------------------------------
+
+
+def limit_ids(value: dict[str, Any]) -> list[str]:
+    with override_settings(LLM_CONVERSATIONS=value):
+        return [message.id for message in check_run_limits()]
+
+
+@pytest.mark.parametrize(
+    "name", ["USER_DAILY_BUDGET", "USER_MONTHLY_BUDGET", "CONVERSATION_BUDGET"]
+)
+def test_e060_budgets(name: str) -> None:
+    assert limit_ids({name: {"tokens": 1000, "cost": "5.00"}}) == []
+    assert limit_ids({name: None}) == []
+    assert limit_ids({name: {"cost": 5.0}}) == ["llm_conversations.E060"]
+    assert limit_ids({name: 1000}) == ["llm_conversations.E060"]
+
+
+def test_e061_budget_hook() -> None:
+    assert limit_ids({"BUDGET_HOOK": "tests.test_budgets.own_limits"}) == []
+    assert limit_ids({"BUDGET_HOOK": "own_limits"}) == ["llm_conversations.E061"]
+    assert limit_ids({"BUDGET_HOOK": "tests.test_budgets.REPLY"}) == ["llm_conversations.E061"]

@@ -15,12 +15,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import llm_conversations.budgets as budgets_module
 import llm_conversations.completions as completions_module
+import llm_conversations.context as context_module
 import llm_conversations.deprecation as deprecation_module
 import llm_conversations.exceptions as exceptions_module
 import llm_conversations.messages as messages_module
 import llm_conversations.parameters as parameters_module
 import llm_conversations.structured as structured_module
+import llm_conversations.tokens as tokens_module
 import llm_conversations.tool_calls as tool_calls_module
 import llm_conversations.tool_specs as tool_specs_module
 from llm_conversations.completions import CompletionResponse, Usage
@@ -44,6 +47,9 @@ PURE_MODULES = [
     deprecation_module,
     parameters_module,
     structured_module,
+    tokens_module,
+    context_module,
+    budgets_module,
 ]
 
 

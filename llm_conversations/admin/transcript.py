@@ -57,6 +57,9 @@ class TranscriptEntry:
     calls: list[TranscriptCall] = field(default_factory=list)
     run: RunSummary | None = None
     feedback: list[Feedback] = field(default_factory=list)
+    # Runs whose last model call sent the history from this message on (the
+    # turns before it left out, or replaced by a summary): where the cut is.
+    cuts: list[RunSummary] = field(default_factory=list)
 
 
 @dataclass
@@ -108,6 +111,11 @@ def transcript(
     ``feedback`` goes with the messages it rates.
     """
     by_run = {summary.run.pk: summary for summary in runs}
+    cuts: dict[int, list[RunSummary]] = {}
+    for marked in runs:
+        first = marked.run.context_first_position
+        if first:  # 0 or None: the whole conversation was sent
+            cuts.setdefault(first, []).append(marked)
     ratings: dict[Any, list[Feedback]] = {}
     for item in feedback:
         ratings.setdefault(item.message_id, []).append(item)
@@ -118,7 +126,9 @@ def transcript(
         if message.role == "tool" and message.tool_call_id in open_calls:
             open_calls.pop(message.tool_call_id).result = message
             continue
-        entry = TranscriptEntry(message, feedback=ratings.get(message.pk, []))
+        entry = TranscriptEntry(
+            message, feedback=ratings.get(message.pk, []), cuts=cuts.get(message.position, [])
+        )
         if message.run_id is not None and message.run_id != previous_run:
             entry.run = by_run.get(message.run_id)
         previous_run = message.run_id

@@ -49,6 +49,7 @@ _STATUS_BY_CODE = {
     "tool_not_permitted": 403,
     "max_iterations_not_permitted": 403,
     "too_many_active_runs": 429,
+    "budget_exceeded": 429,
     "conversation_busy": 409,
     "run_not_waiting": 409,
     "run_not_active": 409,

@@ -21,6 +21,7 @@ from llm_conversations.models.runs import (
     TerminationReason,
     WaitReason,
 )
+from llm_conversations.models.summaries import ConversationSummary
 
 __all__ = [
     "ACTIVE_RUN_STATUSES",
@@ -29,6 +30,7 @@ __all__ = [
     "MESSAGE_FIELDS",
     "ROLE_CHOICES",
     "Conversation",
+    "ConversationSummary",
     "Decision",
     "Feedback",
     "IdempotencyKey",

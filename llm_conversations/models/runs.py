@@ -63,6 +63,8 @@ class TerminationReason(models.TextChoices):
     LENGTH = "length", _("output limit reached")
     INVALID_OUTPUT = "invalid_output", _("the answer did not match the response format")
     CANCELLED = "cancelled", _("cancelled")
+    CONTEXT_OVERFLOW = "context_overflow", _("the conversation did not fit the context window")
+    BUDGET_EXCEEDED = "budget_exceeded", _("a budget would be exceeded")
 
 
 class WaitReason(models.TextChoices):
@@ -140,6 +142,29 @@ class Run(models.Model):
     # Dollars: the sum of its priced turns' costs.
     cost = models.DecimalField(
         _("cost"), max_digits=COST_DIGITS, decimal_places=COST_DECIMALS, default=Decimal(0)
+    )
+    # Fitting the context window (docs/context.md): the strategy asked for
+    # ("" = the provider entry's CONTEXT_STRATEGY), and what the last model
+    # call sent: its first message's position after kept system messages (0:
+    # all), the summary sent in place of the turns before it, its estimated
+    # input tokens and the provider's count.
+    context_strategy = models.CharField(_("context strategy"), max_length=20, blank=True)
+    context_first_position = models.PositiveIntegerField(
+        _("first position sent"), null=True, blank=True
+    )
+    context_summary = models.ForeignKey(
+        "llm_conversations.ConversationSummary",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("summary sent"),
+    )
+    context_estimated_tokens = models.PositiveIntegerField(
+        _("estimated input tokens"), null=True, blank=True
+    )
+    context_reported_tokens = models.PositiveIntegerField(
+        _("reported input tokens"), null=True, blank=True
     )
     error_type = models.CharField(_("error type"), max_length=100, blank=True)
     error_message = models.TextField(_("error message"), blank=True)

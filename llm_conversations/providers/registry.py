@@ -19,7 +19,8 @@ from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
 from llm_conversations.conf import conf
-from llm_conversations.model_info import model_info_problems
+from llm_conversations.context import ContextStrategy
+from llm_conversations.model_info import DEFAULT_MODEL_INFO, model_info_problems
 
 from .anthropic import AnthropicProvider
 from .base import (
@@ -69,6 +70,7 @@ ENTRY_KEYS = frozenset(
         "OPTIONS",
         "MODELS",
         "MODEL_INFO",
+        "CONTEXT_STRATEGY",
     }
 )
 
@@ -125,6 +127,42 @@ def _is_non_negative_number(value: object) -> bool:
 def is_non_negative_integer(value: object) -> bool:
     """A count that may be zero (``True`` is a mistake here, not 1)."""
     return not isinstance(value, bool) and isinstance(value, int) and value >= 0
+
+
+def _context_problems(entry: Mapping[str, Any], where: str) -> list[EntryProblem]:
+    """E041 an unknown ``CONTEXT_STRATEGY``; W041 fitting on for a model without a
+    known context window (its calls are then sent whole)."""
+    strategy = entry.get("CONTEXT_STRATEGY")
+    if strategy is None:
+        return []
+    choices = [s.value for s in ContextStrategy]
+    if strategy not in choices:
+        return [
+            EntryProblem(
+                "llm_conversations.E041",
+                f"{where}['CONTEXT_STRATEGY'] must be one of {', '.join(choices)} (or None); "
+                f"got {strategy!r}.",
+            )
+        ]
+    configured = entry.get("MODEL_INFO")
+    known = configured if isinstance(configured, Mapping) else {}
+    models = [entry.get("MODEL"), *(entry.get("MODELS") or ())]
+    blind = [
+        m
+        for m in models
+        if isinstance(m, str)
+        and not (known.get(m) or DEFAULT_MODEL_INFO.get(m) or {}).get("context_window")
+    ]
+    if not blind:
+        return []
+    return [
+        EntryProblem(
+            "llm_conversations.W041",
+            f"{where} fits calls to the context window, but no context window is known "
+            f"for {', '.join(map(repr, blind))}: their calls are sent whole.",
+            hint="Set 'context_window' in the entry's MODEL_INFO.",
+        )
+    ]
 
 
 def provider_entry_problems(entry: object, name: str | None = None) -> list[EntryProblem]:
@@ -227,6 +265,7 @@ def provider_entry_problems(entry: object, name: str | None = None) -> list[Entr
             )
             for message in model_info_problems(entry["MODEL_INFO"], where)
         )
+    problems.extend(_context_problems(entry, where))
     if backend == "echo" and not settings.DEBUG:
         problems.append(
             EntryProblem(

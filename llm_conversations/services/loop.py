@@ -21,7 +21,13 @@ from django.db import IntegrityError, transaction
 
 from llm_conversations.completions import CompletionResponse, FinishReason
 from llm_conversations.conf import conf
-from llm_conversations.exceptions import ConversationBusy, RunStateError, ToolError
+from llm_conversations.exceptions import (
+    BudgetExceeded,
+    ContextOverflow,
+    ConversationBusy,
+    RunStateError,
+    ToolError,
+)
 from llm_conversations.messages import (
     ChatMessage,
     InvalidMessage,
@@ -44,6 +50,8 @@ from llm_conversations.providers import (
     get_provider,
 )
 from llm_conversations.services import answers, leases, policy, run_events, run_log, runs
+from llm_conversations.services.budgets import BudgetGuard, check_start
+from llm_conversations.services.context import ContextWindow, check_strategy
 from llm_conversations.services.events import (
     LoopEvent,
     MessageStored,
@@ -132,6 +140,7 @@ class ToolLoopService:
         max_iterations: int | None = None,
         background: bool = False,
         user: Any = None,
+        context_strategy: str | None = None,
         **parameters: Unpack[RunParameterInput],
     ) -> Run:
         """Store the user turn and a queued run, atomically; execute it with :meth:`execute`,
@@ -147,6 +156,11 @@ class ToolLoopService:
         With a ``user`` the run policy applies (``RUN_POLICY``: omitted tools
         and limit default to what it permits; ``RunNotPermitted`` for more)
         and so does ``MAX_ACTIVE_RUNS_PER_USER`` (``TooManyActiveRuns``).
+        ``BudgetExceeded`` when the conversation's owner or the conversation has
+        spent a budget (docs/costs.md#budgets). ``context_strategy`` (``"error"``,
+        ``"truncate"``, ``"summarize"``)
+        overrides the provider entry's ``CONTEXT_STRATEGY`` for this run
+        (docs/context.md).
         """
         user_turn = _user_turn(message)
         rules = None if user is None else policy.run_policy()
@@ -176,7 +190,9 @@ class ToolLoopService:
             asked = policy.RunRequest(name, model, tuple(offered.names()), limit)
             policy.check_run(user, asked, rules)
         backend.check_parameters(chosen, name=name, tools=offered.names())
+        strategy = check_strategy(context_strategy, name, chosen.model or backend.model)
         conversation_id = conversation_pk(conversation)
+        check_start(conversation_id)
         try:
             with transaction.atomic():
                 # Under the conversation's lock, an active run is seen before
@@ -188,6 +204,7 @@ class ToolLoopService:
                     provider=name,
                     model=backend.model,
                     max_iterations=limit,
+                    context_strategy=strategy,
                 )
                 run.offered_tools = offered.specs()
                 run.run_parameters = chosen
@@ -241,6 +258,12 @@ class ToolLoopService:
         try:
             with leases.Heartbeat(row) as heartbeat:
                 yield from self._rounds(row, stream, deadline, heartbeat)
+        except ContextOverflow as exc:
+            reason = TerminationReason.CONTEXT_OVERFLOW
+            yield RunFailed(runs.finish(row, RunStatus.FAILED, reason, exc, where=mine))
+        except BudgetExceeded as exc:
+            reason = TerminationReason.BUDGET_EXCEEDED
+            yield RunFailed(runs.finish(row, RunStatus.FAILED, reason, exc, where=mine))
         except ProviderError as exc:
             reason = TerminationReason.PROVIDER_ERROR
             yield RunFailed(runs.finish(row, RunStatus.FAILED, reason, exc, where=mine))
@@ -268,6 +291,9 @@ class ToolLoopService:
         # After a lost worker, a call an earlier attempt logged as started may have run.
         ran_before = run_events.started_call_ids(run.pk) if run.attempts > 1 else set()
         logged: set[str] = set()  # calls this execution logged as started
+        model = parameters.model or provider.model
+        window = ContextWindow.for_run(run, model, parameters)
+        guard = BudgetGuard.for_run(run, model)
         while True:
             # Every write below is conditional on the lease; the heartbeat
             # notices a cancel or a takeover while nothing is written.
@@ -319,7 +345,17 @@ class ToolLoopService:
             response: CompletionResponse | None = None
             text = run_log.TextBuffer(run)
             offer = [] if closing else specs
-            for event in self._call(provider, history, offer, stream, asked):
+            # Fitted to the context window before anything is sent; the stored
+            # conversation stays whole.
+            sent = history if window is None else window.messages(history, offer, asked)
+            if guard is not None:
+                estimate = (
+                    guard.estimate(history, offer, asked.instructions)
+                    if window is None or window.cut is None
+                    else window.cut.estimated
+                )
+                guard.check(estimate)
+            for event in self._call(provider, sent, offer, stream, asked):
                 if isinstance(event, CompletionResponse):
                     response = event
                     written = text.flush()
@@ -344,8 +380,14 @@ class ToolLoopService:
             # Calls that will run at once are logged as started with the turn.
             calls = list(response.tool_calls)
             starting = [] if runs.waiting_calls(calls, offered, run) else calls
+            fitted = None if window is None else window.fields(response.usage.input_tokens)
             reply = runs.store_reply(
-                run, response, history=history, starting=starting, **answers.stored(verdict)
+                run,
+                response,
+                history=history,
+                starting=starting,
+                context=fitted,
+                **answers.stored(verdict),
             )
             if reply is None:
                 return

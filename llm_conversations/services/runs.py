@@ -186,6 +186,7 @@ def store_reply(
     starting: Sequence[ToolCall] = (),
     parsed: Any = None,
     metadata: dict[str, Any] | None = None,
+    context: Mapping[str, Any] | None = None,
 ) -> Message | None:
     """Count the model call and store its turn; ``None`` if the run stopped meanwhile.
 
@@ -193,7 +194,9 @@ def store_reply(
     the lease, and ``starting`` (calls of this turn about to run) are logged
     as ``tool_call.started`` with the turn. ``history``, the conversation as
     the loop holds it, spares the store re-reading it. ``parsed`` and
-    ``metadata`` are what a judged final answer adds.
+    ``metadata`` are what a judged final answer adds; ``context``, the ``Run``
+    columns recording what the call sent (``ContextWindow.fields``), are set in
+    the same update.
     """
     usage = response.usage
     # Priced before the transaction: the prices in force when the reply came.
@@ -209,6 +212,7 @@ def store_reply(
             cached_tokens=F("cached_tokens") + (usage.cached_tokens or 0),
             cost=F("cost") + (cost or Decimal(0)),
             lease_expires_at=lease_expiry(),
+            **(context or {}),
         )
         if not counted:
             return None

@@ -101,6 +101,15 @@ class RunStartFields(RunOptionsSerializer):
 class RunCreateSerializer(RunStartFields, RunParameterFields):
     """Start a run: store the user turn, then answer it with the tool loop."""
 
+    context_strategy = serializers.ChoiceField(
+        choices=["error", "truncate", "summarize"],
+        required=False,
+        help_text=(
+            "What to do when the conversation exceeds the model's context window "
+            "(docs/context.md); the provider entry's `CONTEXT_STRATEGY` when omitted."
+        ),
+    )
+
 
 class RunRetrySerializer(StrictTypes[Any]):
     """Run a failed run again, from its stored turns, as a new attempt."""
@@ -158,6 +167,32 @@ class RunErrorSerializer(serializers.Serializer[Run]):
 _UTC = datetime.UTC
 
 
+class RunContextSerializer(serializers.Serializer[Run]):
+    """What the run's last model call sent, when its history was fitted to the window."""
+
+    strategy = serializers.CharField(
+        source="context_strategy",
+        allow_blank=True,
+        help_text="The run's own strategy; empty: the provider entry's.",
+    )
+    first_position = serializers.IntegerField(
+        source="context_first_position",
+        allow_null=True,
+        help_text="Position of the first message sent after kept system messages (0: all).",
+    )
+    summary = serializers.IntegerField(
+        source="context_summary_id",
+        allow_null=True,
+        help_text="The id of the summary sent in place of the earlier turns.",
+    )
+    estimated_tokens = serializers.IntegerField(source="context_estimated_tokens", allow_null=True)
+    reported_tokens = serializers.IntegerField(
+        source="context_reported_tokens",
+        allow_null=True,
+        help_text="The provider's count of the call's input tokens.",
+    )
+
+
 class RunSerializer(serializers.Serializer[Run]):
     """One execution of the tool loop."""
 
@@ -166,7 +201,7 @@ class RunSerializer(serializers.Serializer[Run]):
     status = serializers.ChoiceField(choices=RunStatus.values)
     termination_reason = serializers.SerializerMethodField(
         help_text="completed, max_iterations, content_filter, length, provider_error, "
-        "invalid_output, timeout, worker_lost, error or cancelled."
+        "invalid_output, context_overflow, timeout, worker_lost, error or cancelled."
     )
     provider = serializers.CharField(allow_blank=True)
     model = serializers.CharField(allow_blank=True)
@@ -185,6 +220,7 @@ class RunSerializer(serializers.Serializer[Run]):
         decimal_places=COST_DECIMALS,
         help_text="US dollars its model calls cost (calls without prices count 0).",
     )
+    fitting = RunContextSerializer(source="*")
     pending_tool_calls = PendingToolCallSerializer(source="waiting_calls", many=True)
     decisions = serializers.DictField(
         child=serializers.ChoiceField(choices=Decision.values),

@@ -299,6 +299,7 @@ class RunViewSet(RunViews):
                 max_iterations=options.get("max_iterations"),
                 background=background,
                 user=request.user,
+                context_strategy=options.get("context_strategy"),
                 **cast(RunParameterInput, serializer.parameters()),
             )
         except InvalidMessage as exc:
