@@ -20,6 +20,7 @@ class LLMConversationsConfig(AppConfig):
         register(Tags.compatibility)(checks.check_tools)
         register(Tags.compatibility)(checks.check_mcp_servers)
         register(Tags.compatibility)(checks.check_run_limits)
+        register(Tags.compatibility)(checks.check_attachments)
         # Work that must not delay a response (automatic titles) runs after it.
         request_started.connect(
             after_response.open_scope, dispatch_uid="llm_conversations.after_response.open"

@@ -23,6 +23,11 @@ One function per concern, each id stable:
   policy class, E051 ``RUN_RATE`` neither ``None`` nor a DRF rate
   (``"20/min"``), E052 ``MAX_ACTIVE_RUNS_PER_USER`` neither ``None`` nor a
   positive integer.
+- :func:`check_attachments`: E070 ``ATTACHMENT_MAX_BYTES``, E071
+  ``ATTACHMENT_TYPES`` (a list of supported types), E072
+  ``ATTACHMENT_MAX_PIXELS``, E073 ``ATTACHMENT_MAX_PDF_PAGES`` (each a positive
+  integer), E074 ``ORPHAN_ATTACHMENT_HOURS`` neither ``None`` nor a positive
+  integer.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from llm_conversations.conf import (
     POSITIVE_INTEGERS,
     raw_setting,
 )
+from llm_conversations.content_parts import SUPPORTED_TYPES
 from llm_conversations.providers.registry import (
     EntryProblem,
     is_non_negative_integer,
@@ -52,6 +58,7 @@ from llm_conversations.tools import ToolError, load_tool
 from llm_conversations.tools.mcp_config import MISSING_SDK, mcp_installed, mcp_server_problems
 
 __all__ = [
+    "check_attachments",
     "check_mcp_servers",
     "check_providers",
     "check_run_limits",
@@ -284,6 +291,44 @@ def check_run_limits(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
                 "LLM_CONVERSATIONS['MAX_ACTIVE_RUNS_PER_USER'] must be None or a positive "
                 f"integer; got {limit!r}.",
                 id="llm_conversations.E052",
+            )
+        )
+    return errors
+
+
+def check_attachments(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E070-E073 the attachment limits and types, E074 ``ORPHAN_ATTACHMENT_HOURS``."""
+    errors: list[CheckMessage] = []
+    for name, check_id in (
+        ("ATTACHMENT_MAX_BYTES", "llm_conversations.E070"),
+        ("ATTACHMENT_MAX_PIXELS", "llm_conversations.E072"),
+        ("ATTACHMENT_MAX_PDF_PAGES", "llm_conversations.E073"),
+    ):
+        value = raw_setting(name)
+        if not _is_positive_integer(value):
+            errors.append(
+                Error(
+                    f"LLM_CONVERSATIONS['{name}'] must be a positive integer; got {value!r}.",
+                    id=check_id,
+                )
+            )
+    types = raw_setting("ATTACHMENT_TYPES")
+    if not isinstance(types, list | tuple | set | frozenset) or not set(types) <= SUPPORTED_TYPES:
+        errors.append(
+            Error(
+                "LLM_CONVERSATIONS['ATTACHMENT_TYPES'] must be a list of MIME types among "
+                f"{', '.join(sorted(SUPPORTED_TYPES))}; got {types!r}.",
+                hint="An empty list refuses every upload.",
+                id="llm_conversations.E071",
+            )
+        )
+    hours = raw_setting("ORPHAN_ATTACHMENT_HOURS")
+    if not _is_optional_positive_integer(hours):
+        errors.append(
+            Error(
+                "LLM_CONVERSATIONS['ORPHAN_ATTACHMENT_HOURS'] must be None or a positive "
+                f"integer; got {hours!r}.",
+                id="llm_conversations.E074",
             )
         )
     return errors

@@ -30,7 +30,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 
 from llm_conversations.messages import ChatMessage, Role
 from llm_conversations.models import (
-    MESSAGE_FIELDS,
+    MESSAGE_COLUMNS,
     Conversation,
     Feedback,
     Message,
@@ -105,7 +105,7 @@ def select_conversations(
 _MESSAGE_COLUMNS = (
     "id",
     "conversation_id",
-    *MESSAGE_FIELDS,
+    *MESSAGE_COLUMNS,
     "run_id",
     "provider",
     "model",
@@ -204,7 +204,7 @@ def _run_record(run: Run) -> dict[str, Any]:
 
 
 def _chat(row: Mapping[str, Any]) -> ChatMessage:
-    return chat_message_from_row(*(row[name] for name in MESSAGE_FIELDS))
+    return chat_message_from_row(*(row[name] for name in MESSAGE_COLUMNS))
 
 
 def _message_record(row: Mapping[str, Any], feedback: list[dict[str, Any]]) -> dict[str, Any]:
