@@ -13,7 +13,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from llm_conversations.content_parts import FilePart, ImagePart, TextPart
-from llm_conversations.exceptions import InvalidAttachment, InvalidMessage
+from llm_conversations.exceptions import InvalidAttachment, InvalidImport, InvalidMessage
 from llm_conversations.messages import ChatMessage, ToolCall
 from llm_conversations.models import Attachment, Conversation, Message, MessageAttachment
 from llm_conversations.services import (
@@ -28,8 +28,11 @@ from llm_conversations.services.attachments import (
     orphaned_attachments,
     purge_orphaned_attachments,
 )
+from llm_conversations.services.export import finetune_records, full_records, select_conversations
 from llm_conversations.services.forks import fork
+from llm_conversations.services.importing import Importer
 from llm_conversations.services.loop import ToolLoopService
+from llm_conversations.services.retention import Deleted, purge_conversations
 
 from .attachment_files import image_bytes, pdf_bytes
 
@@ -499,3 +502,58 @@ def test_an_attachment_a_message_shows_cannot_be_deleted(owner: User, image: Att
     )
     with pytest.raises(Exception, match="protected"), transaction.atomic():
         image.delete()
+
+
+def test_purging_conversations_purges_the_attachments_they_showed(
+    owner: User, image: Attachment, media_root: Path
+) -> None:
+    conversation = create_conversation(owner=owner)
+    append_messages(
+        conversation,
+        [{"role": "user", "content": [{"type": "image", "attachment_id": str(image.pk)}]}],
+    )
+    long_ago = timezone.now() - timedelta(days=60)
+    Conversation.objects.filter(pk=conversation.pk).update(updated_at=long_ago)
+    Attachment.objects.filter(pk=image.pk).update(created_at=long_ago)
+    assert purge_conversations(timezone.now() - timedelta(days=30)) == Deleted(
+        conversations=1, messages=1, attachments=1
+    )
+    assert not Attachment.objects.exists()
+    assert stored_files(media_root) == []
+
+
+# Export and import ----------------------------------------------------------------
+
+
+def test_export_carries_attachments_by_reference_and_imports_back(
+    owner: User, image: Attachment
+) -> None:
+    conversation = create_conversation(owner=owner)
+    ref = {"type": "image", "attachment_id": str(image.pk)}
+    append_messages(
+        conversation,
+        [{"role": "user", "content": [ref]}, {"role": "assistant", "content": "red"}],
+    )
+    [record] = full_records(select_conversations())
+    first, answer = record["messages"]
+    assert first["content"] == [ref]
+    assert first["attachments"] == [
+        {
+            "id": str(image.pk),
+            "filename": "red.png",
+            "mime_type": "image/png",
+            "size": image.size,
+            "sha256": image.sha256,
+        }
+    ]
+    assert answer["attachments"] == []
+    assert list(finetune_records(select_conversations())) == []
+    Conversation.objects.all().delete()
+    imported = Importer().import_record(record)
+    assert imported is not None
+    assert list(imported.messages.get(position=0).attachments.all()) == [image]
+    Conversation.objects.all().delete()
+    record["messages"][0]["attachments"] = []
+    with pytest.raises(InvalidImport) as info:
+        Importer().import_record(record)
+    assert (info.value.code, info.value.field) == ("invalid_import", "messages[0].attachments")

@@ -11,7 +11,8 @@ transaction, so no lock is held for long and writers carry on in between.
 
 Conversations idle (no new message) for ``CONVERSATION_RETENTION_DAYS`` are
 purged by :func:`purge_conversations` (``manage.py purge_conversations`` and
-the ``purge_conversations`` task), and a user's conversations by
+the ``purge_conversations`` task), which then deletes the attachments no
+message shows, after ``ORPHAN_ATTACHMENT_HOURS``, files included, and a user's conversations by
 :func:`delete_user_data`; both go through :func:`delete_conversations`, which
 applies the store's rule in bulk: a conversation with an active run is never
 deleted (see :func:`llm_conversations.services.store.delete_conversation`).
@@ -20,7 +21,7 @@ deleted (see :func:`llm_conversations.services.store.delete_conversation`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -40,6 +41,7 @@ from llm_conversations.models import (
     RunEvent,
     RunStatus,
 )
+from llm_conversations.services.attachments import purge_orphaned_attachments
 from llm_conversations.services.idempotency import expired_before
 
 __all__ = [
@@ -132,10 +134,12 @@ def prune(now: datetime | None = None) -> Pruned:
 
 @dataclass(frozen=True)
 class Deleted:
-    """How many conversations (and messages with them) were deleted."""
+    """How many conversations (and messages with them) were deleted, and how many
+    orphaned attachments (:func:`purge_conversations` only)."""
 
     conversations: int
     messages: int
+    attachments: int = 0
 
 
 def conversation_cutoff(now: datetime | None = None, days: int | None = None) -> datetime | None:
@@ -204,13 +208,16 @@ def purge_conversations(
     progress: Callable[[int], None] | None = None,
 ) -> Deleted:
     """Delete the conversations idle since before ``older_than`` (default
-    :func:`conversation_cutoff`; nothing when conversations are kept forever)."""
+    :func:`conversation_cutoff`; none when conversations are kept forever), then
+    the attachments no message shows any more, uploaded more than
+    ``ORPHAN_ATTACHMENT_HOURS`` ago, with their files."""
     cutoff = conversation_cutoff() if older_than is None else older_than
-    if cutoff is None:
-        return Deleted(conversations=0, messages=0)
-    return delete_conversations(
-        idle_conversations(cutoff), batch_size=batch_size, progress=progress
-    )
+    deleted = Deleted(conversations=0, messages=0)
+    if cutoff is not None:
+        deleted = delete_conversations(
+            idle_conversations(cutoff), batch_size=batch_size, progress=progress
+        )
+    return replace(deleted, attachments=purge_orphaned_attachments())
 
 
 @dataclass(frozen=True)
