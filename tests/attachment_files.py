@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import struct
+import zlib
 
 from PIL import Image
 
@@ -26,3 +28,14 @@ def pdf_bytes(pages: int = 1) -> bytes:
         ),
     ]
     return b"%PDF-1.4\n" + b"\n".join(objects) + b"\ntrailer << /Root 1 0 R >>\n%%EOF\n"
+
+
+def bomb_bytes(width: int = 100_000, height: int = 100_000) -> bytes:
+    """A small valid PNG whose header claims ``width`` x ``height`` pixels."""
+    buffer = io.BytesIO()
+    Image.new("1", (8, 8)).save(buffer, format="PNG")
+    data = bytearray(buffer.getvalue())
+    header = b"IHDR" + struct.pack(">II", width, height) + bytes(data[24:29])
+    data[12:29] = header
+    data[29:33] = struct.pack(">I", zlib.crc32(header))
+    return bytes(data)

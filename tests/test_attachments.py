@@ -34,7 +34,7 @@ from llm_conversations.services.importing import Importer
 from llm_conversations.services.loop import ToolLoopService
 from llm_conversations.services.retention import Deleted, purge_conversations
 
-from .attachment_files import image_bytes, pdf_bytes
+from .attachment_files import bomb_bytes, image_bytes, pdf_bytes
 
 
 @pytest.fixture(autouse=True)
@@ -311,6 +311,10 @@ def _hostile() -> list[tuple[Any, str | None, str, dict[str, Any]]]:
             "image_too_large",
             {"ATTACHMENT_MAX_PIXELS": 1_000_000},
         ),
+        # Claims 10^10 pixels in 68 bytes: refused from the header, over
+        # Pillow's own limit too, and at the default ATTACHMENT_MAX_PIXELS.
+        (bomb_bytes(), None, "image_too_large", {}),
+        (bomb_bytes(6000, 5000), None, "image_too_large", {}),
         (png, None, "attachment_too_large", {"ATTACHMENT_MAX_BYTES": 100}),
         (png, None, "unsupported_type", {"ATTACHMENT_TYPES": ["application/pdf"]}),
         (pdf_bytes()[:-10], None, "invalid_pdf", {}),
@@ -557,3 +561,20 @@ def test_export_carries_attachments_by_reference_and_imports_back(
     with pytest.raises(InvalidImport) as info:
         Importer().import_record(record)
     assert (info.value.code, info.value.field) == ("invalid_import", "messages[0].attachments")
+
+
+def test_a_part_the_provider_cannot_take_fails_the_run_before_any_request(
+    settings: Any, owner: User
+) -> None:
+    settings.LLM_CONVERSATIONS = {
+        "PROVIDERS": {"local": {"BACKEND": "ollama", "MODEL": "llava"}},
+        "DEFAULT_PROVIDER": "local",
+    }
+    spec = create_attachment(owner, pdf_bytes(), filename="spec.pdf")[0]
+    conversation = create_conversation(owner=owner)
+    message = {"role": "user", "content": [{"type": "file", "attachment_id": str(spec.pk)}]}
+    run = ToolLoopService().send(conversation, message)
+    assert (run.status, run.termination_reason) == ("failed", "provider_error")
+    assert run.error_type == "UnsupportedContent"
+    assert run.error_message == "ollama cannot take file parts in user messages (messages[0])."
+    assert [m.role for m in load_messages(conversation)] == ["user"]

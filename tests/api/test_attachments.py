@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from llm_conversations.models import Attachment, Conversation, Message
 from llm_conversations.services import create_conversation
 
-from ..attachment_files import image_bytes, pdf_bytes
+from ..attachment_files import bomb_bytes, image_bytes, pdf_bytes
 
 URL = "/api/attachments/"
 
@@ -82,6 +82,8 @@ def test_metadata_and_content_are_the_owners_only(
         (b"<svg xmlns='http://www.w3.org/2000/svg'/>", "image/svg+xml", "unsupported_type"),
         (image_bytes("PNG"), "image/gif", "type_mismatch"),
         (image_bytes("PNG")[:60], "image/png", "invalid_image"),
+        (bomb_bytes(), "image/png", "image_too_large"),
+        (pdf_bytes()[:-8], "application/pdf", "invalid_pdf"),
     ],
 )
 def test_hostile_uploads_are_400_and_store_nothing(
