@@ -32,7 +32,7 @@ from llm_conversations.services.export import finetune_records, full_records, se
 from llm_conversations.services.forks import fork
 from llm_conversations.services.importing import Importer
 from llm_conversations.services.loop import ToolLoopService
-from llm_conversations.services.retention import Deleted, purge_conversations
+from llm_conversations.services.retention import Deleted, delete_user_data, purge_conversations
 
 from .attachment_files import bomb_bytes, image_bytes, pdf_bytes
 
@@ -476,7 +476,7 @@ def test_a_tool_result_image_is_stored(owner: User, image: Attachment) -> None:
 
 
 def test_orphaned_attachments_are_purged_with_their_files(
-    owner: User, image: Attachment, media_root: Path
+    owner: User, image: Attachment, media_root: Path, django_capture_on_commit_callbacks: Any
 ) -> None:
     shown = create_attachment(owner, image_bytes("GIF"), filename="shown.gif")[0]
     conversation = create_conversation(owner=owner)
@@ -487,7 +487,8 @@ def test_orphaned_attachments_are_purged_with_their_files(
     later = timezone.now() + timedelta(hours=25)
     assert list(orphaned_attachments(later)) == [image]
     assert purge_orphaned_attachments(timezone.now() - timedelta(hours=1)) == 0
-    assert purge_orphaned_attachments(later) == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        assert purge_orphaned_attachments(later) == 1
     assert list(Attachment.objects.all()) == [shown]
     assert [path.name for path in stored_files(media_root)] == [Path(shown.file.name).name]
 
@@ -509,7 +510,7 @@ def test_an_attachment_a_message_shows_cannot_be_deleted(owner: User, image: Att
 
 
 def test_purging_conversations_purges_the_attachments_they_showed(
-    owner: User, image: Attachment, media_root: Path
+    owner: User, image: Attachment, media_root: Path, django_capture_on_commit_callbacks: Any
 ) -> None:
     conversation = create_conversation(owner=owner)
     append_messages(
@@ -519,9 +520,9 @@ def test_purging_conversations_purges_the_attachments_they_showed(
     long_ago = timezone.now() - timedelta(days=60)
     Conversation.objects.filter(pk=conversation.pk).update(updated_at=long_ago)
     Attachment.objects.filter(pk=image.pk).update(created_at=long_ago)
-    assert purge_conversations(timezone.now() - timedelta(days=30)) == Deleted(
-        conversations=1, messages=1, attachments=1
-    )
+    with django_capture_on_commit_callbacks(execute=True):
+        deleted = purge_conversations(timezone.now() - timedelta(days=30))
+    assert deleted == Deleted(conversations=1, messages=1, attachments=1)
     assert not Attachment.objects.exists()
     assert stored_files(media_root) == []
 
@@ -578,3 +579,30 @@ def test_a_part_the_provider_cannot_take_fails_the_run_before_any_request(
     assert run.error_type == "UnsupportedContent"
     assert run.error_message == "ollama cannot take file parts in user messages (messages[0])."
     assert [m.role for m in load_messages(conversation)] == ["user"]
+
+
+def test_deleting_a_users_data_deletes_their_attachments_and_files(
+    owner: User, image: Attachment, media_root: Path, django_capture_on_commit_callbacks: Any
+) -> None:
+    conversation = create_conversation(owner=owner)
+    append_messages(
+        conversation,
+        [{"role": "user", "content": [{"type": "image", "attachment_id": str(image.pk)}]}],
+    )
+    create_attachment(owner, pdf_bytes(), filename="never-sent.pdf")
+    kept = create_attachment(User.objects.create(username="other"), pdf_bytes())[0]
+    with django_capture_on_commit_callbacks(execute=True):
+        deleted = delete_user_data(owner)
+    assert (deleted.conversations, deleted.attachments) == (1, 2)
+    assert list(Attachment.objects.all()) == [kept]
+    assert [path.name for path in stored_files(media_root)] == [Path(kept.file.name).name]
+
+
+def test_a_row_deleted_any_way_takes_its_file(
+    image: Attachment, media_root: Path, django_capture_on_commit_callbacks: Any
+) -> None:
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        image.owner.delete()  # type: ignore[union-attr]  # cascades to the attachment
+    assert len(callbacks) == 1
+    assert not Attachment.objects.exists()
+    assert stored_files(media_root) == []

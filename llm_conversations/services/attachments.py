@@ -42,6 +42,7 @@ __all__ = [
     "AttachmentInfo",
     "check_references",
     "create_attachment",
+    "delete_file_on_commit",
     "detect_type",
     "inspect_upload",
     "link_attachments",
@@ -357,12 +358,24 @@ def orphaned_attachments(older_than: datetime) -> QuerySet[Attachment]:
     return Attachment.objects.filter(created_at__lt=older_than).exclude(Exists(shown))
 
 
+def delete_file_on_commit(sender: Any, instance: Attachment, **kwargs: Any) -> None:
+    """``post_delete`` receiver: an attachment's file goes once its row's deletion commits.
+
+    Every way a row goes (a purge, a user deleted with their attachments, the
+    admin) takes its file with it; a rolled-back deletion keeps both.
+    """
+    name = instance.file.name
+    if name:
+        storage = instance.file.storage
+        transaction.on_commit(lambda: storage.delete(name))
+
+
 def purge_orphaned_attachments(older_than: datetime | None = None, *, batch_size: int = 100) -> int:
     """Delete :func:`orphaned_attachments` and their files; how many were deleted.
 
-    Each batch deletes the rows first (in a transaction that re-checks that no
-    message shows them: ``PROTECT`` refuses otherwise) and then their files,
-    so a file is never missing for a row that remains.
+    Each batch is one short transaction that re-checks that no message shows
+    the rows (``PROTECT`` refuses otherwise); the files go when it commits
+    (:func:`delete_file_on_commit`).
     """
     cutoff = orphan_cutoff() if older_than is None else older_than
     if cutoff is None:
@@ -370,19 +383,12 @@ def purge_orphaned_attachments(older_than: datetime | None = None, *, batch_size
     deleted = 0
     while True:
         batch = list(
-            orphaned_attachments(cutoff).order_by("pk").values_list("pk", "file")[:batch_size]
+            orphaned_attachments(cutoff).order_by("pk").values_list("pk", flat=True)[:batch_size]
         )
         if not batch:
             return deleted
         with transaction.atomic():
-            count, _ = orphaned_attachments(cutoff).filter(pk__in=[pk for pk, _ in batch]).delete()
-        remaining = set(
-            Attachment.objects.filter(pk__in=[pk for pk, _ in batch]).values_list("pk", flat=True)
-        )
-        storage = Attachment._meta.get_field("file").storage
-        for pk, name in batch:
-            if pk not in remaining and name:
-                storage.delete(name)
+            count, _ = orphaned_attachments(cutoff).filter(pk__in=batch).delete()
         deleted += count
         if len(batch) < batch_size:
             return deleted

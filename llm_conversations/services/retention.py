@@ -33,6 +33,7 @@ from llm_conversations.conf import conf
 from llm_conversations.exceptions import ConversationBusy
 from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,
+    Attachment,
     Conversation,
     Feedback,
     IdempotencyKey,
@@ -227,10 +228,12 @@ class UserDataDeleted:
     conversations: int
     messages: int
     feedback: int
+    attachments: int = 0
 
 
 def delete_user_data(user: Any, *, batch_size: int = CONVERSATION_BATCH_SIZE) -> UserDataDeleted:
-    """Delete every conversation ``user`` owns and every rating they gave.
+    """Delete every conversation ``user`` owns, every rating they gave and every
+    attachment they uploaded (files included).
 
     Raises :class:`~llm_conversations.exceptions.ConversationBusy` and deletes
     nothing while one of their conversations has an active run. A run started
@@ -248,6 +251,12 @@ def delete_user_data(user: Any, *, batch_size: int = CONVERSATION_BATCH_SIZE) ->
     deleted = delete_conversations(without_active_run(owned), batch_size=batch_size)
     with transaction.atomic():
         Feedback.objects.filter(user=user).delete()
+        # Only their own conversations could show them, and those are gone;
+        # the files go when this commits.
+        attachments, _ = Attachment.objects.filter(owner=user).delete()
     return UserDataDeleted(
-        conversations=deleted.conversations, messages=deleted.messages, feedback=given
+        conversations=deleted.conversations,
+        messages=deleted.messages,
+        feedback=given,
+        attachments=attachments,
     )
