@@ -11,8 +11,12 @@ class LLMConversationsConfig(AppConfig):
     def ready(self) -> None:
         # Imported here, not at the top, so loading the app config does not
         # import the provider and tool modules the checks need.
+        from django.db.models.signals import post_delete
+
         from llm_conversations import after_response, checks
+        from llm_conversations.models import Attachment
         from llm_conversations.services import titles
+        from llm_conversations.services.attachments import delete_file_on_commit
         from llm_conversations.signals import run_finished
 
         register(Tags.compatibility)(checks.check_settings)
@@ -20,6 +24,7 @@ class LLMConversationsConfig(AppConfig):
         register(Tags.compatibility)(checks.check_tools)
         register(Tags.compatibility)(checks.check_mcp_servers)
         register(Tags.compatibility)(checks.check_run_limits)
+        register(Tags.compatibility)(checks.check_attachments)
         # Work that must not delay a response (automatic titles) runs after it.
         request_started.connect(
             after_response.open_scope, dispatch_uid="llm_conversations.after_response.open"
@@ -28,3 +33,9 @@ class LLMConversationsConfig(AppConfig):
             after_response.run_queued, dispatch_uid="llm_conversations.after_response.run"
         )
         run_finished.connect(titles.on_run_finished, dispatch_uid="llm_conversations.titles")
+        # An attachment's file goes with its row, however the row goes.
+        post_delete.connect(
+            delete_file_on_commit,
+            sender=Attachment,
+            dispatch_uid="llm_conversations.attachment_files",
+        )

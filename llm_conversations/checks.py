@@ -25,6 +25,11 @@ One function per concern, each id stable:
   (``"20/min"``), E052 ``MAX_ACTIVE_RUNS_PER_USER`` neither ``None`` nor a
   positive integer, E060 a budget (``USER_DAILY_BUDGET``, ``USER_MONTHLY_BUDGET``,
   ``CONVERSATION_BUDGET``) not a limit, E061 ``BUDGET_HOOK`` not a callable.
+- :func:`check_attachments`: E070 ``ATTACHMENT_MAX_BYTES``, E071
+  ``ATTACHMENT_TYPES`` (a list of supported types), E072
+  ``ATTACHMENT_MAX_PIXELS``, E073 ``ATTACHMENT_MAX_PDF_PAGES`` (each a positive
+  integer), E074 ``ORPHAN_ATTACHMENT_HOURS`` neither ``None`` nor a positive
+  integer.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from llm_conversations.conf import (
     POSITIVE_INTEGERS,
     raw_setting,
 )
+from llm_conversations.content_parts import SUPPORTED_TYPES
 from llm_conversations.providers.registry import (
     EntryProblem,
     is_non_negative_integer,
@@ -55,6 +61,7 @@ from llm_conversations.tools import ToolError, load_tool
 from llm_conversations.tools.mcp_config import MISSING_SDK, mcp_installed, mcp_server_problems
 
 __all__ = [
+    "check_attachments",
     "check_mcp_servers",
     "check_providers",
     "check_run_limits",
@@ -355,6 +362,44 @@ def _budget_errors() -> list[CheckMessage]:
                     id="llm_conversations.E061",
                 )
             )
+    return errors
+
+
+def check_attachments(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E070-E073 the attachment limits and types, E074 ``ORPHAN_ATTACHMENT_HOURS``."""
+    errors: list[CheckMessage] = []
+    for name, check_id in (
+        ("ATTACHMENT_MAX_BYTES", "llm_conversations.E070"),
+        ("ATTACHMENT_MAX_PIXELS", "llm_conversations.E072"),
+        ("ATTACHMENT_MAX_PDF_PAGES", "llm_conversations.E073"),
+    ):
+        value = raw_setting(name)
+        if not _is_positive_integer(value):
+            errors.append(
+                Error(
+                    f"LLM_CONVERSATIONS['{name}'] must be a positive integer; got {value!r}.",
+                    id=check_id,
+                )
+            )
+    types = raw_setting("ATTACHMENT_TYPES")
+    if not isinstance(types, list | tuple | set | frozenset) or not set(types) <= SUPPORTED_TYPES:
+        errors.append(
+            Error(
+                "LLM_CONVERSATIONS['ATTACHMENT_TYPES'] must be a list of MIME types among "
+                f"{', '.join(sorted(SUPPORTED_TYPES))}; got {types!r}.",
+                hint="An empty list refuses every upload.",
+                id="llm_conversations.E071",
+            )
+        )
+    hours = raw_setting("ORPHAN_ATTACHMENT_HOURS")
+    if not _is_optional_positive_integer(hours):
+        errors.append(
+            Error(
+                "LLM_CONVERSATIONS['ORPHAN_ATTACHMENT_HOURS'] must be None or a positive "
+                f"integer; got {hours!r}.",
+                id="llm_conversations.E074",
+            )
+        )
     return errors
 
 

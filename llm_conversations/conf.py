@@ -70,6 +70,15 @@ DEFAULTS: dict[str, Any] = {
     "USER_MONTHLY_BUDGET": None,
     "CONVERSATION_BUDGET": None,
     "BUDGET_HOOK": None,
+    # Attachments (docs/attachments.md): the largest upload in bytes, the MIME
+    # types accepted (detected from the bytes), the most pixels an image may
+    # decode to (decompression bombs), the most pages of a PDF, and the hours
+    # an attachment no message shows is kept (None: kept forever).
+    "ATTACHMENT_MAX_BYTES": 10 * 1024 * 1024,
+    "ATTACHMENT_TYPES": ["image/png", "image/jpeg", "image/gif", "image/webp", "application/pdf"],
+    "ATTACHMENT_MAX_PIXELS": 25_000_000,
+    "ATTACHMENT_MAX_PDF_PAGES": 100,
+    "ORPHAN_ATTACHMENT_HOURS": 24,
 }
 
 # Seconds, or None for no limit.
@@ -177,6 +186,11 @@ class Settings:
     USER_MONTHLY_BUDGET: _Setting[dict[str, Any] | None] = _Setting(_optional(dict))
     CONVERSATION_BUDGET: _Setting[dict[str, Any] | None] = _Setting(_optional(dict))
     BUDGET_HOOK: _Setting[str | None] = _Setting(_optional(str))
+    ATTACHMENT_MAX_BYTES: _Setting[int] = _Setting(int)
+    ATTACHMENT_TYPES: _Setting[frozenset[str]] = _Setting(frozenset)
+    ATTACHMENT_MAX_PIXELS: _Setting[int] = _Setting(int)
+    ATTACHMENT_MAX_PDF_PAGES: _Setting[int] = _Setting(int)
+    ORPHAN_ATTACHMENT_HOURS: _Setting[int | None] = _Setting(_optional(int))
 
 
 conf = Settings()

@@ -19,6 +19,7 @@ __all__ = [
     "FeedbackError",
     "ForkError",
     "IdempotencyKeyError",
+    "InvalidAttachment",
     "InvalidImport",
     "InvalidMessage",
     "InvalidOutput",
@@ -35,6 +36,7 @@ __all__ = [
     "TooManyActiveRuns",
     "ToolArgumentsError",
     "ToolError",
+    "UnsupportedContent",
     "join_field",
 ]
 
@@ -86,6 +88,22 @@ class InvalidMessage(LLMConversationsError, ValueError):
     """A message, tool call or sequence of messages breaks a rule.
 
     ``field`` is ``None`` for rules about a whole sequence.
+    """
+
+
+class InvalidAttachment(LLMConversationsError, ValueError):
+    """An upload is refused, or a message refers to an attachment it cannot show.
+
+    Codes: ``attachment_too_large`` (over ``ATTACHMENT_MAX_BYTES``),
+    ``unsupported_type`` (bytes of no allowed type), ``type_mismatch`` (the
+    declared type is not what the bytes are), ``invalid_image`` (an image that
+    does not decode), ``image_too_large`` (over ``ATTACHMENT_MAX_PIXELS``),
+    ``invalid_pdf`` (a PDF without its header or end, or without pages),
+    ``too_many_pages`` (over ``ATTACHMENT_MAX_PDF_PAGES``), ``empty_file``,
+    ``missing_file`` (an upload without its ``file`` part), and
+    ``unknown_attachment`` (an attachment gone before a provider call). A
+    message naming an attachment it may not show is an :class:`InvalidMessage`
+    (``unknown_attachment``, ``attachment_kind_mismatch``, ``missing_attachment``).
     """
 
 
@@ -255,6 +273,15 @@ class RateLimitError(ProviderError):
 
 class InvalidRequestError(ProviderError):
     """The provider refused the request (any other 4xx); not retried."""
+
+
+class UnsupportedContent(InvalidRequestError):
+    """A message holds a content part the provider cannot take (code
+    ``unsupported_content``); raised before the request is sent."""
+
+    def __init__(self, message: str, *, provider: str = "") -> None:
+        super().__init__(message, provider=provider)
+        self.code = "unsupported_content"
 
 
 class ProviderUnavailableError(ProviderError):

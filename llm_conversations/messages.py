@@ -14,15 +14,27 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Self
 
+from llm_conversations.content_parts import (
+    ContentPart,
+    FilePart,
+    ImagePart,
+    TextPart,
+    check_parts,
+    parts_text,
+)
 from llm_conversations.deprecation import deprecated_method
 from llm_conversations.exceptions import InvalidMessage, join_field
 from llm_conversations.tool_calls import ToolCall, check_tool_calls
 
 __all__ = [
     "ChatMessage",
+    "ContentPart",
+    "FilePart",
+    "ImagePart",
     "InvalidMessage",
     "MessageInput",
     "Role",
+    "TextPart",
     "ToolCall",
     "as_chat_messages",
     "check_sequence",
@@ -63,17 +75,21 @@ _MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "is_
 class ChatMessage:
     """One turn of a conversation, for any of the four roles.
 
-    =========  ==============================  ============  ============
-    role       content                         tool_calls    tool_call_id
-    =========  ==============================  ============  ============
-    system     text, required                  forbidden     forbidden
-    user       text, required                  forbidden     forbidden
-    assistant  text, may be ``""``             optional      forbidden
-    tool       text (the result)               forbidden     required
-    =========  ==============================  ============  ============
+    =========  ==================================  ============  ============
+    role       content                             tool_calls    tool_call_id
+    =========  ==================================  ============  ============
+    system     text, required                      forbidden     forbidden
+    user       text, or text/image/file parts      forbidden     forbidden
+    assistant  text, may be ``""``                 optional      forbidden
+    tool       text, or text/image parts           forbidden     required
+    =========  ==================================  ============  ============
 
     ``is_error`` marks a tool result that reports a failure; it is allowed on
     tool turns only. Use the named constructors rather than the class itself.
+
+    Content given as a list of parts (:mod:`llm_conversations.content_parts`)
+    is kept in ``parts``, and ``content`` then holds the text of its text
+    parts (``""`` when there are none), so code that reads text keeps working.
     """
 
     role: Role
@@ -81,10 +97,22 @@ class ChatMessage:
     tool_calls: tuple[ToolCall, ...] | None = None
     tool_call_id: str | None = None
     is_error: bool = False
+    parts: tuple[ContentPart, ...] | None = None
 
     def __post_init__(self) -> None:
         role = _role(self.role)
         object.__setattr__(self, "role", role)
+        raw_parts: object = self.parts
+        if isinstance(self.content, list | tuple):
+            raw_parts = self.content
+        if raw_parts is not None:
+            if isinstance(raw_parts, str | bytes | Mapping) or not isinstance(raw_parts, Iterable):
+                raise InvalidMessage(
+                    "invalid_content", "content parts must be a list.", field="content"
+                )
+            parts = check_parts(role.value, raw_parts)
+            object.__setattr__(self, "parts", parts)
+            object.__setattr__(self, "content", parts_text(parts))
         tool_calls = self.tool_calls
         if tool_calls is not None:
             if role is not Role.ASSISTANT:
@@ -117,7 +145,7 @@ class ChatMessage:
             raise InvalidMessage(code, f"{role} message content must be a string.", field="content")
         # An assistant turn may be empty: beside tool calls, or as an empty
         # reply (a refusal, an output limit reached before any text).
-        if content == "" and role in (Role.SYSTEM, Role.USER):
+        if content == "" and role in (Role.SYSTEM, Role.USER) and self.parts is None:
             raise InvalidMessage(
                 "missing_content", f"{role} message content must not be empty.", field="content"
             )
@@ -153,9 +181,9 @@ class ChatMessage:
         return cls(Role.SYSTEM, content)
 
     @classmethod
-    def user(cls, content: str) -> Self:
-        """A user message."""
-        return cls(Role.USER, content)
+    def user(cls, content: str | Sequence[ContentPart | Mapping[str, Any]]) -> Self:
+        """A user message: text, or a list of text, image and file parts."""
+        return cls(Role.USER, content)  # type: ignore[arg-type]
 
     @classmethod
     def assistant(cls, content: str) -> Self:
@@ -170,9 +198,20 @@ class ChatMessage:
         return cls(Role.ASSISTANT, content if content is not None else "", tuple(tool_calls))
 
     @classmethod
-    def tool_result(cls, tool_call_id: str, content: str, *, is_error: bool = False) -> Self:
-        """A tool turn answering the call ``tool_call_id``."""
-        return cls(Role.TOOL, content, tool_call_id=tool_call_id, is_error=is_error)
+    def tool_result(
+        cls,
+        tool_call_id: str,
+        content: str | Sequence[ContentPart | Mapping[str, Any]],
+        *,
+        is_error: bool = False,
+    ) -> Self:
+        """A tool turn answering the call ``tool_call_id`` (text, or text and image parts)."""
+        return cls(
+            Role.TOOL,
+            content,  # type: ignore[arg-type]
+            tool_call_id=tool_call_id,
+            is_error=is_error,
+        )
 
     # Dict forms -----------------------------------------------------------
 
@@ -182,9 +221,14 @@ class ChatMessage:
         A plain message is exactly ``{"role", "content"}``. An assistant turn
         with calls adds ``tool_calls`` (arguments as JSON text, ``"{}"`` when
         empty) and sends empty content as ``null``; a tool turn adds
-        ``tool_call_id``. ``is_error`` is not part of this form.
+        ``tool_call_id``. ``is_error`` is not part of this form. Content parts
+        are sent as OpenAI content parts, images and files as data URLs (their
+        bytes must be loaded: ``unresolved_attachment`` otherwise).
         """
-        data: dict[str, Any] = {"role": self.role.value, "content": self.content}
+        content: Any = self.content
+        if self.parts is not None:
+            content = [part.to_wire() for part in self.parts]
+        data: dict[str, Any] = {"role": self.role.value, "content": content}
         if self.tool_calls is not None:
             data["content"] = self.content or None
             data["tool_calls"] = [call.to_wire() for call in self.tool_calls]
@@ -196,11 +240,14 @@ class ChatMessage:
         """The form kept in the database, one key per ``Message`` column.
 
         Always the five keys ``role``, ``content``, ``tool_calls`` (decoded
-        calls, or ``None``), ``tool_call_id`` and ``is_error``.
+        calls, or ``None``), ``tool_call_id`` and ``is_error``. Content parts
+        are a list of stored parts: images and files by ``attachment_id``.
         """
         return {
             "role": self.role.value,
-            "content": self.content,
+            "content": (
+                self.content if self.parts is None else [part.to_stored() for part in self.parts]
+            ),
             "tool_calls": (
                 [call.to_stored() for call in self.tool_calls] if self.tool_calls else None
             ),
@@ -218,7 +265,8 @@ class ChatMessage:
         """Read either form, :meth:`to_wire` or :meth:`to_stored`, into a validated message.
 
         Tool call arguments may be JSON text or objects; ``content`` may be
-        ``null`` or absent beside ``tool_calls``; ``None`` stands for an absent
+        ``null`` or absent beside ``tool_calls``, or a list of parts in either
+        form (images and files as data URLs or by ``attachment_id``); ``None`` stands for an absent
         ``tool_calls`` or ``tool_call_id``. An ``is_error`` key is read for tool
         messages. Unknown keys are refused.
         """

@@ -62,11 +62,16 @@ def prune_run_events() -> dict[str, int]:
 @task()
 def purge_conversations() -> dict[str, int]:
     """Delete conversations idle for longer than ``CONVERSATION_RETENTION_DAYS``, in
-    batches, never one with an active run; nothing while it is ``None`` (schedule it daily)."""
+    batches, never one with an active run; none while it is ``None``; then the
+    orphaned attachments (``ORPHAN_ATTACHMENT_HOURS``). Schedule it daily."""
     from llm_conversations.services.retention import purge_conversations as purge
 
     deleted = purge()
-    return {"conversations": deleted.conversations, "messages": deleted.messages}
+    return {
+        "conversations": deleted.conversations,
+        "messages": deleted.messages,
+        "attachments": deleted.attachments,
+    }
 
 
 @task()

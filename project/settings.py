@@ -114,6 +114,8 @@ USE_TZ = True
 STATIC_URL = "static/"
 LOGIN_URL = "admin:login"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# Uploaded attachments (the default storage); served only through the API.
+MEDIA_ROOT = Path(os.environ.get("DJANGO_MEDIA_ROOT", BASE_DIR / "media"))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     # Compressed copies from collectstatic, and no manifest: {% static %} works

@@ -6,6 +6,7 @@ demo's own tests run on the demo's settings instead.
 """
 
 import os
+import tempfile
 from pathlib import Path
 
 import dj_database_url
@@ -13,6 +14,8 @@ import dj_database_url
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = False
+# Uploaded attachments go to a directory of their own, never the checkout.
+MEDIA_ROOT = tempfile.mkdtemp(prefix="llm-conversations-media-")
 SECRET_KEY = "insecure-key-for-the-test-suite-only"
 ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
 

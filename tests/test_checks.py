@@ -17,6 +17,7 @@ from django.test import override_settings
 
 from llm_conversations import checks
 from llm_conversations.checks import (
+    check_attachments,
     check_mcp_servers,
     check_providers,
     check_run_limits,
@@ -86,6 +87,11 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.E052": ({"MAX_ACTIVE_RUNS_PER_USER": 0}, True),
     "llm_conversations.E060": ({"USER_DAILY_BUDGET": {"tokens": "many"}}, True),
     "llm_conversations.E061": ({"BUDGET_HOOK": "tests.no_such_module.limits"}, True),
+    "llm_conversations.E070": ({"ATTACHMENT_MAX_BYTES": 0}, True),
+    "llm_conversations.E071": ({"ATTACHMENT_TYPES": ["image/png", "image/svg+xml"]}, True),
+    "llm_conversations.E072": ({"ATTACHMENT_MAX_PIXELS": "many"}, True),
+    "llm_conversations.E073": ({"ATTACHMENT_MAX_PDF_PAGES": -1}, True),
+    "llm_conversations.E074": ({"ORPHAN_ATTACHMENT_HOURS": 0}, True),
 }
 
 
@@ -100,7 +106,15 @@ def without_sdk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
 
 
 @pytest.mark.parametrize(
-    "check", [check_settings, check_providers, check_tools, check_mcp_servers, check_run_limits]
+    "check",
+    [
+        check_settings,
+        check_providers,
+        check_tools,
+        check_mcp_servers,
+        check_run_limits,
+        check_attachments,
+    ],
 )
 def test_each_check_is_registered(check: Any) -> None:
     assert check in registry.get_checks()
@@ -490,3 +504,14 @@ def test_e061_budget_hook() -> None:
     assert limit_ids({"BUDGET_HOOK": "tests.test_budgets.own_limits"}) == []
     assert limit_ids({"BUDGET_HOOK": "own_limits"}) == ["llm_conversations.E061"]
     assert limit_ids({"BUDGET_HOOK": "tests.test_budgets.REPLY"}) == ["llm_conversations.E061"]
+
+
+@pytest.mark.parametrize("types", ["image/png", {"image/png": 1}, None])
+def test_attachment_types_must_be_a_list(types: Any) -> None:
+    with override_settings(LLM_CONVERSATIONS={"ATTACHMENT_TYPES": types}):
+        assert [error.id for error in check_attachments()] == ["llm_conversations.E071"]
+
+
+def test_the_attachment_defaults_pass() -> None:
+    with override_settings(LLM_CONVERSATIONS={"ORPHAN_ATTACHMENT_HOURS": None}):
+        assert check_attachments() == []

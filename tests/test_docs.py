@@ -33,6 +33,7 @@ from django.core.checks import ERROR, CheckMessage
 from django.test import RequestFactory, override_settings
 
 from llm_conversations.checks import (
+    check_attachments,
     check_mcp_servers,
     check_providers,
     check_run_limits,
@@ -115,6 +116,7 @@ def app_check_errors(llm_conversations: Any) -> list[CheckMessage]:
             *check_tools(),
             *check_mcp_servers(),
             *check_run_limits(),
+            *check_attachments(),
         ]
     return [message for message in messages if message.level >= ERROR]
 

@@ -176,7 +176,7 @@ class TestFinetuneForm:
 class TestFullForm:
     def test_every_stored_field(self, corpus: list[Conversation]) -> None:
         good = export("--user", "alice")[0]
-        assert (good["format"], good["version"], good["owner"]) == (FORMAT, 1, "alice")
+        assert (good["format"], good["version"], good["owner"]) == (FORMAT, 2, "alice")
         assert good["metadata"] == {"k": ["v", 1.5]}
         run = good["runs"][0]
         assert run["status"] == "completed"
@@ -212,15 +212,15 @@ class TestFullForm:
             assert len(lines) == 6
             return len(captured)
 
-        # The conversations' query, then messages, runs and feedback once a chunk.
-        assert queries(6) == 1 + 3
-        assert queries(3) == 1 + 3 * 2
-        assert queries(2) == 1 + 3 * 3
+        # The conversations' query, then messages, runs, attachments and feedback once a chunk.
+        assert queries(6) == 1 + 4
+        assert queries(3) == 1 + 4 * 2
+        assert queries(2) == 1 + 4 * 3
         for n in range(6):
             create_conversation(owner=alice, messages=[ChatMessage.user(f"more{n}")])
         with CaptureQueriesContext(connection) as captured:
             assert len(list(full_records(select_conversations(), chunk_size=12))) == 12
-        assert len(captured) == 1 + 3
+        assert len(captured) == 1 + 4
 
 
 class TestRoundTrip:
@@ -387,10 +387,13 @@ class TestImportValidation:
         data["runs"] = []
         assert self.refused(data).field == "messages[0].run"
         data = copy.deepcopy(base)
-        data["messages"][0]["attachments"] = []
+        del data["messages"][0]["attachments"]
+        assert "missing keys (attachments)" in self.refused(data).message
+        data = copy.deepcopy(base)
+        data["version"] = 1
         assert "unknown keys (attachments)" in self.refused(data).message
         data = copy.deepcopy(base)
-        data["version"] = 2
+        data["version"] = 3
         assert self.refused(data).code == "unsupported_version"
         data = copy.deepcopy(base)
         data["created_at"] = "2026-01-01T00:00:00"

@@ -128,12 +128,20 @@ class TestPurge:
 
     def test_the_periodic_task_purges(self, settings: Any) -> None:
         conversation(100, "old")
-        assert purge_task.enqueue().return_value == {"conversations": 0, "messages": 0}
+        assert purge_task.enqueue().return_value == {
+            "conversations": 0,
+            "messages": 0,
+            "attachments": 0,
+        }
         settings.LLM_CONVERSATIONS = {
             **settings.LLM_CONVERSATIONS,
             "CONVERSATION_RETENTION_DAYS": 7,
         }
-        assert purge_task.enqueue().return_value == {"conversations": 1, "messages": 2}
+        assert purge_task.enqueue().return_value == {
+            "conversations": 1,
+            "messages": 2,
+            "attachments": 0,
+        }
         assert not Conversation.objects.exists()
         assert not Feedback.objects.exists()
 

@@ -1,5 +1,5 @@
-"""The admin: conversations with a chat-like transcript, read-only messages, runs and
-feedback.
+"""The admin: conversations with a chat-like transcript, read-only messages, runs,
+attachments and feedback.
 
 ``ConversationAdmin`` is registered for ``Conversation`` and meant to be
 subclassed by host projects; see ``docs/admin.md``.
@@ -7,6 +7,7 @@ subclassed by host projects; see ``docs/admin.md``.
 
 from django.contrib import admin
 
+from llm_conversations.admin.attachments import AttachmentAdmin
 from llm_conversations.admin.conversations import ConversationAdmin, status_badge
 from llm_conversations.admin.feedback import FeedbackAdmin
 from llm_conversations.admin.history import HistoryAdmin, MessageAdmin, RunAdmin
@@ -17,14 +18,23 @@ from llm_conversations.admin.transcript import (
     summarise_runs,
     transcript,
 )
-from llm_conversations.models import Conversation, Feedback, Message, PendingCall, Run
+from llm_conversations.models import (
+    Attachment,
+    Conversation,
+    Feedback,
+    Message,
+    PendingCall,
+    Run,
+)
 
+admin.site.register(Attachment, AttachmentAdmin)
 admin.site.register(Conversation, ConversationAdmin)
 admin.site.register(Feedback, FeedbackAdmin)
 admin.site.register(Message, MessageAdmin)
 admin.site.register(Run, RunAdmin)
 
 __all__ = [
+    "AttachmentAdmin",
     "ConversationAdmin",
     "FeedbackAdmin",
     "HistoryAdmin",

@@ -24,9 +24,17 @@ from llm_conversations.admin.filters import (
     RunStateFilter,
     ToolErrorFilter,
 )
-from llm_conversations.admin.transcript import summarise_runs, transcript
+from llm_conversations.admin.transcript import shown_attachments, summarise_runs, transcript
 from llm_conversations.model_info import cost_text
-from llm_conversations.models import Conversation, Feedback, Message, Run, RunStatus, TitleSource
+from llm_conversations.models import (
+    Attachment,
+    Conversation,
+    Feedback,
+    Message,
+    Run,
+    RunStatus,
+    TitleSource,
+)
 from llm_conversations.services.costs import with_cost
 from llm_conversations.services.search import unquote_term
 
@@ -281,8 +289,10 @@ class ConversationAdmin(_ModelAdmin):
                     f"{site.name}:{Run._meta.app_label}_run_change", args=[summary.run.pk]
                 )
         opts = Message._meta
+        # Images and files of the messages shown: one query, none without parts.
+        shown = shown_attachments(rows, site.name) if site.is_registered(Attachment) else {}
         return {
-            "entries": transcript(rows, runs, feedback),
+            "entries": transcript(rows, runs, feedback, shown),
             "runs": runs,
             "hidden_messages": max(0, obj.message_count - len(rows)),
             "hidden_runs": max(0, total_runs - len(run_rows)),

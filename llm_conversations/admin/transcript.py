@@ -3,26 +3,74 @@
 The admin loads a conversation's messages and runs in one query each; these
 functions pair each tool result with the call it answers and summarise runs
 without touching the database again, so the page costs the same number of
-queries at any length.
+queries at any length (one more, for the attachments, when a message shown has
+images or files).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.urls import reverse
+
+from llm_conversations.content_parts import describe_size
 from llm_conversations.messages import ToolCall
 from llm_conversations.models import (
+    Attachment,
     Decision,
     Feedback,
     Message,
+    MessageAttachment,
     PendingCall,
     Run,
     RunStatus,
     WaitReason,
 )
+
+
+def attachment_content_url(attachment: Attachment, site_name: str = "admin") -> str:
+    """The admin URL of an attachment's bytes."""
+    opts = Attachment._meta
+    return reverse(f"{site_name}:{opts.app_label}_{opts.model_name}_content", args=[attachment.pk])
+
+
+@dataclass(frozen=True)
+class ShownAttachment:
+    """An attachment as the transcript shows it: a thumbnail or a link."""
+
+    attachment: Attachment
+    url: str
+
+    @property
+    def label(self) -> str:
+        """``spec.pdf (application/pdf, 12.0 KB)``."""
+        item = self.attachment
+        return f"{item.filename or item.pk} ({item.mime_type}, {describe_size(item.size)})"
+
+
+def shown_attachments(
+    messages: Iterable[Message], site_name: str = "admin"
+) -> dict[Any, list[ShownAttachment]]:
+    """The attachments each message shows, in part order, by message id.
+
+    One query, and none when no message has content parts.
+    """
+    rows = [message for message in messages if message.content_parts]
+    if not rows:
+        return {}
+    links = MessageAttachment.objects.filter(message__in=rows).select_related("attachment")
+    by_id = {(link.message_id, str(link.attachment_id)): link.attachment for link in links}
+    shown: dict[Any, list[ShownAttachment]] = {}
+    for message in rows:
+        for part in message.content_parts or ():
+            attachment = by_id.get((message.pk, str(part.get("attachment_id"))))
+            if attachment is not None:
+                url = attachment_content_url(attachment, site_name)
+                shown.setdefault(message.pk, []).append(ShownAttachment(attachment, url))
+    return shown
 
 
 def pretty_json(value: Any) -> str:
@@ -39,6 +87,8 @@ class TranscriptCall:
     arguments: str
     malformed: bool
     result: Message | None = None
+    # The images and files the result shows.
+    result_attachments: list[ShownAttachment] = field(default_factory=list)
     # Why the run waits on this call, if it does.
     waiting: WaitReason | None = None
     # The operator's decision on the call, if one was made.
@@ -60,6 +110,8 @@ class TranscriptEntry:
     # Runs whose last model call sent the history from this message on (the
     # turns before it left out, or replaced by a summary): where the cut is.
     cuts: list[RunSummary] = field(default_factory=list)
+    # The images and files the message shows.
+    attachments: list[ShownAttachment] = field(default_factory=list)
 
 
 @dataclass
@@ -103,13 +155,16 @@ def transcript(
     messages: Sequence[Message],
     runs: Sequence[RunSummary] = (),
     feedback: Iterable[Feedback] = (),
+    attachments: Mapping[Any, list[ShownAttachment]] | None = None,
 ) -> list[TranscriptEntry]:
     """Pair each tool result with the call it answers; unpaired results stay rows.
 
     ``messages`` are in position order. With ``runs``, calls a paused run waits
     on are marked, decisions are shown, and each run's first message is labelled;
-    ``feedback`` goes with the messages it rates.
+    ``feedback`` goes with the messages it rates, ``attachments`` (by message
+    id) with the messages that show them.
     """
+    by_message = attachments or {}
     by_run = {summary.run.pk: summary for summary in runs}
     cuts: dict[int, list[RunSummary]] = {}
     for marked in runs:
@@ -124,10 +179,15 @@ def transcript(
     previous_run: Any = None
     for message in messages:
         if message.role == "tool" and message.tool_call_id in open_calls:
-            open_calls.pop(message.tool_call_id).result = message
+            answered = open_calls.pop(message.tool_call_id)
+            answered.result = message
+            answered.result_attachments = by_message.get(message.pk, [])
             continue
         entry = TranscriptEntry(
-            message, feedback=ratings.get(message.pk, []), cuts=cuts.get(message.position, [])
+            message,
+            feedback=ratings.get(message.pk, []),
+            attachments=by_message.get(message.pk, []),
+            cuts=cuts.get(message.position, []),
         )
         if message.run_id is not None and message.run_id != previous_run:
             entry.run = by_run.get(message.run_id)

@@ -43,6 +43,25 @@ _ARGUMENTS_SCHEMA = {
 }
 
 
+_CONTENT_PARTS_SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "description": (
+        "Content parts (user and tool turns): text parts, and images and files by the id "
+        "of an uploaded attachment (docs/attachments.md)."
+    ),
+    "minItems": 1,
+    "items": {
+        "type": "object",
+        "properties": {
+            "type": {"type": "string", "enum": ["text", "image", "file"]},
+            "text": {"type": "string"},
+            "attachment_id": {"type": "string", "format": "uuid"},
+        },
+        "required": ["type"],
+    },
+}
+
+
 def message_input_schema() -> dict[str, Any]:
     """The request form of one message, with the limits the server enforces."""
     return {
@@ -50,7 +69,13 @@ def message_input_schema() -> dict[str, Any]:
         "description": "A message in the OpenAI form; arguments as JSON text or an object.",
         "properties": {
             "role": {"type": "string", "enum": ROLE_CHOICES},
-            "content": {"type": "string", "nullable": True, "maxLength": conf.MAX_MESSAGE_CHARS},
+            "content": {
+                "oneOf": [
+                    {"type": "string", "maxLength": conf.MAX_MESSAGE_CHARS},
+                    _CONTENT_PARTS_SCHEMA,
+                ],
+                "nullable": True,
+            },
             "tool_calls": {
                 "type": "array",
                 "items": {
@@ -101,6 +126,19 @@ def too_large(field: str) -> ApiError:
     )
 
 
+def content_chars(content: Any) -> int:
+    """The characters of a message's text: a string, or the text parts of a list."""
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(
+            len(part["text"])
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return 0
+
+
 def message_items(data: Any) -> list[Any]:
     """The messages of a message POST body: one message object or a list of them.
 
@@ -124,7 +162,7 @@ def message_items(data: Any) -> list[Any]:
     prefix = "" if single else "messages[{}]"
     for index, item in enumerate(items):
         content = item.get("content") if isinstance(item, dict) else None
-        if isinstance(content, str) and len(content) > conf.MAX_MESSAGE_CHARS:
+        if content_chars(content) > conf.MAX_MESSAGE_CHARS:
             raise too_large(join_field(prefix.format(index), "content") or "content")
         _check_argument_text(item, prefix.format(index))
     return items

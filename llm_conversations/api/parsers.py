@@ -46,9 +46,9 @@ def body_limit() -> int:
     return limit if django_limit is None else min(limit, django_limit)
 
 
-def body_too_large() -> ApiError:
-    """The error for a body over :func:`body_limit`, however it was sent."""
-    limit = body_limit()
+def body_too_large(limit: int | None = None) -> ApiError:
+    """The error for a body over ``limit`` (:func:`body_limit`), however it was sent."""
+    limit = body_limit() if limit is None else limit
     return ApiError(
         413,
         "too_large",
@@ -89,14 +89,20 @@ def _unlengthed_body(request: HttpRequest) -> IO[bytes] | HttpRequest | None:
 class BodyRequest(Request):
     """A DRF request whose body is read even without a ``Content-Length``.
 
-    A declared length over ``MAX_REQUEST_BYTES`` is refused before reading.
+    A declared length over ``MAX_REQUEST_BYTES`` (:meth:`max_bytes`) is
+    refused before reading.
     """
+
+    def max_bytes(self) -> int:
+        """The most bytes this request's body may have."""
+        return body_limit()
 
     @property
     def stream(self) -> Any:
         length = _declared_length(self._request)
-        if length is not None and length > body_limit():
-            raise body_too_large()
+        limit = self.max_bytes()
+        if length is not None and length > limit:
+            raise body_too_large(limit)
         found = super().stream
         if found is None and length is None:
             return _unlengthed_body(self._request)

@@ -22,6 +22,7 @@ MESSAGE_COLUMNS = (
     "position",
     "role",
     "content",
+    "content_parts",
     "tool_calls",
     "tool_call_id",
     "is_error",
@@ -47,10 +48,24 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
     matched their run's ``response_format``. ``feedback`` is the caller's
     rating when the row carries the ``FEEDBACK_COLUMNS`` of
     :func:`~llm_conversations.services.feedback.with_feedback`, else ``None``.
+    A message of content parts has them as ``content``, in their stored form
+    (images and files by ``attachment_id``; ``attachments/{id}/`` describes
+    each).
     """
-    data = chat_message_from_row(
-        row["role"], row["content"], row["tool_calls"], row["tool_call_id"], row["is_error"]
-    ).to_wire()
+    message = chat_message_from_row(
+        row["role"],
+        row["content"],
+        row["tool_calls"],
+        row["tool_call_id"],
+        row["is_error"],
+        row["content_parts"],
+    )
+    if message.parts is None:
+        data = message.to_wire()
+    else:
+        data = {"role": row["role"], "content": [part.to_stored() for part in message.parts]}
+        if message.tool_call_id is not None:
+            data["tool_call_id"] = message.tool_call_id
     assistant = row["role"] == Role.ASSISTANT
     data["id"] = row["id"]
     data["position"] = row["position"]

@@ -9,6 +9,7 @@ project's HTML one.
 from rest_framework.routers import SimpleRouter
 
 from llm_conversations.api.views import (
+    AttachmentViewSet,
     ChatViewSet,
     ConversationViewSet,
     ForkViewSet,
@@ -31,6 +32,7 @@ router.register(f"{_CONVERSATION}/messages", MessageViewSet, basename="message")
 router.register(f"{_CONVERSATION}/runs", RunViewSet, basename="run")
 router.register(f"{_CONVERSATION}/chat", ChatViewSet, basename="chat")
 router.register("tools", ToolViewSet, basename="tool")
+router.register("attachments", AttachmentViewSet, basename="attachment")
 router.register("providers", ProviderViewSet, basename="provider")
 
 urlpatterns = router.urls

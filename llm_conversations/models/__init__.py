@@ -1,7 +1,10 @@
-"""The app's models: conversations with their messages, runs of the tool loop, feedback."""
+"""The app's models: conversations with their messages and attachments, runs of the tool
+loop, feedback."""
 
+from llm_conversations.models.attachments import Attachment, MessageAttachment, PartKind
 from llm_conversations.models.conversations import (
     MAX_ID_CHARS,
+    MESSAGE_COLUMNS,
     MESSAGE_FIELDS,
     ROLE_CHOICES,
     Conversation,
@@ -27,14 +30,18 @@ __all__ = [
     "ACTIVE_RUN_STATUSES",
     "MAX_COMMENT_CHARS",
     "MAX_ID_CHARS",
+    "MESSAGE_COLUMNS",
     "MESSAGE_FIELDS",
     "ROLE_CHOICES",
+    "Attachment",
     "Conversation",
     "ConversationSummary",
     "Decision",
     "Feedback",
     "IdempotencyKey",
     "Message",
+    "MessageAttachment",
+    "PartKind",
     "PendingCall",
     "Rating",
     "Run",

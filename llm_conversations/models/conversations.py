@@ -5,7 +5,8 @@ applies them by building the value object, and every rule that one row can
 break is repeated as a ``CheckConstraint`` so no code path (``bulk_create``,
 ``QuerySet.update``, raw saves) can store an invalid row. The rules for each
 item of ``tool_calls`` need to look inside a JSON array, which a portable CHECK
-cannot; migration 0002 adds triggers for them on SQLite and PostgreSQL.
+cannot; migration 0002 adds triggers for them on SQLite and PostgreSQL, and
+migration 0009 the same for each item of ``content_parts``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from django.db.models.lookups import Exact
 from django.utils.translation import gettext_lazy as _
 
 from llm_conversations.completions import FinishReason
+from llm_conversations.content_parts import PART_ROLES
 from llm_conversations.db import JSONTypeOf
 from llm_conversations.messages import ChatMessage, InvalidMessage, Role, ToolCall
 from llm_conversations.model_info import COST_DECIMALS, COST_DIGITS
@@ -93,6 +95,9 @@ class Conversation(models.Model):
 
 # The columns that hold a ChatMessage, named as its dict form names them.
 MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "is_error")
+# The columns chat_message_from_row reads: the dict form's, and the content
+# parts, which the stored form keeps under "content".
+MESSAGE_COLUMNS = (*MESSAGE_FIELDS, "content_parts")
 # The longest call id a tool turn can store (the tool_call_id column).
 MAX_ID_CHARS = 255
 
@@ -112,7 +117,18 @@ class Message(models.Model):
     )
     position = models.PositiveIntegerField(_("position"))
     role = models.CharField(_("role"), max_length=16, choices=ROLE_CHOICES)
+    # The text; for a message of content parts, the text of its text parts.
     content = models.TextField(_("content"), blank=True)
+    # User and tool turns with images or files: the stored parts, in order;
+    # NULL for plain text. The attachments they show are indexed below.
+    content_parts = models.JSONField(_("content parts"), null=True, blank=True)
+    attachments = models.ManyToManyField(
+        "llm_conversations.Attachment",
+        through="llm_conversations.MessageAttachment",
+        related_name="messages",
+        blank=True,
+        verbose_name=_("attachments"),
+    )
     # Assistant turns only: ToolCall stored forms, arguments decoded.
     tool_calls = models.JSONField(_("tool calls"), null=True, blank=True)
     # NULL (not "") unless a tool turn, so "absent" and "empty" stay distinct.
@@ -192,8 +208,26 @@ class Message(models.Model):
                 violation_error_code="missing_tool_call_id",
             ),
             models.CheckConstraint(
-                condition=~Q(content="") | Q(role__in=[Role.TOOL, Role.ASSISTANT]),
+                condition=~Q(content="")
+                | Q(role__in=[Role.TOOL, Role.ASSISTANT])
+                | Q(content_parts__isnull=False),
                 name="llmconv_message_content_required",
+                violation_error_code="missing_content",
+            ),
+            models.CheckConstraint(
+                condition=Q(content_parts__isnull=True) | Q(role__in=list(PART_ROLES)),
+                name="llmconv_message_content_parts_roles",
+                violation_error_code="content_part_not_allowed",
+            ),
+            # A non-empty JSON array whose first item has a type; the per-item
+            # rules (which part types each role may carry) are triggers (0009).
+            models.CheckConstraint(
+                condition=Q(content_parts__isnull=True)
+                | (
+                    Q(Exact(JSONTypeOf("content_parts"), "array"))
+                    & Q(content_parts__0__type__isnull=False)
+                ),
+                name="llmconv_message_content_parts_nonempty",
                 violation_error_code="missing_content",
             ),
             models.CheckConstraint(
@@ -227,12 +261,18 @@ class Message(models.Model):
 
     def to_chat_message(self) -> ChatMessage:
         """The value object of this row (raises :class:`InvalidMessage`)."""
-        return chat_message_from_row(*(getattr(self, name) for name in MESSAGE_FIELDS))
+        return chat_message_from_row(*(getattr(self, name) for name in MESSAGE_COLUMNS))
 
     @classmethod
     def fields_from_chat_message(cls, message: ChatMessage) -> dict[str, Any]:
-        """Model field values that store ``message``."""
-        return message.to_stored()
+        """Model field values that store ``message``.
+
+        Content parts go to ``content_parts`` and their text to ``content``.
+        """
+        fields = message.to_stored()
+        if message.parts is None:
+            return fields
+        return {**fields, "content": message.content, "content_parts": fields["content"]}
 
     def clean(self) -> None:
         """Apply the message rules and report a violation on its field."""
@@ -241,7 +281,9 @@ class Message(models.Model):
             self.to_chat_message()
         except InvalidMessage as exc:
             field = (exc.field or "").split(".")[0].split("[")[0]
-            if field not in MESSAGE_FIELDS:
+            if field == "content" and self.content_parts is not None:
+                field = "content_parts"
+            if field not in MESSAGE_COLUMNS:
                 field = NON_FIELD_ERRORS
             raise ValidationError({field: ValidationError(exc.message, code=exc.code)}) from None
         if self.role != Role.ASSISTANT and (
@@ -285,8 +327,12 @@ def chat_message_from_row(
     tool_calls: list[dict[str, Any]] | None,
     tool_call_id: str | None,
     is_error: bool,
+    content_parts: list[dict[str, Any]] | None = None,
 ) -> ChatMessage:
-    """Build the value object from stored columns (in ``MESSAGE_FIELDS`` order).
+    """Build the value object from stored columns (in ``MESSAGE_COLUMNS`` order).
+
+    ``content_parts``, when set, is the message's content (its text column
+    is derived from it).
 
     Stored calls are in ``ToolCall.to_stored()`` form, so they take a direct path;
     a row of any other shape goes through ``from_dict`` for its precise error.
@@ -305,10 +351,12 @@ def chat_message_from_row(
             return ChatMessage.from_dict(
                 {
                     "role": role,
-                    "content": content,
+                    "content": content if content_parts is None else content_parts,
                     "tool_calls": tool_calls,
                     "tool_call_id": tool_call_id,
                     "is_error": is_error,
                 }
             )
+    if content_parts is not None:
+        return ChatMessage(role, content_parts, calls, tool_call_id, is_error)  # type: ignore[arg-type]
     return ChatMessage(role, content, calls, tool_call_id, is_error)  # type: ignore[arg-type]

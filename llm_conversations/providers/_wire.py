@@ -8,12 +8,31 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from llm_conversations.exceptions import UnsupportedContent
 from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall
 from llm_conversations.text import json_problem, storable_text
 from llm_conversations.tool_specs import ToolSpec
 
 ToolInput = ToolSpec | Mapping[str, Any]
 """What ``tools=`` accepts: a ``ToolSpec`` or either of its dict forms."""
+
+
+def check_supported_parts(
+    messages: Sequence[ChatMessage], provider: str, supported: Mapping[str, frozenset[str]]
+) -> None:
+    """Refuse, before any request, a content part ``provider`` cannot take.
+
+    ``supported`` maps a role to the part types the provider accepts in it.
+    """
+    for index, message in enumerate(messages):
+        allowed = supported.get(message.role.value, frozenset())
+        for part in message.parts or ():
+            if part.type not in allowed:
+                raise UnsupportedContent(
+                    f"{provider} cannot take {part.type} parts in {message.role.value} "
+                    f"messages (messages[{index}]).",
+                    provider=provider,
+                )
 
 
 @dataclass(frozen=True, slots=True)

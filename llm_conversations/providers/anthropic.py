@@ -12,12 +12,20 @@ from typing import Any
 import httpx
 
 from llm_conversations.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.content_parts import ContentPart, ImagePart, TextPart
 from llm_conversations.messages import ChatMessage, Role
 from llm_conversations.parameters import ParameterSupport, RunParameters
 from llm_conversations.structured import describes_object, map_subschemas
 from llm_conversations.tool_specs import ToolSpec
 
-from ._wire import CallIds, int_or_zero, iter_sse, merge_fields, pass_through
+from ._wire import (
+    CallIds,
+    check_supported_parts,
+    int_or_zero,
+    iter_sse,
+    merge_fields,
+    pass_through,
+)
 from .base import CompletionRequest, Provider
 from .errors import (
     AuthenticationError,
@@ -131,6 +139,21 @@ def anthropic_parameters(parameters: RunParameters) -> dict[str, Any]:
     return fields
 
 
+# Images and PDFs in user turns; images (and text) inside tool results.
+SUPPORTED_PARTS = {
+    "user": frozenset({"text", "image", "file"}),
+    "tool": frozenset({"text", "image"}),
+}
+
+
+def anthropic_block(part: ContentPart) -> dict[str, Any]:
+    """A content part as a Messages block: ``text``, ``image`` or ``document`` (base64)."""
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    source = {"type": "base64", "media_type": part.mime_type, "data": part.base64()}
+    return {"type": "image" if isinstance(part, ImagePart) else "document", "source": source}
+
+
 def to_anthropic_request(
     messages: Sequence[ChatMessage],
     tools: Sequence[ToolSpec],
@@ -141,13 +164,16 @@ def to_anthropic_request(
 ) -> dict[str, Any]:
     """Build the Messages request body.
 
-    System messages are joined into top-level ``system``. Assistant calls
+    System messages are joined into top-level ``system``. Content parts
+    become ``text``, ``image`` and ``document`` blocks (base64 sources), in
+    user turns and inside ``tool_result`` content. Assistant calls
     become ``tool_use`` blocks after any text; tool results become
     ``tool_result`` blocks of a user turn. Consecutive same-role turns are
     merged (so the results of one assistant turn share one user message,
     ahead of any user text) and empty text blocks are never sent.
     ``parameters`` (:func:`anthropic_parameters`) override what ``options`` set.
     """
+    check_supported_parts(messages, "anthropic", SUPPORTED_PARTS)
     system = [m.content for m in messages if m.role is Role.SYSTEM]
     turns: list[dict[str, Any]] = []
     for message in messages:
@@ -156,11 +182,15 @@ def to_anthropic_request(
         blocks: list[dict[str, Any]] = []
         if message.role is Role.TOOL:
             block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id}
-            if message.content:
+            if message.parts is not None:
+                block["content"] = [anthropic_block(part) for part in message.parts]
+            elif message.content:
                 block["content"] = message.content
             if message.is_error:
                 block["is_error"] = True
             blocks.append(block)
+        elif message.parts is not None:
+            blocks.extend(anthropic_block(part) for part in message.parts)
         elif message.content:
             blocks.append({"type": "text", "text": message.content})
         for call in message.tool_calls or ():

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from llm_conversations.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.content_parts import attached
 from llm_conversations.messages import (
     ChatMessage,
     InvalidMessage,
@@ -87,6 +88,13 @@ class EchoProvider(Provider):
             last_user = next((m for m in reversed(messages) if m.role is Role.USER), None)
             text = last_user.content if last_user else "(no user message)"
             content, calls = self._requested_calls(text, messages)
+            # Attachments are described, so a conversation shows what the
+            # provider received ("[image/png 64x64, 1.2 KB]").
+            seen = " ".join(
+                f"[{part.describe()}]" for part in attached(last_user.parts if last_user else None)
+            )
+            if seen and not calls:
+                content = f"{content} {seen}" if content else seen
             choice = parameters.tool_choice
             if calls and choice is not None and choice.mode == "none":
                 content, calls = text, ()

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from llm_conversations.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.content_parts import TextPart
 from llm_conversations.messages import ChatMessage, Role
 from llm_conversations.parameters import SAMPLING, ParameterSupport, RunParameters
 from llm_conversations.tool_specs import ToolSpec
@@ -20,6 +21,7 @@ from llm_conversations.tool_specs import ToolSpec
 from ._wire import (
     CallIds,
     CallParts,
+    check_supported_parts,
     int_or_zero,
     iter_sse,
     merge_fields,
@@ -109,6 +111,10 @@ def gemini_parameters(parameters: RunParameters) -> dict[str, Any]:
     return fields
 
 
+# Images and PDFs in user turns; function responses carry text only.
+SUPPORTED_PARTS = {"user": frozenset({"text", "image", "file"}), "tool": frozenset({"text"})}
+
+
 def to_gemini_request(
     messages: Sequence[ChatMessage],
     tools: Sequence[ToolSpec],
@@ -125,8 +131,10 @@ def to_gemini_request(
     call order, each named after its call and carrying ``{"output": ...}`` or
     ``{"error": ...}``. Tools become ``functionDeclarations`` whose
     parameters are sent as JSON Schema (``parametersJsonSchema``).
+    Images and PDFs are ``inlineData`` parts (``mimeType``, base64 ``data``).
     ``parameters`` (:func:`gemini_parameters`) override what ``options`` set.
     """
+    check_supported_parts(messages, "gemini", SUPPORTED_PARTS)
     names = tool_names_by_id(messages)
     sign = _needs_signature(model)
     system = [{"text": m.content} for m in messages if m.role is Role.SYSTEM]
@@ -151,7 +159,14 @@ def to_gemini_request(
                 contents.append({"role": "user", "parts": [(order, result)], "_results": True})
             continue
         parts: list[dict[str, Any]] = []
-        if message.content:
+        if message.parts is not None:
+            parts.extend(
+                {"text": part.text}
+                if isinstance(part, TextPart)
+                else {"inlineData": {"mimeType": part.mime_type, "data": part.base64()}}
+                for part in message.parts
+            )
+        elif message.content:
             parts.append({"text": message.content})
         for index, call in enumerate(message.tool_calls or ()):
             call_order[call.id] = index

@@ -11,12 +11,14 @@ from typing import Any
 import httpx
 
 from llm_conversations.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.content_parts import ImagePart
 from llm_conversations.messages import ChatMessage, Role
 from llm_conversations.parameters import SAMPLING, ParameterSupport, RunParameters
 from llm_conversations.tool_specs import ToolSpec
 
 from ._wire import (
     CallIds,
+    check_supported_parts,
     function_calls,
     int_or_zero,
     iter_ndjson,
@@ -75,6 +77,10 @@ def ollama_parameters(parameters: RunParameters) -> dict[str, Any]:
     return fields
 
 
+# Images on user turns (the message's ``images``); no documents.
+SUPPORTED_PARTS = {"user": frozenset({"text", "image"}), "tool": frozenset({"text"})}
+
+
 def to_ollama_request(
     messages: Sequence[ChatMessage],
     tools: Sequence[ToolSpec],
@@ -89,12 +95,18 @@ def to_ollama_request(
     Tool call arguments are sent as objects and each tool message names its
     function in ``tool_name`` (looked up from the call id). Sampling options
     (``max_tokens`` becomes ``num_predict``) go in the nested ``options``.
-    ``parameters`` (:func:`ollama_parameters`) override what ``options`` set.
+    Images go in the message's ``images`` list as base64 (its text parts are
+    the ``content``). ``parameters`` (:func:`ollama_parameters`) override what
+    ``options`` set.
     """
+    check_supported_parts(messages, "ollama", SUPPORTED_PARTS)
     names = tool_names_by_id(messages)
     wire: list[dict[str, Any]] = []
     for message in messages:
         item: dict[str, Any] = {"role": message.role.value, "content": message.content}
+        images = [part.base64() for part in message.parts or () if isinstance(part, ImagePart)]
+        if images:
+            item["images"] = images
         if message.tool_calls:
             # arguments must be an object; a malformed call is answered by an error result.
             item["tool_calls"] = [

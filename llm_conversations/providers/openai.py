@@ -2,6 +2,8 @@
 
 Messages go out as ``ChatMessage.to_wire()`` unchanged and tools as
 ``ToolSpec.to_wire()``: nothing is added that a compatible server might refuse.
+Images are ``image_url`` parts with data URLs, PDFs ``file`` parts with
+``file_data``; tool results carry text only (``unsupported_content`` otherwise).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from llm_conversations.completions import CompletionResponse, FinishReason, Usag
 from llm_conversations.messages import ChatMessage
 from llm_conversations.parameters import SAMPLING, ParameterSupport, RunParameters
 
-from ._wire import CallIds, function_calls, int_or_zero, iter_sse
+from ._wire import CallIds, check_supported_parts, function_calls, int_or_zero, iter_sse
 from .base import CompletionRequest, Provider
 from .events import StreamEvent
 from .stream import StreamAccumulator
@@ -55,6 +57,12 @@ def openai_usage(data: object) -> Usage:
         cached_tokens=cached if isinstance(cached, int) else None,
     )
 
+
+# The content parts each role may carry in Chat Completions.
+SUPPORTED_PARTS = {
+    "user": frozenset({"text", "image", "file"}),
+    "tool": frozenset({"text"}),
+}
 
 # Run parameters sent under their own name.
 _SAME_NAME = ("temperature", "top_p", "seed", "reasoning_effort", "parallel_tool_calls")
@@ -111,6 +119,7 @@ class OpenAIProvider(Provider):
     )
 
     def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
+        check_supported_parts(request.messages, self.backend, SUPPORTED_PARTS)
         body: dict[str, Any] = {**request.options, "model": request.model}
         body["messages"] = [message.to_wire() for message in request.messages]
         if request.tools:

@@ -14,9 +14,9 @@ from functools import partial
 
 from django.db import connections, router
 
-from llm_conversations.models import Message
+from llm_conversations.models import Message, MessageAttachment
 
-__all__ = ["copy_message_rows"]
+__all__ = ["copy_attachment_links", "copy_message_rows"]
 
 # A version 4 UUID made by the database, as each backend stores UUIDField
 # ("%%" is "%" in a statement with parameters).
@@ -52,6 +52,35 @@ def copy_message_rows(source_id: uuid.UUID, target_id: uuid.UUID, count: int) ->
         f"WHERE {quote(conversation_field.column)} = %s AND {quote('position')} < %s"
     )
     as_stored = partial(conversation_field.get_db_prep_value, connection=connection)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [as_stored(target_id), as_stored(source_id), count])
+        return int(cursor.rowcount)
+
+
+def copy_attachment_links(source_id: uuid.UUID, target_id: uuid.UUID, count: int) -> int:
+    """Index the attachments the copies show, as the source's rows do; how many links.
+
+    One ``INSERT ... SELECT`` that pairs each copy with its source row by position.
+    """
+    using = router.db_for_write(MessageAttachment)
+    connection = connections[using]
+    quote = connection.ops.quote_name
+    links = quote(MessageAttachment._meta.db_table)
+    messages = quote(Message._meta.db_table)
+    conversation = quote(Message._meta.get_field("conversation").column)
+    position = quote("position")
+    sql = (
+        f"INSERT INTO {links} ({quote('message_id')}, {quote('attachment_id')}, {quote('kind')}) "
+        f"SELECT dst.{quote('id')}, link.{quote('attachment_id')}, link.{quote('kind')} "
+        f"FROM {links} link "
+        f"JOIN {messages} src ON src.{quote('id')} = link.{quote('message_id')} "
+        f"JOIN {messages} dst ON dst.{conversation} = %s "
+        f"AND dst.{position} = src.{position} "
+        f"WHERE src.{conversation} = %s AND src.{position} < %s"
+    )
+    as_stored = partial(
+        Message._meta.get_field("conversation").get_db_prep_value, connection=connection
+    )
     with connection.cursor() as cursor:
         cursor.execute(sql, [as_stored(target_id), as_stored(source_id), count])
         return int(cursor.rowcount)

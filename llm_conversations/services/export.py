@@ -30,10 +30,11 @@ from django.db.models import Exists, OuterRef, QuerySet
 
 from llm_conversations.messages import ChatMessage, Role
 from llm_conversations.models import (
-    MESSAGE_FIELDS,
+    MESSAGE_COLUMNS,
     Conversation,
     Feedback,
     Message,
+    MessageAttachment,
     Rating,
     Run,
     chat_message_from_row,
@@ -56,7 +57,8 @@ __all__ = [
 
 # The "format" and "version" of every full-fidelity line.
 FORMAT = "llm_conversations.conversation"
-FORMAT_VERSION = 1
+# Version 2 adds "attachments" to every message (version 1 lines are still read).
+FORMAT_VERSION = 2
 # Conversations read (and their rows prefetched) at a time.
 CHUNK_SIZE = 100
 
@@ -105,7 +107,7 @@ def select_conversations(
 _MESSAGE_COLUMNS = (
     "id",
     "conversation_id",
-    *MESSAGE_FIELDS,
+    *MESSAGE_COLUMNS,
     "run_id",
     "provider",
     "model",
@@ -125,13 +127,16 @@ class _Loaded:
     conversation: Conversation
     runs: list[Run] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
+    # By message id: the attachments each message shows (full exports only).
+    attachments: dict[Any, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def _streamed(
     conversations: QuerySet[Conversation], chunk_size: int, *, feedback: bool
 ) -> Iterator[tuple[_Loaded, dict[Any, list[dict[str, Any]]]]]:
     """Each conversation with its runs and messages (and the chunk's feedback by
-    message id): the conversations' query, then three queries a chunk."""
+    message id, and the attachments its messages show): the conversations'
+    query, then two queries a chunk, four with ``feedback`` (full exports)."""
     rows = conversations.select_related("owner").iterator(chunk_size=chunk_size)
     while chunk := list(islice(rows, chunk_size)):
         loaded = {c.pk: _Loaded(c) for c in chunk}
@@ -144,6 +149,15 @@ def _streamed(
             loaded[message["conversation_id"]].messages.append(message)
         ratings: dict[Any, list[dict[str, Any]]] = {}
         if feedback:
+            for link in (
+                MessageAttachment.objects.filter(message__conversation_id__in=loaded)
+                .order_by("message_id", "attachment_id")
+                .values("message__conversation_id", "message_id", *_ATTACHMENT_COLUMNS)
+            ):
+                shown = loaded[link["message__conversation_id"]].attachments
+                shown.setdefault(link["message_id"], []).append(
+                    {key: link[column] for key, column in _ATTACHMENT_KEYS.items()}
+                )
             username = f"user__{get_user_model().USERNAME_FIELD}"
             for rating in (
                 Feedback.objects.filter(message__conversation_id__in=loaded)
@@ -204,10 +218,26 @@ def _run_record(run: Run) -> dict[str, Any]:
 
 
 def _chat(row: Mapping[str, Any]) -> ChatMessage:
-    return chat_message_from_row(*(row[name] for name in MESSAGE_FIELDS))
+    return chat_message_from_row(*(row[name] for name in MESSAGE_COLUMNS))
 
 
-def _message_record(row: Mapping[str, Any], feedback: list[dict[str, Any]]) -> dict[str, Any]:
+# What an export says of each attachment a message shows: a reference, never
+# the bytes (they stay in the storage; docs/data.md).
+_ATTACHMENT_KEYS = {
+    "id": "attachment_id",
+    "filename": "attachment__filename",
+    "mime_type": "attachment__mime_type",
+    "size": "attachment__size",
+    "sha256": "attachment__sha256",
+}
+_ATTACHMENT_COLUMNS = tuple(_ATTACHMENT_KEYS.values())
+
+
+def _message_record(
+    row: Mapping[str, Any],
+    feedback: list[dict[str, Any]],
+    attachments: list[dict[str, Any]],
+) -> dict[str, Any]:
     usage = _usage(row)
     return {
         "id": str(row["id"]),
@@ -222,6 +252,7 @@ def _message_record(row: Mapping[str, Any], feedback: list[dict[str, Any]]) -> d
         "metadata": row["metadata"],
         "created_at": timestamp(row["created_at"]),
         "feedback": feedback,
+        "attachments": [{**item, "id": str(item["id"])} for item in attachments],
     }
 
 
@@ -243,7 +274,10 @@ def _full_record(loaded: _Loaded, ratings: Mapping[Any, list[dict[str, Any]]]) -
         "created_at": timestamp(conversation.created_at),
         "updated_at": timestamp(conversation.updated_at),
         "runs": [_run_record(run) for run in loaded.runs],
-        "messages": [_message_record(row, ratings.get(row["id"], [])) for row in loaded.messages],
+        "messages": [
+            _message_record(row, ratings.get(row["id"], []), loaded.attachments.get(row["id"], []))
+            for row in loaded.messages
+        ],
     }
 
 
@@ -286,8 +320,11 @@ def finetune_records(
 
 def _finetune_record(loaded: _Loaded) -> dict[str, Any] | None:
     """Messages up to the last final answer, with the tools offered; ``None`` when
-    there is no final answer or a call names a tool no run offered."""
+    there is no final answer, a call names a tool no run offered, or a message
+    shows an attachment."""
     chat = [_chat(row) for row in loaded.messages]
+    if any(message.parts is not None for message in chat):
+        return None  # the fine-tuning form would need the bytes inline
     ends = [i for i, m in enumerate(chat) if m.role is Role.ASSISTANT and not m.tool_calls]
     if not ends:
         return None

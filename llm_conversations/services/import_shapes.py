@@ -15,15 +15,20 @@ from typing import Any, TypeVar
 
 from django.core.exceptions import ValidationError
 
+from llm_conversations.content_parts import attached
 from llm_conversations.exceptions import InvalidImport, LLMConversationsError
+from llm_conversations.messages import ChatMessage
 from llm_conversations.text import json_problem
 
 __all__ = [
     "CONVERSATION_KEYS",
     "FEEDBACK_KEYS",
     "MESSAGE_KEYS",
+    "MESSAGE_KEYS_V1",
+    "READ_VERSIONS",
     "RUN_KEYS",
     "USAGE_KEYS",
+    "check_attachment_list",
     "check_storable",
     "clean_row",
     "decimal_value",
@@ -77,7 +82,7 @@ RUN_KEYS = (
     "started_at",
     "finished_at",
 )
-MESSAGE_KEYS = (
+MESSAGE_KEYS_V1 = (
     "id",
     "role",
     "content",
@@ -95,6 +100,10 @@ MESSAGE_KEYS = (
     "created_at",
     "feedback",
 )
+# Version 2 adds the attachments each message shows; version 1 lines are read too.
+MESSAGE_KEYS = (*MESSAGE_KEYS_V1, "attachments")
+READ_VERSIONS = (1, 2)
+ATTACHMENT_KEYS = ("id", "filename", "mime_type", "size", "sha256")
 FEEDBACK_KEYS = ("user", "rating", "comment", "created_at", "updated_at")
 USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens", "cached_tokens")
 
@@ -117,6 +126,21 @@ def object_value(value: Any, field: str, keys: tuple[str, ...]) -> Mapping[str, 
             f"or unknown keys ({', '.join(unknown) or 'none'})",
         )
     return value
+
+
+def check_attachment_list(message: ChatMessage, value: Any, field: str) -> None:
+    """``value``: the references of exactly the attachments ``message`` shows.
+
+    The files are not in the line: they must be in this site's storage
+    already (the store checks each id and its owner when the history is inserted).
+    """
+    items = [
+        object_value(item, f"{field}[{index}]", ATTACHMENT_KEYS)
+        for index, item in enumerate(list_value(value, field))
+    ]
+    shown = {part.attachment_id for part in attached(message.parts)}
+    if {str(item["id"]) for item in items} != shown or len(items) != len(shown):
+        raise invalid(field, "must list exactly the attachments the message's content shows")
 
 
 def list_value(value: Any, field: str) -> list[Any]:

@@ -40,7 +40,10 @@ from llm_conversations.services.import_shapes import (
     CONVERSATION_KEYS,
     FEEDBACK_KEYS,
     MESSAGE_KEYS,
+    MESSAGE_KEYS_V1,
+    READ_VERSIONS,
     RUN_KEYS,
+    check_attachment_list,
     check_storable,
     clean_row,
     decimal_value,
@@ -113,6 +116,8 @@ class Importer:
         self.skip_existing = skip_existing
         self.line = 0
         self.imported = Imported()
+        # The format version of the line being imported.
+        self.version = FORMAT_VERSION
         self._users: dict[str, Any] = {}
 
     def import_lines(self, lines: Iterable[str]) -> Imported:
@@ -131,13 +136,14 @@ class Importer:
     def import_record(self, record: Any) -> Conversation | None:
         """Import one conversation; ``None`` when skipped because its id is taken."""
         record = object_value(record, "", CONVERSATION_KEYS)
-        if record["format"] != FORMAT or record["version"] != FORMAT_VERSION:
+        if record["format"] != FORMAT or record["version"] not in READ_VERSIONS:
             raise InvalidImport(
                 "unsupported_version",
-                f"expected format {FORMAT!r} version {FORMAT_VERSION}, got "
+                f"expected format {FORMAT!r} version {FORMAT_VERSION} (or 1), got "
                 f"{record['format']!r} version {record['version']!r}.",
                 field="version",
             )
+        self.version = record["version"]
         conversation_id = uuid_value(record["id"], "id")
         if Conversation.objects.filter(pk=conversation_id).exists():
             if self.skip_existing:
@@ -279,12 +285,15 @@ class Importer:
         ratings: list[Feedback] = []
         for index, value in enumerate(values):
             field = f"messages[{index}]"
-            data = object_value(value, field, MESSAGE_KEYS)
+            keys = MESSAGE_KEYS if self.version > 1 else MESSAGE_KEYS_V1
+            data = object_value(value, field, keys)
             message = within(
                 field,
                 ChatMessage.from_dict,
                 {key: data[key] for key in MESSAGE_FIELDS},
             )
+            if self.version > 1:
+                check_attachment_list(message, data["attachments"], f"{field}.attachments")
             run_id = None if data["run"] is None else uuid_value(data["run"], f"{field}.run")
             if run_id is not None and run_id not in run_ids:
                 raise invalid(f"{field}.run", "must be a run of this conversation")

@@ -50,6 +50,7 @@ from llm_conversations.providers import (
     get_provider,
 )
 from llm_conversations.services import answers, leases, policy, run_events, run_log, runs
+from llm_conversations.services.attachments import load_attachment_data
 from llm_conversations.services.budgets import BudgetGuard, check_start
 from llm_conversations.services.context import ContextWindow, check_strategy
 from llm_conversations.services.events import (
@@ -413,6 +414,8 @@ class ToolLoopService:
         parameters: RunParameters,
     ) -> Iterator[TextDelta | CompletionResponse]:
         tools = specs or None
+        # The bytes of images and files are read for each call, never kept.
+        history = load_attachment_data(history)
         if not stream:
             yield provider.complete(history, tools=tools, parameters=parameters)
             return

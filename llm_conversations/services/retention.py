@@ -11,7 +11,8 @@ transaction, so no lock is held for long and writers carry on in between.
 
 Conversations idle (no new message) for ``CONVERSATION_RETENTION_DAYS`` are
 purged by :func:`purge_conversations` (``manage.py purge_conversations`` and
-the ``purge_conversations`` task), and a user's conversations by
+the ``purge_conversations`` task), which then deletes the attachments no
+message shows, after ``ORPHAN_ATTACHMENT_HOURS``, files included, and a user's conversations by
 :func:`delete_user_data`; both go through :func:`delete_conversations`, which
 applies the store's rule in bulk: a conversation with an active run is never
 deleted (see :func:`llm_conversations.services.store.delete_conversation`).
@@ -20,7 +21,7 @@ deleted (see :func:`llm_conversations.services.store.delete_conversation`).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -32,6 +33,7 @@ from llm_conversations.conf import conf
 from llm_conversations.exceptions import ConversationBusy
 from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,
+    Attachment,
     Conversation,
     Feedback,
     IdempotencyKey,
@@ -40,6 +42,7 @@ from llm_conversations.models import (
     RunEvent,
     RunStatus,
 )
+from llm_conversations.services.attachments import purge_orphaned_attachments
 from llm_conversations.services.idempotency import expired_before
 
 __all__ = [
@@ -132,10 +135,12 @@ def prune(now: datetime | None = None) -> Pruned:
 
 @dataclass(frozen=True)
 class Deleted:
-    """How many conversations (and messages with them) were deleted."""
+    """How many conversations (and messages with them) were deleted, and how many
+    orphaned attachments (:func:`purge_conversations` only)."""
 
     conversations: int
     messages: int
+    attachments: int = 0
 
 
 def conversation_cutoff(now: datetime | None = None, days: int | None = None) -> datetime | None:
@@ -204,13 +209,16 @@ def purge_conversations(
     progress: Callable[[int], None] | None = None,
 ) -> Deleted:
     """Delete the conversations idle since before ``older_than`` (default
-    :func:`conversation_cutoff`; nothing when conversations are kept forever)."""
+    :func:`conversation_cutoff`; none when conversations are kept forever), then
+    the attachments no message shows any more, uploaded more than
+    ``ORPHAN_ATTACHMENT_HOURS`` ago, with their files."""
     cutoff = conversation_cutoff() if older_than is None else older_than
-    if cutoff is None:
-        return Deleted(conversations=0, messages=0)
-    return delete_conversations(
-        idle_conversations(cutoff), batch_size=batch_size, progress=progress
-    )
+    deleted = Deleted(conversations=0, messages=0)
+    if cutoff is not None:
+        deleted = delete_conversations(
+            idle_conversations(cutoff), batch_size=batch_size, progress=progress
+        )
+    return replace(deleted, attachments=purge_orphaned_attachments())
 
 
 @dataclass(frozen=True)
@@ -220,10 +228,12 @@ class UserDataDeleted:
     conversations: int
     messages: int
     feedback: int
+    attachments: int = 0
 
 
 def delete_user_data(user: Any, *, batch_size: int = CONVERSATION_BATCH_SIZE) -> UserDataDeleted:
-    """Delete every conversation ``user`` owns and every rating they gave.
+    """Delete every conversation ``user`` owns, every rating they gave and every
+    attachment they uploaded (files included).
 
     Raises :class:`~llm_conversations.exceptions.ConversationBusy` and deletes
     nothing while one of their conversations has an active run. A run started
@@ -241,6 +251,12 @@ def delete_user_data(user: Any, *, batch_size: int = CONVERSATION_BATCH_SIZE) ->
     deleted = delete_conversations(without_active_run(owned), batch_size=batch_size)
     with transaction.atomic():
         Feedback.objects.filter(user=user).delete()
+        # Only their own conversations could show them, and those are gone;
+        # the files go when this commits.
+        attachments, _ = Attachment.objects.filter(owner=user).delete()
     return UserDataDeleted(
-        conversations=deleted.conversations, messages=deleted.messages, feedback=given
+        conversations=deleted.conversations,
+        messages=deleted.messages,
+        feedback=given,
+        attachments=attachments,
     )

@@ -36,14 +36,15 @@ from llm_conversations.messages import (
 from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,
     MAX_ID_CHARS,
-    MESSAGE_FIELDS,
+    MESSAGE_COLUMNS,
     Conversation,
     Message,
     Run,
     TitleSource,
     chat_message_from_row,
 )
-from llm_conversations.services.copies import copy_message_rows
+from llm_conversations.services.attachments import check_references, link_attachments
+from llm_conversations.services.copies import copy_attachment_links, copy_message_rows
 from llm_conversations.signals import message_appended
 from llm_conversations.text import json_problem
 
@@ -96,7 +97,7 @@ def load_messages(conversation: ConversationRef) -> list[ChatMessage]:
     rows = (
         Message.objects.filter(conversation_id=conversation_pk(conversation))
         .order_by("position")
-        .values_list(*MESSAGE_FIELDS)
+        .values_list(*MESSAGE_COLUMNS)
     )
     return [chat_message_from_row(*row) for row in rows]
 
@@ -117,7 +118,7 @@ def _tail(conversation_id: uuid.UUID, before: int | None = None) -> list[ChatMes
             conversation_id=conversation_id, position__gte=Subquery(last_assistant), **earlier
         )
         .order_by("position")
-        .values_list(*MESSAGE_FIELDS)
+        .values_list(*MESSAGE_COLUMNS)
     )
     return [chat_message_from_row(*row) for row in rows]
 
@@ -211,6 +212,7 @@ def _append(
     conversation_id = conversation_pk(conversation)
     messages = [message for message, _ in items]
     _check_storable(items)
+    check_references(conversation_id, messages)
     rows = None
     if history is not None and run is not None:
         count = len(history)
@@ -246,7 +248,9 @@ def _insert(
         )
         for offset, (message, extra) in enumerate(items)
     ]
-    return Message.objects.bulk_create(rows)
+    rows = Message.objects.bulk_create(rows)
+    link_attachments(rows)
+    return rows
 
 
 def _append_known(
@@ -388,6 +392,8 @@ def fork_conversation(
         )
         if copy_message_rows(source.pk, fork.pk, count) != count:
             raise Conversation.DoesNotExist("the conversation was deleted while it was forked.")
+        # The copies show the same attachments: index them too.
+        copy_attachment_links(source.pk, fork.pk, count)
     return fork
 
 
@@ -409,6 +415,7 @@ def insert_history(
         if _lock(conversation_id, None):
             raise InvalidMessage("not_empty", "history goes only into an empty conversation.")
         check_sequence([message for message, _ in items], pending=())
+        check_references(conversation_id, [message for message, _ in items])
         rows = _insert(conversation_id, 0, items)
         Conversation.objects.filter(pk=conversation_id).update(message_count=len(rows))
     return rows

@@ -136,3 +136,46 @@ def test_settings_panel_leaves_unset_parameters_out(
     # Only the model the panel shows is sent; everything else is left to the provider.
     assert run.parameters == {"model": "echo"}
     assert run.instructions == ""
+
+
+def test_demo_page_attaches_an_image(
+    page: Any, live_server: Any, staff: Any, settings: Any, tmp_path: Any
+) -> None:
+    import io
+
+    from PIL import Image
+
+    from llm_conversations.models import Attachment
+
+    settings.MEDIA_ROOT = tmp_path
+    buffer = io.BytesIO()
+    Image.new("RGB", (64, 48), (30, 90, 200)).save(buffer, format="PNG")
+    log_in(page, live_server.url)
+    page.wait_for_url(f"{live_server.url}/")
+    page.fill("#input", "What colour is this?")
+    page.set_input_files(
+        "#attach",
+        files=[{"name": "blue.png", "mimeType": "image/png", "buffer": buffer.getvalue()}],
+    )
+    assert page.locator("#attached").inner_text() == "blue.png"
+    page.click("#send")
+    page.locator("#status", has_text="Run completed").wait_for()
+    attachment = Attachment.objects.get()
+    assert (attachment.filename, attachment.width, attachment.height) == ("blue.png", 64, 48)
+    # The user turn shows the image, loaded through the owner-checked view.
+    thumb = page.locator(".msg.user img.thumb").last
+    thumb.wait_for(state="visible")
+    assert thumb.get_attribute("src") == f"/api/attachments/{attachment.pk}/content/"
+    page.wait_for_function("document.querySelector('.msg.user img.thumb').naturalWidth === 64")
+    # The echo provider describes what it received.
+    reply = page.locator(".msg.assistant").last.inner_text()
+    assert f"What colour is this? [image/png 64x48, {attachment.size} B]" in reply
+    # Reloading shows the stored transcript with the image.
+    page.reload()
+    page.locator("#conversations li").first.click()
+    page.locator(".msg.user img.thumb").wait_for(state="visible")
+    message = Message.objects.get(role="user")
+    assert message.content_parts == [
+        {"type": "text", "text": "What colour is this?"},
+        {"type": "image", "attachment_id": str(attachment.pk)},
+    ]

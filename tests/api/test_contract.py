@@ -123,7 +123,7 @@ def test_the_schema_states_the_limits_of_the_current_settings(settings: Any) -> 
     schema = SchemaGenerator().get_schema(request=None, public=True)
     components = schema["components"]["schemas"]
     messages = components["MessagesInput"]["oneOf"]
-    assert messages[0]["properties"]["content"]["maxLength"] == 1234
+    assert messages[0]["properties"]["content"]["oneOf"][0]["maxLength"] == 1234
     assert messages[0]["properties"]["tool_call_id"]["maxLength"] == 255
     assert (messages[1]["minItems"], messages[1]["maxItems"]) == (1, 7)
     conversation = components["Conversation"]["properties"]

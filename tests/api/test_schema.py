@@ -57,6 +57,8 @@ RULE_BOUND = {
     "/api/conversations/{conversation_pk}/runs/{run_pk}/approve/": {"POST"},
     "/api/conversations/{conversation_pk}/runs/{run_pk}/deny/": {"POST"},
     "/api/conversations/{conversation_pk}/runs/{run_pk}/submit_tool_outputs/": {"POST"},
+    # An upload must be a file part whose bytes are an allowed, intact type.
+    "/api/attachments/": {"POST"},
 }
 # Codes the services raise for rules, not shapes; "invalid" is a shape error
 # the schema should have prevented.

@@ -156,7 +156,14 @@ class MessageSerializer(serializers.Serializer[Message]):
     id = serializers.UUIDField()
     position = serializers.IntegerField(help_text="0-based index in the conversation.")
     role = serializers.ChoiceField(choices=ROLE_CHOICES)
-    content = serializers.CharField(allow_null=True, allow_blank=True)
+    # Any JSON value, null included (allow_null would make an ambiguous oneOf).
+    content = serializers.JSONField(
+        help_text=(
+            "The text (`null` beside tool calls); for user and tool turns with images or "
+            'files, a list of content parts: `{"type": "text", "text"}`, '
+            '`{"type": "image" | "file", "attachment_id"}`.'
+        ),
+    )
     tool_calls = ToolCallSerializer(many=True, required=False)
     tool_call_id = serializers.CharField(required=False)
     is_error = serializers.BooleanField(help_text="A tool result that reports a failure.")

@@ -9,7 +9,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from llm_conversations.api.errors import ApiError
-from llm_conversations.api.inputs import too_large
+from llm_conversations.api.inputs import content_chars, too_large
 from llm_conversations.api.serializers.common import (
     MaxIterationsField,
     StrictTypes,
@@ -55,8 +55,7 @@ class UserMessageField(serializers.JSONField):
             raise ApiError(
                 400, "invalid", "message must be a string or an object.", field="message"
             )
-        content = data.get("content")
-        if isinstance(content, str) and len(content) > conf.MAX_MESSAGE_CHARS:
+        if content_chars(data.get("content")) > conf.MAX_MESSAGE_CHARS:
             raise too_large("message.content")
         return data
 

@@ -1,5 +1,6 @@
 """The API's views."""
 
+from llm_conversations.api.views.attachments import AttachmentViewSet
 from llm_conversations.api.views.chat import ChatViewSet
 from llm_conversations.api.views.conversations import (
     ConversationPagination,
@@ -12,6 +13,7 @@ from llm_conversations.api.views.runs import RunViewSet
 from llm_conversations.api.views.tools import ToolViewSet
 
 __all__ = [
+    "AttachmentViewSet",
     "ChatViewSet",
     "ConversationPagination",
     "ConversationViewSet",

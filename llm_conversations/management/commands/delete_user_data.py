@@ -41,7 +41,8 @@ class Command(BaseCommand):
         left = Conversation.objects.filter(owner=user).count()
         summary = (
             f"Deleted {deleted.conversations} conversation(s) ({deleted.messages} message(s)) "
-            f"and {deleted.feedback} rating(s) of {username}."
+            f"and {deleted.feedback} rating(s) of {username}"
+            + (f", and {deleted.attachments} attachment(s)." if deleted.attachments else ".")
         )
         if left:
             raise CommandError(

@@ -2,8 +2,9 @@
 
 A conversation is idle from its last new message (``updated_at``); one with an
 active run is kept. Deletes in batches (each its own short transaction) with
-their messages, runs, events and feedback; ``--dry-run`` only counts. Progress
-goes to stderr.
+their messages, runs, events and feedback, then the attachments no message
+shows (``ORPHAN_ATTACHMENT_HOURS``) with their files; ``--dry-run`` only
+counts. Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from llm_conversations.conf import conf
 from llm_conversations.management.progress import ProgressBar
 from llm_conversations.models import Message
+from llm_conversations.services.attachments import purge_orphaned_attachments
 from llm_conversations.services.retention import (
     CONVERSATION_BATCH_SIZE,
     conversation_cutoff,
@@ -79,6 +81,7 @@ class Command(BaseCommand):
             return
         if not total:
             self.stdout.write(f"Deleted 0 conversations: none {when}.")
+            self._orphans(purge_orphaned_attachments())
             return
         bar = ProgressBar(self, total)
         deleted = purge_conversations(cutoff, batch_size=batch_size, progress=bar)
@@ -89,3 +92,8 @@ class Command(BaseCommand):
                 f"({deleted.messages} message(s)) {when}."
             )
         )
+        self._orphans(deleted.attachments)
+
+    def _orphans(self, count: int) -> None:
+        if count:
+            self.stdout.write(f"Deleted {count} orphaned attachment(s).")

@@ -3,6 +3,8 @@
 // and shows text, tool calls and their results as they arrive. The settings
 // panel sets the run parameters of each run (provider, model, instructions,
 // temperature, and a structured output example) from GET /api/providers/.
+// An image or a PDF can be attached: it is uploaded to POST /api/attachments/
+// and the user turn shows it by id, as a content part.
 "use strict";
 
 const API = "/api";
@@ -98,9 +100,49 @@ function attachResult(message) {
   card.querySelector(".state").textContent = message.is_error ? "error" : "done";
   card.querySelector(".result")?.remove();
   const result = element("div", "result" + (message.is_error ? " error" : ""));
-  result.append(element("pre", "", message.content));
+  const shown = element("pre", "");
+  appendContent(shown, message.content);
+  result.append(shown);
   card.append(result);
   return true;
+}
+
+// Content parts (images and files by attachment id) as text, thumbnails and links.
+function appendContent(node, content) {
+  if (!Array.isArray(content)) {
+    if (content) node.append(document.createTextNode(content));
+    return;
+  }
+  for (const part of content) {
+    if (part.type === "text") node.append(document.createTextNode(part.text));
+    const url = `${API}/attachments/${part.attachment_id}/content/`;
+    if (part.type === "image") {
+      const image = element("img", "thumb");
+      image.src = url;
+      image.alt = "attached image";
+      node.append(image);
+    } else if (part.type === "file") {
+      const link = element("a", "file", "attached file");
+      link.href = url;
+      node.append(link);
+    }
+  }
+}
+
+async function upload(file) {
+  const form = new FormData();
+  form.append("file", file);
+  const response = await fetch(`${API}/attachments/`, {
+    method: "POST",
+    body: form,
+    headers: { "X-CSRFToken": csrfToken() },
+  });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    const error = body.error || {};
+    throw new Error(`${error.code || response.status}: ${error.message || response.statusText}`);
+  }
+  return body;
 }
 
 function renderMessage(message, replacing = null) {
@@ -108,7 +150,7 @@ function renderMessage(message, replacing = null) {
   const bubble = element("div", `msg ${message.role}` + (message.is_error ? " error" : ""));
   bubble.dataset.messageId = message.id;
   bubble.append(element("span", "role", message.role + (message.model ? ` · ${message.model}` : "")));
-  if (message.content) bubble.append(document.createTextNode(message.content));
+  appendContent(bubble, message.content);
   if (message.parsed != null) bubble.append(element("code", "parsed", "parsed: " + JSON.stringify(message.parsed)));
   for (const call of message.tool_calls || []) bubble.append(callCard(call));
   if (replacing) replacing.replaceWith(bubble);
@@ -258,15 +300,27 @@ function runOptions() {
 async function send(event) {
   event.preventDefault();
   const text = $("input").value.trim();
-  if (!text) return;
+  const file = $("attach").files[0];
+  if (!text && !file) return;
   $("send").disabled = true;
   try {
-    if (!conversationId) await newConversation(text.startsWith("{") ? "Tool call example" : text.slice(0, 60));
+    const title = text ? (text.startsWith("{") ? "Tool call example" : text.slice(0, 60)) : file.name;
+    if (!conversationId) await newConversation(title);
+    let message = text;
+    if (file) {
+      setStatus("Uploading…");
+      const attachment = await upload(file);
+      const parts = text ? [{ type: "text", text }] : [];
+      parts.push({ type: attachment.kind, attachment_id: attachment.id });
+      message = { role: "user", content: parts };
+      $("attach").value = "";
+      $("attached").textContent = "";
+    }
     $("input").value = "";
     setStatus("Thinking…");
-    const own = { id: "pending", role: "user", content: text };
+    const own = { id: "pending", role: "user", content: typeof message === "string" ? message : message.content };
     renderMessage(own);
-    await streamRun(`/conversations/${conversationId}/runs/`, { message: text, ...runOptions() });
+    await streamRun(`/conversations/${conversationId}/runs/`, { message, ...runOptions() });
   } catch (error) {
     setStatus(error.message, true);
   } finally {
@@ -296,6 +350,10 @@ $("new-conversation").addEventListener("click", () => newConversation().catch((e
 $("approve").addEventListener("click", () => decide("approve"));
 $("deny").addEventListener("click", () => decide("deny"));
 $("provider").addEventListener("change", showModels);
+$("attach").addEventListener("change", () => {
+  const file = $("attach").files[0];
+  $("attached").textContent = file ? file.name : "";
+});
 for (const button of document.querySelectorAll("button.example")) {
   button.addEventListener("click", () => {
     $("input").value = JSON.stringify(EXAMPLES[button.dataset.example]);

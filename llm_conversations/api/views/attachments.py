@@ -1,0 +1,128 @@
+"""Uploading attachments, reading their metadata and downloading them: the owner's only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import FileResponse, Http404, HttpRequest
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status, viewsets
+from rest_framework.decorators import action
+from rest_framework.parsers import MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from llm_conversations.api.parsers import BodyRequest
+from llm_conversations.api.serializers.attachments import (
+    AttachmentSerializer,
+    AttachmentUploadSerializer,
+    attachment_data,
+)
+from llm_conversations.api.views.base import ApiView, error_responses, parse_uuid
+from llm_conversations.conf import conf
+from llm_conversations.exceptions import InvalidAttachment
+from llm_conversations.models import Attachment
+from llm_conversations.services.attachments import create_attachment
+
+__all__ = ["AttachmentViewSet"]
+
+# Room for the multipart framing around the file.
+UPLOAD_OVERHEAD = 64 * 1024
+
+
+class UploadRequest(BodyRequest):
+    """A request whose body may hold one attachment: ``ATTACHMENT_MAX_BYTES`` and framing."""
+
+    def max_bytes(self) -> int:
+        return conf.ATTACHMENT_MAX_BYTES + UPLOAD_OVERHEAD
+
+
+def _too_large(size: int) -> InvalidAttachment:
+    return InvalidAttachment(
+        "attachment_too_large",
+        f"attachments may have at most {conf.ATTACHMENT_MAX_BYTES} bytes; got {size}.",
+        field="file",
+    )
+
+
+class AttachmentViewSet(ApiView, viewsets.ViewSet):
+    """Images and PDFs the caller uploads, for messages to show by id."""
+
+    parser_classes = [MultiPartParser]
+
+    def initialize_request(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Request:
+        drf_request = super().initialize_request(request, *args, **kwargs)
+        return UploadRequest(
+            request,
+            parsers=drf_request.parsers,
+            authenticators=self.get_authenticators(),
+            negotiator=drf_request.negotiator,
+            parser_context=drf_request.parser_context,
+        )
+
+    def _owned(self, pk: Any) -> Attachment:
+        try:
+            return Attachment.objects.get(pk=parse_uuid(pk), owner_id=self.request.user.pk)
+        except Attachment.DoesNotExist:
+            raise Http404 from None
+
+    @extend_schema(
+        summary="Upload an attachment",
+        request={"multipart/form-data": AttachmentUploadSerializer},
+        responses={
+            201: AttachmentSerializer,
+            200: OpenApiResponse(
+                AttachmentSerializer, description="The same bytes, uploaded before."
+            ),
+            **error_responses(400, 413),
+        },
+    )
+    def create(self, request: Request) -> Response:
+        """Store an image (PNG, JPEG, GIF, WEBP) or a PDF sent as the ``file`` field.
+
+        The type is detected from the bytes; the same bytes uploaded again
+        answer the first attachment (200).
+        """
+        upload = request.FILES.get("file")
+        if upload is None:
+            raise InvalidAttachment(
+                "missing_file", "send the file as the multipart file field 'file'.", field="file"
+            )
+        if upload.size is not None and upload.size > conf.ATTACHMENT_MAX_BYTES:
+            raise _too_large(upload.size)
+        attachment, created = create_attachment(
+            request.user,
+            upload.read(),
+            filename=upload.name or "",
+            declared_type=upload.content_type,
+        )
+        return Response(
+            attachment_data(attachment),
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+    @extend_schema(
+        summary="Read an attachment's metadata",
+        responses={200: AttachmentSerializer, **error_responses()},
+    )
+    def retrieve(self, request: Request, pk: str) -> Response:
+        """The caller's attachment (another user's is 404)."""
+        return Response(attachment_data(self._owned(pk)))
+
+    @extend_schema(
+        summary="Download an attachment",
+        responses={(200, "application/octet-stream"): OpenApiTypes.BINARY, **error_responses()},
+    )
+    @action(detail=True, methods=["get"])
+    def content(self, request: Request, pk: str) -> FileResponse:
+        """The bytes, with the detected type (another user's attachment is 404)."""
+        attachment = self._owned(pk)
+        response = FileResponse(
+            attachment.file.open("rb"),
+            content_type=attachment.mime_type,
+            as_attachment=not attachment.is_image,
+            filename=attachment.filename or str(attachment.pk),
+        )
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
