@@ -59,6 +59,9 @@ DEFAULTS: dict[str, Any] = {
     "RUN_RATE": None,
     # Active (queued, running, waiting) runs one user may have; None: no limit.
     "MAX_ACTIVE_RUNS_PER_USER": None,
+    # Whether OpenTelemetry spans carry message text, tool arguments and results
+    # (docs/telemetry.md); off, they carry names, models, usage and errors only.
+    "TELEMETRY_CAPTURE_CONTENT": False,
 }
 
 # Seconds, or None for no limit.
@@ -161,6 +164,7 @@ class Settings:
     RUN_POLICY: _Setting[str] = _Setting(str)
     RUN_RATE: _Setting[str | None] = _Setting(_optional(str))
     MAX_ACTIVE_RUNS_PER_USER: _Setting[int | None] = _Setting(_optional(int))
+    TELEMETRY_CAPTURE_CONTENT: _Setting[bool] = _Setting(bool)
 
 
 conf = Settings()

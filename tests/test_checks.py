@@ -75,6 +75,7 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.E050": ({"RUN_POLICY": "tests.no_such_module.Policy"}, True),
     "llm_conversations.E051": ({"RUN_RATE": "20 per minute"}, True),
     "llm_conversations.E052": ({"MAX_ACTIVE_RUNS_PER_USER": 0}, True),
+    "llm_conversations.E070": ({"TELEMETRY_CAPTURE_CONTENT": "false"}, True),
 }
 
 
@@ -208,6 +209,16 @@ def test_e007_conversation_retention_is_none_or_a_positive_integer(value: Any) -
 @pytest.mark.parametrize("value", [None, 1, 365])
 def test_conversation_retention_may_be_forever_or_days(value: Any) -> None:
     assert setting_ids({"CONVERSATION_RETENTION_DAYS": value}) == []
+
+
+@pytest.mark.parametrize("value", ["false", 0, 1, None])
+def test_e070_telemetry_capture_content_is_a_bool(value: Any) -> None:
+    assert setting_ids({"TELEMETRY_CAPTURE_CONTENT": value}) == ["llm_conversations.E070"]
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_telemetry_capture_content_may_be_on_or_off(value: Any) -> None:
+    assert setting_ids({"TELEMETRY_CAPTURE_CONTENT": value}) == []
 
 
 # Providers (E010-E019, E040, W010) ------------------------------------------
