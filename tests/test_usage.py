@@ -326,9 +326,24 @@ def test_non_staff_are_sent_to_login_and_staff_without_permission_refused() -> N
     assert client.get(url).status_code == 200
 
 
-def test_changelist_links_the_usage_page(staff_client: Client) -> None:
+def test_changelist_and_app_index_link_the_usage_page(staff_client: Client) -> None:
     page = staff_client.get(reverse(CHANGELIST)).content.decode()
     assert f'<a href="{reverse(USAGE)}" class="viewlink">Usage</a>' in page
+    index = reverse("admin:app_list", kwargs={"app_label": "llm_conversations"})
+    page = staff_client.get(index).content.decode()
+    link = f'<a href="{reverse(USAGE)}" class="viewlink">Usage: spend and tokens per day</a>'
+    assert page.count(link) == 1
+
+
+def test_app_index_hides_the_link_from_staff_who_may_not_view_conversations() -> None:
+    staff = get_user_model().objects.create_user("clerk", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="view_run"))
+    client = Client()
+    client.force_login(staff)
+    index = reverse("admin:app_list", kwargs={"app_label": "llm_conversations"})
+    response = client.get(index)
+    assert response.status_code == 200
+    assert reverse(USAGE) not in response.content.decode()
 
 
 # Charts -----------------------------------------------------------------------------
