@@ -6,7 +6,8 @@ One function per concern, each id stable:
   positive integer (every name in ``conf.POSITIVE_INTEGERS``), E004 ``MAX_ITERATIONS`` above ``MAX_ITERATIONS_LIMIT``,
   E005 not a duration, E006 not a non-negative integer (``conf.NON_NEGATIVE_INTEGERS``),
   E007 neither ``None`` nor a positive integer (every name in
-  ``conf.OPTIONAL_POSITIVE_INTEGERS``: ``CONVERSATION_RETENTION_DAYS``).
+  ``conf.OPTIONAL_POSITIVE_INTEGERS``: ``CONVERSATION_RETENTION_DAYS``), E008
+  ``TELEMETRY_CAPTURE_CONTENT`` not ``True`` or ``False``.
 - :func:`check_providers`: E010 ``PROVIDERS`` not a non-empty dict, E015
   ``DEFAULT_PROVIDER`` not a key of it, E009 ``TITLE_PROVIDER`` neither
   ``None`` nor a key of it, and the rules of each entry
@@ -96,7 +97,7 @@ def _is_optional_positive_integer(value: object) -> bool:
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E001 not a dict, E002 unknown key, E003 not a positive integer, E004 limits,
     E005 not a duration, E006 not a non-negative integer, E007 neither None nor a
-    positive integer."""
+    positive integer, E008 TELEMETRY_CAPTURE_CONTENT not a bool."""
     value = getattr(settings, "LLM_CONVERSATIONS", {})
     if not isinstance(value, Mapping):
         return _wrong_type("LLM_CONVERSATIONS", "a dict", value, "llm_conversations.E001")
@@ -149,6 +150,15 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 "LLM_CONVERSATIONS['MAX_ITERATIONS'] exceeds 'MAX_ITERATIONS_LIMIT'.",
                 hint=f"{default} > {limit}.",
                 id="llm_conversations.E004",
+            )
+        )
+    capture = raw_setting("TELEMETRY_CAPTURE_CONTENT")
+    if not isinstance(capture, bool):
+        errors.append(
+            Error(
+                f"LLM_CONVERSATIONS['TELEMETRY_CAPTURE_CONTENT'] must be True or False; got {capture!r}.",
+                hint="A string such as 'false' would turn capturing on.",
+                id="llm_conversations.E008",
             )
         )
     return errors

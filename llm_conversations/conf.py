@@ -79,6 +79,9 @@ DEFAULTS: dict[str, Any] = {
     "ATTACHMENT_MAX_PIXELS": 25_000_000,
     "ATTACHMENT_MAX_PDF_PAGES": 100,
     "ORPHAN_ATTACHMENT_HOURS": 24,
+    # Whether OpenTelemetry spans carry message text, tool arguments and results
+    # (docs/telemetry.md); off, they carry names, models, usage and errors only.
+    "TELEMETRY_CAPTURE_CONTENT": False,
 }
 
 # Seconds, or None for no limit.
@@ -191,6 +194,7 @@ class Settings:
     ATTACHMENT_MAX_PIXELS: _Setting[int] = _Setting(int)
     ATTACHMENT_MAX_PDF_PAGES: _Setting[int] = _Setting(int)
     ORPHAN_ATTACHMENT_HOURS: _Setting[int | None] = _Setting(_optional(int))
+    TELEMETRY_CAPTURE_CONTENT: _Setting[bool] = _Setting(bool)
 
 
 conf = Settings()

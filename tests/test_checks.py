@@ -92,6 +92,7 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.E072": ({"ATTACHMENT_MAX_PIXELS": "many"}, True),
     "llm_conversations.E073": ({"ATTACHMENT_MAX_PDF_PAGES": -1}, True),
     "llm_conversations.E074": ({"ORPHAN_ATTACHMENT_HOURS": 0}, True),
+    "llm_conversations.E008": ({"TELEMETRY_CAPTURE_CONTENT": "false"}, True),
 }
 
 
@@ -233,6 +234,16 @@ def test_e007_conversation_retention_is_none_or_a_positive_integer(value: Any) -
 @pytest.mark.parametrize("value", [None, 1, 365])
 def test_conversation_retention_may_be_forever_or_days(value: Any) -> None:
     assert setting_ids({"CONVERSATION_RETENTION_DAYS": value}) == []
+
+
+@pytest.mark.parametrize("value", ["false", 0, 1, None])
+def test_e070_telemetry_capture_content_is_a_bool(value: Any) -> None:
+    assert setting_ids({"TELEMETRY_CAPTURE_CONTENT": value}) == ["llm_conversations.E008"]
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_telemetry_capture_content_may_be_on_or_off(value: Any) -> None:
+    assert setting_ids({"TELEMETRY_CAPTURE_CONTENT": value}) == []
 
 
 # Providers (E010-E019, E040, W010) ------------------------------------------

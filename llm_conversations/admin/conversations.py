@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, Exists, IntegerField, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest, HttpResponse
-from django.urls import reverse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.text import smart_split
@@ -25,6 +25,7 @@ from llm_conversations.admin.filters import (
     ToolErrorFilter,
 )
 from llm_conversations.admin.transcript import shown_attachments, summarise_runs, transcript
+from llm_conversations.admin.usage import usage_view
 from llm_conversations.model_info import cost_text
 from llm_conversations.models import (
     Attachment,
@@ -63,6 +64,7 @@ class ConversationAdmin(_ModelAdmin):
     """
 
     change_form_template = "llm_conversations/admin/conversation/change_form.html"
+    change_list_template = "llm_conversations/admin/conversation/change_list.html"
     list_display = (
         "__str__",
         "owner",
@@ -122,6 +124,23 @@ class ConversationAdmin(_ModelAdmin):
 
     class Media:
         css = {"all": ["llm_conversations/admin.css"]}
+
+    # Usage page --------------------------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        """The admin's URLs, with ``usage/`` (spend and tokens per day) first."""
+        opts = self.model._meta
+        usage = path(
+            "usage/",
+            self.admin_site.admin_view(self.usage_view),
+            name=f"{opts.app_label}_{opts.model_name}_usage",
+        )
+        return [usage, *super().get_urls()]
+
+    def usage_view(self, request: HttpRequest) -> HttpResponse:
+        """Spend and tokens per day for the last 30 days, by model and by user
+        (``admin/usage.py``)."""
+        return usage_view(self, request)
 
     # Changelist ------------------------------------------------------------
 

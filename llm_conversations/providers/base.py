@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import httpx
 
+from llm_conversations import telemetry
 from llm_conversations.completions import CompletionResponse, FinishReason, Usage
 from llm_conversations.conf import conf
 from llm_conversations.messages import (
@@ -40,7 +42,7 @@ from .errors import (
     ProviderUnavailableError,
     RateLimitError,
 )
-from .events import StreamEvent, TextDelta
+from .events import ResponseCompleted, StreamEvent, TextDelta
 from .http import HttpTransport, backoff_delay, parse_retry_after
 
 __all__ = [
@@ -182,7 +184,11 @@ class Provider(HttpTransport):
         raises :class:`ParameterError` before anything is sent. ``options`` are
         sent as this adapter's own request fields (see ``docs/providers.md``).
         """
-        return self.send(self._request(messages, tools, options, parameters, stream=False))
+        request = self._request(messages, tools, options, parameters, stream=False)
+        with self._traced(request) as traced:
+            response = self.send(request)
+            traced.response(response)
+        return response
 
     def stream(
         self,
@@ -199,7 +205,23 @@ class Provider(HttpTransport):
         raises :class:`ProviderUnavailableError`. Text beyond
         ``max_reply_chars`` raises :class:`InvalidResponseError` at once.
         """
-        return self.send_stream(self._request(messages, tools, options, parameters, stream=True))
+        request = self._request(messages, tools, options, parameters, stream=True)
+        return telemetry.traced_stream(
+            lambda: self._traced(request),
+            lambda: self.send_stream(request),
+            lambda event: event.response if isinstance(event, ResponseCompleted) else None,
+        )
+
+    def _traced(self, request: CompletionRequest) -> AbstractContextManager[telemetry.ModelCall]:
+        """The telemetry span of one call (``telemetry.model_call``)."""
+        return telemetry.model_call(
+            self.backend,
+            request.model,
+            request.messages,
+            stream=request.stream,
+            base_url=self.base_url if self.uses_http else "",
+            parameters=request.parameters,
+        )
 
     def send(self, request: CompletionRequest) -> CompletionResponse:
         """Make the call :meth:`complete` describes (a hook for providers without HTTP)."""

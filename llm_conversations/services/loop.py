@@ -19,6 +19,7 @@ from typing import Any, Unpack
 
 from django.db import IntegrityError, transaction
 
+from llm_conversations import telemetry
 from llm_conversations.completions import CompletionResponse, FinishReason
 from llm_conversations.conf import conf
 from llm_conversations.exceptions import (
@@ -258,7 +259,7 @@ class ToolLoopService:
         mine = runs.held(row)
         try:
             with leases.Heartbeat(row) as heartbeat:
-                yield from self._rounds(row, stream, deadline, heartbeat)
+                yield from telemetry.traced_run(row, self._rounds(row, stream, deadline, heartbeat))
         except ContextOverflow as exc:
             reason = TerminationReason.CONTEXT_OVERFLOW
             yield RunFailed(runs.finish(row, RunStatus.FAILED, reason, exc, where=mine))

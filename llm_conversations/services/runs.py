@@ -24,6 +24,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext
 
+from llm_conversations import telemetry
 from llm_conversations.completions import CompletionResponse
 from llm_conversations.conf import conf
 from llm_conversations.exceptions import (
@@ -201,6 +202,7 @@ def store_reply(
     usage = response.usage
     # Priced before the transaction: the prices in force when the reply came.
     cost = call_cost(run.provider or None, response.model, usage)
+    telemetry.record_cost(cost, entry=run.provider, response=response)
     with transaction.atomic():
         # The conditional update locks the run; a run cancelled while the
         # provider answered matches nothing and keeps no late reply.
@@ -321,13 +323,16 @@ def answer_calls(
     """
 
     contexts = tool_contexts(calls, offered, run)
+    # The run's span, for the spans of calls executed in pool threads.
+    parent = telemetry.current_context()
 
     def answer(call: ToolCall) -> ChatMessage:
         if run.decision(call.id) is Decision.DENIED:
             return tool_result_message(call.id, DENIED, is_error=True)
         if call.id in ran_before and call.name in offered and not offered.get(call.name).repeatable:
             return tool_result_message(call.id, NOT_REPEATED, is_error=True)
-        return offered.execute(call, contexts.get(call.id))
+        with telemetry.tool_execution(call, parent) as traced:
+            return traced.result(offered.execute(call, contexts.get(call.id)))
 
     timeouts = [_timeout(call, offered) for call in calls]
     if len(calls) == 1 and timeouts[0] is None:

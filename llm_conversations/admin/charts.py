@@ -1,0 +1,191 @@
+"""Stacked bar charts of usage rows, as geometry a template draws in SVG.
+
+No JavaScript and nothing fetched: the server computes every bar, and the
+template (``llm_conversations/admin/chart.html``) writes them as ``<rect>``
+elements with a ``<title>`` each for the tooltip.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+
+from llm_conversations.services.usage import UsageRow
+
+__all__ = ["Bar", "Chart", "Series", "Tick", "stacked_chart"]
+
+WIDTH = 760
+HEIGHT = 240
+# Room for the y labels on the left and the day labels below.
+LEFT = 64
+RIGHT = 24
+BOTTOM = 24
+TOP = 8
+PALETTE = (
+    "#2b6cb0",
+    "#2f855a",
+    "#b7791f",
+    "#c53030",
+    "#6b46c1",
+    "#2c7a7b",
+    "#d53f8c",
+    "#4a5568",
+)
+OTHERS_COLOR = "#a0aec0"
+MAX_SERIES = len(PALETTE)
+"""Series drawn on their own; the rest are stacked together as "others"."""
+
+Number = Decimal | int
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One stacked series: a model or a user, with its colour and total."""
+
+    label: str
+    color: str
+    total: str
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    """One segment of one day's stack."""
+
+    x: float
+    y: float
+    width: float
+    height: float
+    color: str
+    day: date
+    series: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """A labelled position on an axis."""
+
+    position: float
+    label: str
+
+
+@dataclass(slots=True)
+class Chart:
+    """A stacked bar chart: bars, legend, axes; ``empty`` when nothing was used."""
+
+    title: str
+    width: int = WIDTH
+    height: int = HEIGHT
+    bars: list[Bar] = field(default_factory=list)
+    series: list[Series] = field(default_factory=list)
+    y_ticks: list[Tick] = field(default_factory=list)
+    x_ticks: list[Tick] = field(default_factory=list)
+    total: str = ""
+    left: int = LEFT
+    bottom: float = HEIGHT - BOTTOM
+
+    @property
+    def empty(self) -> bool:
+        return not self.bars
+
+
+def _nice_ceiling(value: float) -> float:
+    """The axis top: 1, 2 or 5 times a power of ten, at least ``value``."""
+    if value <= 0:
+        return 1.0
+    power = 10.0 ** math.floor(math.log10(value))
+    return next(step * power for step in (1.0, 2.0, 5.0, 10.0) if value <= step * power)
+
+
+def stacked_chart(
+    title: str,
+    days: Sequence[date],
+    rows: Sequence[UsageRow],
+    value: Callable[[UsageRow], Number],
+    text: Callable[[Number], str],
+    ranking: Sequence[str] | None = None,
+) -> Chart:
+    """Bars per day stacked by ``row.key``, the biggest series first.
+
+    ``value`` picks what a row contributes (its cost, its tokens) and
+    ``text`` formats a value. ``ranking`` orders the keys instead (charts of
+    the same rows that share it give each key the same colour). Beyond
+    ``MAX_SERIES`` keys, the last are drawn together as "others". Days
+    without rows have no bar.
+    """
+    totals: dict[str, Number] = defaultdict(int)
+    for row in rows:
+        totals[row.key] += value(row)
+    if ranking is None:
+        ranking = sorted(totals, key=lambda k: (-totals[k], k))
+    ranked = [k for k in ranking if totals.get(k)]
+    shown = ranked if len(ranked) <= MAX_SERIES else ranked[: MAX_SERIES - 1]
+    others = [k for k in ranked if k not in shown]
+    # Colours follow the ranking, so a key keeps its colour in every chart that shares it.
+    position = {key: n for n, key in enumerate(ranking)}
+    colors = {key: PALETTE[position[key] % len(PALETTE)] for key in shown}
+    chart = Chart(title=title)
+    chart.series = [Series(k, colors[k], text(totals[k])) for k in shown]
+    if others:
+        other_total = sum((totals[k] for k in others), start=type(totals[others[0]])(0))
+        label = f"{len(others)} others"
+        chart.series.append(Series(label, OTHERS_COLOR, text(other_total)))
+        colors.update(dict.fromkeys(others, OTHERS_COLOR))
+    chart.total = text(sum((totals[k] for k in ranked), start=0))
+
+    # One stack per day: values by series label, in legend order.
+    stacks: dict[date, dict[str, Number]] = defaultdict(lambda: defaultdict(int))
+    for row in rows:
+        amount = value(row)
+        if amount:
+            series = row.key if row.key in shown else f"{len(others)} others"
+            stacks[row.day][series] += amount
+    top = _nice_ceiling(max((float(sum(s.values())) for s in stacks.values()), default=0.0))
+    plot_height = chart.bottom - TOP
+    slot = (chart.width - chart.left - RIGHT) / max(1, len(days))
+    order = [s.label for s in chart.series]
+    legend = {s.label: s.color for s in chart.series}
+    for index, day in enumerate(days):
+        x = chart.left + index * slot + slot * 0.15
+        y = chart.bottom
+        for label in order:
+            amount = stacks[day].get(label, 0) if day in stacks else 0
+            if not amount:
+                continue
+            height = float(amount) / top * plot_height
+            y -= height
+            color = legend[label]
+            chart.bars.append(
+                Bar(
+                    round(x, 2),
+                    round(y, 2),
+                    round(slot * 0.7, 2),
+                    round(height, 2),
+                    color,
+                    day,
+                    label,
+                    text(amount),
+                )
+            )
+    chart.y_ticks = [
+        Tick(round(chart.bottom - plot_height * f, 2), text(_tick_value(top * f, totals)))
+        for f in (0, 0.5, 1)
+    ]
+    # A label every seventh day, counted back from today so the last day is labelled.
+    chart.x_ticks = [
+        Tick(round(chart.left + (i + 0.5) * slot, 2), day.strftime("%b %d"))
+        for i, day in enumerate(days)
+        if (len(days) - 1 - i) % 7 == 0
+    ]
+    return chart
+
+
+def _tick_value(amount: float, totals: dict[str, Number]) -> Number:
+    """An axis value in the type of the series (whole tokens, or dollars)."""
+    if any(isinstance(v, Decimal) for v in totals.values()):
+        return Decimal(str(round(amount, 6)))
+    return round(amount)
