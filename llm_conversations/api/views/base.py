@@ -43,6 +43,7 @@ _ERROR_DESCRIPTIONS = {
         "`max_iterations_not_permitted`."
     ),
     404: "`not_found`: no such object owned by the caller (or a malformed id).",
+    406: "`not_acceptable`: the `Accept` header asks for no format this endpoint answers in.",
     409: (
         "The conversation or run is in the wrong state for this request, or "
         "`idempotency_key_in_use`."
@@ -57,6 +58,10 @@ _ERROR_DESCRIPTIONS = {
     ),
     500: "`run_failed`: the run failed on the server; the run records the error.",
     502: "`provider_error`: the provider failed; `details.run` is the failed run.",
+    503: (
+        "`database_unavailable`: the database is busy or unreachable for now; nothing was "
+        "changed; retry after `Retry-After` seconds."
+    ),
 }
 
 
@@ -70,8 +75,8 @@ def in_background(requested: bool | None) -> bool:
 
 
 def error_responses(*codes: int, media_type: str | None = None) -> dict[Any, OpenApiResponse]:
-    """Schema entries for error responses; 401, 403 and 404 are always possible."""
-    statuses = sorted({401, 403, 404, *codes})
+    """Schema entries for error responses; 401, 403, 404, 406 and 503 are always possible."""
+    statuses = sorted({401, 403, 404, 406, 503, *codes})
     return {
         ((code, media_type) if media_type else code): OpenApiResponse(
             ErrorSerializer, description=_ERROR_DESCRIPTIONS[code]
