@@ -161,6 +161,26 @@ def test_a_run_that_would_exceed_the_budget_ends_before_the_call(
     assert run.error_message.startswith("the daily budget of 100 tokens would be exceeded")
 
 
+def test_a_failed_run_over_budget_cannot_be_retried(
+    user: Any, service: ToolLoopService, transport: Transport
+) -> None:
+    conversation = create_conversation(owner=user)
+    with override_settings(LLM_CONVERSATIONS={"USER_DAILY_BUDGET": {"tokens": 100}}):
+        spend(conversation, 80, 10)
+        failed = service.send(conversation, "hello " * 20)
+        assert failed.termination_reason == TerminationReason.BUDGET_EXCEEDED
+        spend(conversation, 10, 0)  # now spent whole
+        with pytest.raises(BudgetExceeded):
+            service.retry(failed)
+    failed.refresh_from_db()
+    assert failed.status == "failed"
+    assert failed.attempts == 1  # its first execution only
+    assert transport.requests == []
+    # Without the budget the same retry runs.
+    assert service.retry(failed).termination_reason == TerminationReason.COMPLETED
+    assert len(transport.requests) == 1
+
+
 @override_settings(LLM_CONVERSATIONS={"CONVERSATION_BUDGET": {"cost": "10"}})
 def test_within_budget_the_call_is_made(
     user: Any, service: ToolLoopService, transport: Transport

@@ -460,11 +460,14 @@ class ToolLoopService:
         Raises ``RunStateError("run_not_failed")`` for a run that did not fail
         and ``ConversationBusy`` when another run of the conversation is active;
         with a ``user``, ``RunNotPermitted`` when the run policy no longer
-        permits what the run uses and ``TooManyActiveRuns``.
+        permits what the run uses and ``TooManyActiveRuns``; ``BudgetExceeded``
+        when a budget of the conversation or its owner is spent.
         """
+        row = Run.objects.get(pk=_run_pk(run))
         if user is not None:
-            policy.check_run(user, policy.RunRequest.of_run(Run.objects.get(pk=_run_pk(run))))
-        queued = runs.requeue_failed(_run_pk(run), user=user)
+            policy.check_run(user, policy.RunRequest.of_run(row))
+        check_start(row.conversation_id)
+        queued = runs.requeue_failed(row.pk, user=user)
         if background:
             transaction.on_commit(partial(enqueue_run, queued.pk))
             return queued
