@@ -18,6 +18,7 @@ from django.utils.translation import gettext_lazy as _
 from llm_conversations.admin.history import HistoryAdmin
 from llm_conversations.admin.transcript import attachment_content_url
 from llm_conversations.models import Attachment
+from llm_conversations.services.attachments import file_response
 
 __all__ = ["AttachmentAdmin"]
 
@@ -76,11 +77,4 @@ class AttachmentAdmin(HistoryAdmin):
         attachment = self.get_object(request, object_id)
         if attachment is None:
             raise Http404
-        response = FileResponse(
-            attachment.file.open("rb"),
-            content_type=attachment.mime_type,
-            as_attachment=not attachment.is_image,
-            filename=attachment.filename or str(attachment.pk),
-        )
-        response["X-Content-Type-Options"] = "nosniff"
-        return response
+        return file_response(attachment)

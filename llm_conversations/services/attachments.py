@@ -30,6 +30,7 @@ from typing import Any
 from django.core.files.base import ContentFile
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef, QuerySet, Subquery
+from django.http import FileResponse
 from django.utils import timezone
 
 from llm_conversations.conf import conf
@@ -44,6 +45,7 @@ __all__ = [
     "create_attachment",
     "delete_file_on_commit",
     "detect_type",
+    "file_response",
     "inspect_upload",
     "link_attachments",
     "load_attachment_data",
@@ -341,6 +343,22 @@ def load_attachment_data(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
 
 
 # Retention ------------------------------------------------------------------
+
+
+def file_response(attachment: Attachment) -> FileResponse:
+    """The bytes of an attachment as a response, to its owner (API) or to staff (admin).
+
+    Images are shown inline, other files downloaded; ``nosniff`` keeps a
+    browser to the detected type.
+    """
+    response = FileResponse(
+        attachment.file.open("rb"),
+        content_type=attachment.mime_type,
+        as_attachment=not attachment.is_image,
+        filename=attachment.filename or str(attachment.pk),
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 def orphan_cutoff(now: datetime | None = None, hours: int | None = None) -> datetime | None:

@@ -23,7 +23,7 @@ from llm_conversations.api.views.base import ApiView, error_responses, parse_uui
 from llm_conversations.conf import conf
 from llm_conversations.exceptions import InvalidAttachment
 from llm_conversations.models import Attachment
-from llm_conversations.services.attachments import create_attachment
+from llm_conversations.services.attachments import create_attachment, file_response
 
 __all__ = ["AttachmentViewSet"]
 
@@ -117,12 +117,4 @@ class AttachmentViewSet(ApiView, viewsets.ViewSet):
     @action(detail=True, methods=["get"])
     def content(self, request: Request, pk: str) -> FileResponse:
         """The bytes, with the detected type (another user's attachment is 404)."""
-        attachment = self._owned(pk)
-        response = FileResponse(
-            attachment.file.open("rb"),
-            content_type=attachment.mime_type,
-            as_attachment=not attachment.is_image,
-            filename=attachment.filename or str(attachment.pk),
-        )
-        response["X-Content-Type-Options"] = "nosniff"
-        return response
+        return file_response(self._owned(pk))
