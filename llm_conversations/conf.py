@@ -38,6 +38,10 @@ DEFAULTS: dict[str, Any] = {
     "TASK_BACKEND": "default",
     "LEASE_SECONDS": 60,
     "MAX_ATTEMPTS": 3,
+    # Seconds a background run may stay queued after its task was enqueued
+    # before the reaper enqueues another (the first may be lost with a worker
+    # that took it and died before claiming the run).
+    "REQUEUE_SECONDS": 300,
     "EVENT_RETENTION_DAYS": 7,
     # Days a conversation may stay idle (no new message) before it is purged;
     # None keeps conversations forever.
@@ -99,6 +103,7 @@ OPTIONAL_POSITIVE_INTEGERS = ("CONVERSATION_RETENTION_DAYS",)
 POSITIVE_INTEGERS = (
     "LEASE_SECONDS",
     "MAX_ATTEMPTS",
+    "REQUEUE_SECONDS",
     "EVENT_RETENTION_DAYS",
     "IDEMPOTENCY_KEY_TTL",
     "MAX_ITERATIONS",
@@ -171,6 +176,7 @@ class Settings:
     TASK_BACKEND: _Setting[str] = _Setting(str)
     LEASE_SECONDS: _Setting[int] = _Setting(int)
     MAX_ATTEMPTS: _Setting[int] = _Setting(int)
+    REQUEUE_SECONDS: _Setting[int] = _Setting(int)
     EVENT_RETENTION_DAYS: _Setting[int] = _Setting(int)
     CONVERSATION_RETENTION_DAYS: _Setting[int | None] = _Setting(_optional(int))
     SSE_HEARTBEAT_SECONDS: _Setting[float] = _Setting(float)

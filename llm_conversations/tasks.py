@@ -14,6 +14,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from django.utils import timezone
+
 from llm_conversations.conf import conf
 
 try:
@@ -46,7 +48,11 @@ def reap_lost_runs() -> dict[str, int]:
     from llm_conversations.services.leases import reap_runs
 
     reaped = reap_runs()
-    return {"requeued": len(reaped.requeued), "failed": len(reaped.failed)}
+    return {
+        "requeued": len(reaped.requeued),
+        "failed": len(reaped.failed),
+        "reenqueued": len(reaped.reenqueued),
+    }
 
 
 @task()
@@ -89,5 +95,12 @@ def enqueue_title(conversation_id: uuid.UUID | str) -> Any:
 
 
 def enqueue_run(run_id: uuid.UUID | str) -> Any:
-    """Queue ``execute_run`` for a run on the configured task backend."""
+    """Queue ``execute_run`` for a run on the configured task backend.
+
+    The run's ``enqueued_at`` is set first, so the reaper can tell a run whose
+    task was lost from one still waiting its turn (``REQUEUE_SECONDS``).
+    """
+    from llm_conversations.models import Run, RunStatus
+
+    Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(enqueued_at=timezone.now())
     return execute_run.using(backend=conf.TASK_BACKEND).enqueue(str(run_id))

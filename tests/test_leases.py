@@ -141,6 +141,39 @@ class TestRecovery:
         assert history[-1].is_error
         assert loop.send(conversation, "again").status == "completed"
 
+    @pytest.mark.usefixtures("scripted_from_settings")
+    def test_a_queued_run_whose_task_was_lost_gets_another_task(
+        self, settings: Any, django_capture_on_commit_callbacks: Any
+    ) -> None:
+        settings.LLM_CONVERSATIONS = {
+            **settings.LLM_CONVERSATIONS,
+            "REQUEUE_SECONDS": 60,
+            "LEASE_SECONDS": 600,
+        }
+        # A worker took the background run's task and died before claiming the run.
+        with django_capture_on_commit_callbacks(execute=False):
+            run = ToolLoopService().start(create_conversation(), "hi", background=True)
+        enqueued = timezone.now()
+        Run.objects.filter(pk=run.pk).update(enqueued_at=enqueued)
+        # A foreground run (never enqueued) and a claimed one are left alone.
+        foreground = service().start(create_conversation(), "hi")
+        claimed = service().start(create_conversation(), "hi")
+        claim(claimed, new_owner())
+        waiting = reap_runs(now=enqueued + timedelta(seconds=59))
+        assert waiting.reenqueued == ()
+        later = enqueued + timedelta(seconds=61)
+        with django_capture_on_commit_callbacks(execute=True):
+            reaped = reap_runs(now=later)
+        assert (reaped.reenqueued, reaped.requeued, reaped.failed) == ((run.pk,), (), ())
+        run.refresh_from_db()
+        # The default task backend runs the new task at once: a first attempt.
+        assert (run.status, run.attempts) == ("completed", 1)
+        assert reap_runs(now=later + timedelta(seconds=61)).reenqueued == ()
+        foreground.refresh_from_db()
+        claimed.refresh_from_db()
+        assert (foreground.status, foreground.enqueued_at) == ("queued", None)
+        assert claimed.status == "running"
+
     def test_a_live_lease_is_never_reaped(self) -> None:
         run = service().start(create_conversation(), "hi")
         claim(run, new_owner())
@@ -160,9 +193,14 @@ class TestBackgroundAndRetry:
         assert run.status == "queued"
         # Enqueued only once the start is committed (after message_appended).
         (enqueue,) = [c for c in callbacks if getattr(c, "func", None) is enqueue_run]
+        assert Run.objects.get(pk=run.pk).enqueued_at is None
+        before = timezone.now()
         enqueue()
         run.refresh_from_db()
         assert run.status == "completed"
+        # Marked when enqueued, so the reaper can tell a lost task (REQUEUE_SECONDS).
+        assert run.enqueued_at is not None
+        assert run.enqueued_at >= before
 
     def test_retry_runs_a_failed_run_again_from_its_turns(self) -> None:
         class FailsOnce(CallsThenAnswers):

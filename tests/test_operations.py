@@ -63,10 +63,13 @@ class TestReapRuns:
             lease_owner="alive:2:x", lease_expires_at=timezone.now() + timedelta(minutes=1)
         )
         out, _ = call("reap_runs")
-        assert out.strip() == "Requeued 1 run(s), failed 1 run(s)."
+        assert out.strip() == "Requeued 1 run(s), failed 1 run(s), enqueued 0 queued run(s) again."
         statuses = dict(Run.objects.values_list("pk", "status"))
         assert statuses == {once.pk: "queued", twice.pk: "failed", live.pk: "running"}
-        assert call("reap_runs")[0].strip() == "Requeued 0 run(s), failed 0 run(s)."
+        assert (
+            call("reap_runs")[0].strip()
+            == "Requeued 0 run(s), failed 0 run(s), enqueued 0 queued run(s) again."
+        )
 
     def test_loop_repeats_until_interrupted(self, monkeypatch: pytest.MonkeyPatch) -> None:
         run = make_run(RunStatus.RUNNING)
@@ -92,7 +95,7 @@ class TestReapRuns:
         assert len(passes) == 3
         assert out.splitlines() == [
             "Reaping lost runs every 0.01 s; Ctrl-C stops.",
-            "Requeued 0 run(s), failed 1 run(s).",
+            "Requeued 0 run(s), failed 1 run(s), enqueued 0 queued run(s) again.",
             "Stopped reaping.",
         ]
         run.refresh_from_db()

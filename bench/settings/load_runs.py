@@ -34,6 +34,9 @@ LLM_CONVERSATIONS = {
     },
     "TOOLS": ["project.tools.get_time"],
     "LEASE_SECONDS": int(os.environ.get("BENCH_LEASE_SECONDS", "5")),
+    # Above the longest queue wait (200 runs on 8 workers: about 50 s), so only
+    # a task lost with a killed worker is enqueued again, within the phase.
+    "REQUEUE_SECONDS": 60,
 }
 # One line per claimed lease would drown the workers' logs.
 LOGGING = {

@@ -166,6 +166,7 @@ class RunAdmin(HistoryAdmin):
         "attempts",
         "lease_owner",
         "lease_expires_at",
+        "enqueued_at",
         "input_tokens",
         "output_tokens",
         "total_tokens",

@@ -181,6 +181,10 @@ class Run(models.Model):
     lease_expires_at = models.DateTimeField(_("lease expires at"), null=True, blank=True)
     started_at = models.DateTimeField(_("started at"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
+    # When a task was last enqueued to execute the run in the background: a run
+    # still queued REQUEUE_SECONDS later gets another task from the reaper (a
+    # worker may have taken the first and died before claiming the run).
+    enqueued_at = models.DateTimeField(_("enqueued at"), null=True, blank=True)
 
     class Meta:
         verbose_name = _("run")

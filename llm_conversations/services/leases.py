@@ -5,7 +5,9 @@ and an expiry) and counts the attempt; it renews the lease between steps and,
 while a model or a tool works, from a heartbeat thread. Every write the loop
 makes is conditional on still holding the lease, so two processes never both
 execute one run. :func:`reap_runs` requeues runs whose lease expired, up to
-``MAX_ATTEMPTS`` attempts, then fails them with ``worker_lost``.
+``MAX_ATTEMPTS`` attempts, then fails them with ``worker_lost``; it also
+enqueues another task for a background run still queued ``REQUEUE_SECONDS``
+after its last one was enqueued.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 
 from django.db import connections, transaction
@@ -137,17 +139,20 @@ class Heartbeat:
 
 @dataclass(frozen=True, slots=True)
 class Reaped:
-    """What one pass of :func:`reap_runs` did: run ids requeued and failed."""
+    """What one pass of :func:`reap_runs` did: run ids requeued, failed, and
+    enqueued again (queued runs whose task may have been lost)."""
 
     requeued: tuple[uuid.UUID, ...]
     failed: tuple[uuid.UUID, ...]
+    reenqueued: tuple[uuid.UUID, ...] = ()
 
 
 def reap_runs(now: datetime | None = None) -> Reaped:
     """Requeue running runs whose lease expired, or fail them after ``MAX_ATTEMPTS``.
 
     A failed run's unanswered calls are answered (see ``finish``). Requeued runs
-    are enqueued for a worker once the change is committed.
+    are enqueued for a worker once the change is committed, and so are runs
+    queued too long after their last task (:func:`_reenqueue_stale`).
     """
     from llm_conversations.tasks import enqueue_run
 
@@ -171,6 +176,35 @@ def reap_runs(now: datetime | None = None) -> Reaped:
         ended = finish(run, RunStatus.FAILED, TerminationReason.WORKER_LOST, lost, where=expired)
         if ended.status == RunStatus.FAILED:
             failed.append(run.pk)
-    if requeued or failed:
-        logger.warning("Reaped runs: %d requeued, %d failed", len(requeued), len(failed))
-    return Reaped(tuple(requeued), tuple(failed))
+    reenqueued = _reenqueue_stale(moment)
+    if requeued or failed or reenqueued:
+        logger.warning(
+            "Reaped runs: %d requeued, %d failed, %d enqueued again",
+            len(requeued),
+            len(failed),
+            len(reenqueued),
+        )
+    return Reaped(tuple(requeued), tuple(failed), reenqueued)
+
+
+def _reenqueue_stale(moment: datetime) -> tuple[uuid.UUID, ...]:
+    """Enqueue another task for runs queued ``REQUEUE_SECONDS`` after their last one.
+
+    A worker that took a run's task and died before claiming the run leaves it
+    queued with no task left. A run merely waiting behind others gets a second
+    task that finds it claimed or finished and does nothing; the conditional
+    update keeps two reapers from both enqueuing.
+    """
+    from llm_conversations.tasks import enqueue_run
+
+    stale = Q(
+        status=RunStatus.QUEUED,
+        enqueued_at__lt=moment - timedelta(seconds=conf.REQUEUE_SECONDS),
+    )
+    again: list[uuid.UUID] = []
+    for pk in Run.objects.filter(stale).values_list("pk", flat=True):
+        with transaction.atomic():
+            if Run.objects.filter(stale, pk=pk).update(enqueued_at=moment):
+                again.append(pk)
+                transaction.on_commit(partial(enqueue_run, pk))
+    return tuple(again)

@@ -57,7 +57,7 @@ def test_reaping_as_a_database_task() -> None:
     assert Run.objects.count() == 0
     call_command("db_worker", "--batch", "--no-startup-delay", "--no-reload", stdout=StringIO())
     result.refresh()
-    assert result.return_value == {"requeued": 0, "failed": 0}
+    assert result.return_value == {"requeued": 0, "failed": 0, "reenqueued": 0}
 
 
 def _free_port() -> int:

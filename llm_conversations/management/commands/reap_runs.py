@@ -24,7 +24,10 @@ logger = logging.getLogger("llm_conversations.leases")
 
 def summary(reaped: Reaped) -> str:
     """One line saying what a pass did."""
-    return f"Requeued {len(reaped.requeued)} run(s), failed {len(reaped.failed)} run(s)."
+    return (
+        f"Requeued {len(reaped.requeued)} run(s), failed {len(reaped.failed)} run(s), "
+        f"enqueued {len(reaped.reenqueued)} queued run(s) again."
+    )
 
 
 class Command(BaseCommand):
@@ -72,7 +75,7 @@ class Command(BaseCommand):
             return
         finally:
             close_old_connections()
-        if reaped.requeued or reaped.failed:
+        if reaped.requeued or reaped.failed or reaped.reenqueued:
             self.stdout.write(summary(reaped))
 
     def _stop_on_sigterm(self) -> None:
