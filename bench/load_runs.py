@@ -324,11 +324,41 @@ class Received:
     error: str = ""
 
 
-async def follow(client: Any, received: Received, deadline: float) -> None:
-    """Read the run's events stream until an ending event, resuming after a drop."""
-    url = f"/api/conversations/{received.conversation}/runs/{received.run}/events/"
+async def read_events(response: Any, received: Received) -> int | None:
+    """Record a stream's events until it ends; return the last event id seen."""
     last: int | None = None
+    event_id: int | None = None
+    name = ""
+    async for line in response.aiter_lines():
+        if line.startswith("id:"):
+            event_id = int(line[3:].strip())
+        elif line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            received.events.append((event_id, name, time.time()))
+            if not received.run:
+                received.run = json.loads(line[5:]).get("run_id", "")
+            if event_id is not None:
+                last = event_id
+            if name in ENDING:
+                received.ended = True
+        elif not line:
+            event_id, name = None, ""
+    return last
+
+
+async def follow(
+    client: Any, received: Received, deadline: float, last: int | None, *, attached: bool
+) -> None:
+    """Follow the run's ``events/`` stream after ``last`` until an ending event.
+
+    Every request counts as a resumed stream, but the first one when the client
+    was not ``attached`` to the run's stream yet.
+    """
+    url = f"/api/conversations/{received.conversation}/runs/{received.run}/events/"
     while not received.ended and time.monotonic() < deadline:
+        received.reconnects += attached
+        attached = True
         headers = {"Accept": "text/event-stream"}
         if last is not None:
             headers["Last-Event-ID"] = str(last)
@@ -337,43 +367,50 @@ async def follow(client: Any, received: Received, deadline: float) -> None:
                 if response.status_code != 200:
                     received.error = f"events: HTTP {response.status_code}"
                     await asyncio.sleep(0.5)
-                    received.reconnects += 1
                     continue
-                event_id: int | None = None
-                name = ""
-                async for line in response.aiter_lines():
-                    if line.startswith("id:"):
-                        event_id = int(line[3:].strip())
-                    elif line.startswith("event:"):
-                        name = line[6:].strip()
-                    elif line.startswith("data:"):
-                        received.events.append((event_id, name, time.time()))
-                        if event_id is not None:
-                            last = event_id
-                        if name in ENDING:
-                            received.ended = True
-                    elif not line:
-                        event_id, name = None, ""
+                last = await read_events(response, received) or last
         except Exception as exc:  # a dropped stream is resumed
             received.error = f"events: {type(exc).__name__}: {exc}"
         if not received.ended:
-            received.reconnects += 1
             await asyncio.sleep(0.2)
 
 
 async def start_and_follow(
-    client: Any, received: Received, deadline: float, done: asyncio.Queue[None]
+    client: Any, received: Received, deadline: float, done: asyncio.Queue[None], separately: bool
 ) -> None:
+    """Start a background run and follow its events.
+
+    By default the start asks for the stream (``"stream": true``): the answer
+    is the run's event stream from its first event, as the AI SDK's transport
+    uses it. ``separately``: the start answers 202 and the client then opens
+    ``events/``, a second request after which the events logged meanwhile
+    arrive late.
+    """
+    url = f"/api/conversations/{received.conversation}/runs/"
+    body = {"message": "What time is it?", "background": True, "stream": not separately}
+    last: int | None = None
     try:
-        response = await client.post(
-            f"/api/conversations/{received.conversation}/runs/",
-            json={"message": "What time is it?", "background": True},
-        )
-        if response.status_code != 202:
-            received.error = f"start: HTTP {response.status_code} {response.text[:200]}"
-            return
-        received.run = response.json()["id"]
-        await follow(client, received, deadline)
+        if separately:
+            response = await client.post(url, json=body)
+            if response.status_code != 202:
+                received.error = f"start: HTTP {response.status_code} {response.text[:200]}"
+                return
+            received.run = response.json()["id"]
+        else:
+            headers = {"Accept": "text/event-stream"}
+            try:
+                async with client.stream("POST", url, json=body, headers=headers) as response:
+                    if response.status_code != 200:
+                        await response.aread()
+                        received.error = f"start: HTTP {response.status_code} {response.text[:200]}"
+                        return
+                    last = await read_events(response, received)
+            except Exception as exc:  # a dropped stream is resumed below
+                received.error = f"start stream: {type(exc).__name__}: {exc}"
+            if not received.run:
+                received.error = received.error or "start: no event named the run"
+                return
+        await follow(client, received, deadline, last, attached=not separately)
     except Exception as exc:
         received.error = f"start: {type(exc).__name__}: {exc}"
     finally:
@@ -461,7 +498,9 @@ def session_cookies() -> dict[str, str]:
     return {"sessionid": session.session_key, "csrftoken": CSRF_TOKEN}
 
 
-async def load(root: str, conversations: list[str], timeout: float, kill: Any | None) -> Load:
+async def load(
+    root: str, conversations: list[str], timeout: float, kill: Any | None, separately: bool
+) -> Load:
     import httpx
 
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
@@ -486,7 +525,8 @@ async def load(root: str, conversations: list[str], timeout: float, kill: Any | 
         started = time.monotonic()
         deadline = started + timeout
         followers = [
-            asyncio.create_task(start_and_follow(runs_client, c, deadline, done)) for c in clients
+            asyncio.create_task(start_and_follow(runs_client, c, deadline, done, separately))
+            for c in clients
         ]
         finished = 0
         while finished < len(clients):
@@ -686,7 +726,9 @@ def phase(args: argparse.Namespace, logs: Path, kill: bool) -> bool:
             victim = next(c for c in group.children if c.name == "worker0")
             group.kill(victim)
 
-        result = asyncio.run(load(root, conversations, timeout, kill_one if kill else None))
+        result = asyncio.run(
+            load(root, conversations, timeout, kill_one if kill else None, args.attach_separately)
+        )
         busy_after = machine_busy()
         group.sample_cpu()
         group.check_alive()
@@ -702,6 +744,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--latency", type=float, default=1.0, help="seconds per provider call")
     parser.add_argument("--no-kill", action="store_true", help="skip the phase with a kill")
+    parser.add_argument(
+        "--attach-separately",
+        action="store_true",
+        help="start with a 202, then open events/ (default: the start answers the stream)",
+    )
     parser.add_argument(
         "--web-processes", type=int, default=1, help="uvicorn worker processes (default 1)"
     )
@@ -748,8 +795,9 @@ def main() -> None:
     print(
         f"{args.runs} background runs (2 model rounds + 1 tool each), {args.workers} db_worker "
         f"processes (--interval {args.poll:g}), provider latency {args.latency:g} s, "
-        f"uvicorn ({args.web_processes} process(es)), PostgreSQL; "
-        f"logs in {logs}"
+        f"uvicorn ({args.web_processes} process(es)), PostgreSQL; clients "
+        + ("start with a 202, then open events/" if args.attach_separately else "start streaming")
+        + f"; logs in {logs}"
     )
     print(TARGETS)
     print("without failures:")
