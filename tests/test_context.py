@@ -305,6 +305,22 @@ def test_summary_reused_across_rounds_and_runs() -> None:
 
 
 @pytest.mark.django_db
+def test_a_spent_budget_stops_the_run_before_the_summary_is_asked_for() -> None:
+    user = get_user_model().objects.create_user("summarized")
+    settings = {**providers("summarize"), "CONVERSATION_BUDGET": {"tokens": 1000}}
+    with override_settings(LLM_CONVERSATIONS=settings):
+        conversation = create_conversation(owner=user)
+        append_messages(conversation, long_history(60))
+        run = ToolLoopService().start(conversation, "short question")
+        # Spent meanwhile (another run): the budget is now reached.
+        Message.objects.filter(conversation=conversation, role="assistant").update(input_tokens=600)
+        ended = ToolLoopService().execute(run)
+    assert (ended.status, ended.termination_reason) == ("failed", "budget_exceeded")
+    assert StubSummarizer.calls == []
+    assert ConversationSummary.objects.count() == 0
+
+
+@pytest.mark.django_db
 def test_run_api_takes_a_context_strategy() -> None:
     user = get_user_model().objects.create_user("fitting-user")
     client = Client()

@@ -183,6 +183,14 @@ class BudgetGuard:
         limits = limits_for(owner)
         return cls(run, limits, _pk(owner), model) if limits.any else None
 
+    def check_spent(self) -> None:
+        """Raise ``BudgetExceeded`` when a budget is already reached (before a
+        call of another provider, such as a summary); one aggregate query."""
+        used = spent(self.limits, self.owner_id, self.run.conversation_id)
+        error = self.limits.exceeded(used, starting=True)
+        if error is not None:
+            raise error
+
     def check(self, input_tokens: int) -> None:
         """Raise ``BudgetExceeded`` when spending ``input_tokens`` more (at the
         model's input price) would go past a budget; one aggregate query."""

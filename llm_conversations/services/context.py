@@ -12,7 +12,7 @@ once and asks ``SUMMARY_PROVIDER`` for a longer one only when a cut passes it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -236,8 +236,14 @@ class ContextWindow:
         history: Sequence[ChatMessage],
         tools: Sequence[ToolSpec],
         parameters: RunParameters,
+        *,
+        before_summary: Callable[[], None] | None = None,
     ) -> list[ChatMessage]:
-        """What the next call sends; raises ``ContextOverflow`` when nothing fits."""
+        """What the next call sends; raises ``ContextOverflow`` when nothing fits.
+
+        ``before_summary`` is called before ``SUMMARY_PROVIDER`` is asked for a
+        summary (the budgets: a spent one raises, and no provider is called).
+        """
         self.fitter.extend(history)
         fixed = self._fixed_tokens(tools, parameters.instructions)
         if self.anchor is None and not self._anchor_read:
@@ -260,6 +266,8 @@ class ContextWindow:
             **known,
         )
         if cut.summary_end is not None and (summary is None or summary.end_position != cut.start):
+            if before_summary is not None:
+                before_summary()
             summary = make_summary(self.run.conversation_id, history, cut.start, summary)
             self._summary = summary
             # The estimate counted the budget; count the summary as written.

@@ -121,7 +121,17 @@ def execute_rounds(
         offer = [] if closing else specs
         # Fitted to the context window before anything is sent; the stored
         # conversation stays whole.
-        sent = history if window is None else window.messages(history, offer, asked)
+        # A budget already spent stops the run before a summary is asked for.
+        sent = (
+            history
+            if window is None
+            else window.messages(
+                history,
+                offer,
+                asked,
+                before_summary=None if guard is None else guard.check_spent,
+            )
+        )
         if guard is not None:
             estimate = (
                 guard.estimate(history, offer, asked.instructions)
