@@ -17,7 +17,7 @@ from django.utils import timezone
 from llm_conversations.budgets import Limit, Limits, Spent, limit_problems, parse_limit
 from llm_conversations.completions import CompletionResponse, Usage
 from llm_conversations.exceptions import BudgetExceeded
-from llm_conversations.models import Message, Run, TerminationReason
+from llm_conversations.models import ConversationSummary, Message, Run, TerminationReason
 from llm_conversations.providers import OpenAIProvider
 from llm_conversations.services import ToolLoopService, append_completion, create_conversation
 from llm_conversations.services.budgets import limits_for, spent
@@ -117,18 +117,29 @@ def test_limits_judge_spent_plus_the_next_call() -> None:
 # Spent: one aggregate query ------------------------------------------------------------
 
 
-def test_spent_is_one_query(user: Any, django_assert_num_queries: Any) -> None:
+def test_spent_is_one_query_for_turns_and_one_for_summaries(
+    user: Any, django_assert_num_queries: Any
+) -> None:
     mine = create_conversation(owner=user)
     other = create_conversation(owner=user)
     spend(mine, 100, 10)
     spend(other, 50, 5)
     spend(other, 1000, 0, days_ago=40)  # neither today nor this month
+    # A summary made for the summarize strategy was a model call too.
+    ConversationSummary.objects.create(
+        conversation=mine,
+        end_position=2,
+        content="s",
+        input_tokens=300,
+        output_tokens=20,
+        cost=Decimal("0.25"),
+    )
     limits = Limits(daily=Limit(1), monthly=Limit(1), conversation=Limit(1))
-    with django_assert_num_queries(1):
+    with django_assert_num_queries(2):
         used = spent(limits, user.pk, mine.pk)
-    assert used["daily"] == Spent(165, Decimal("1.0"))
-    assert used["monthly"].tokens == 165
-    assert used["conversation"] == Spent(110, Decimal("0.5"))
+    assert used["daily"] == Spent(485, Decimal("1.25"))
+    assert used["monthly"].tokens == 485
+    assert used["conversation"] == Spent(430, Decimal("0.75"))
 
 
 # Before the provider is called ----------------------------------------------------------

@@ -27,7 +27,7 @@ from llm_conversations.conf import conf
 from llm_conversations.context import ContextFitter
 from llm_conversations.messages import ChatMessage
 from llm_conversations.model_info import COST_PLACES, model_info
-from llm_conversations.models import Conversation, Message, Run
+from llm_conversations.models import Conversation, ConversationSummary, Message, Run
 from llm_conversations.tokens import (
     MESSAGE_OVERHEAD,
     REPLY_OVERHEAD,
@@ -91,7 +91,8 @@ def spent(
     limits: Limits, owner_id: Any, conversation_id: Any, *, now: datetime | None = None
 ) -> dict[str, Spent]:
     """What the owner spent today and this month (UTC) and what the conversation
-    spent, for the limits that apply: one aggregate query."""
+    spent, for the limits that apply: assistant turns and the summaries made for
+    the ``summarize`` context strategy, one aggregate query each."""
     day, month = _since(now or timezone.now())
     parts: dict[str, Q] = {}
     mine = Q(conversation__owner_id=owner_id)
@@ -103,7 +104,6 @@ def spent(
         parts["conversation"] = Q(conversation_id=conversation_id)
     if not parts:
         return {}
-    rows = Message.objects.filter(role="assistant")
     anywhere = Q()
     for condition in parts.values():
         anywhere |= condition
@@ -112,11 +112,14 @@ def spent(
         sums[f"{name}_in"] = Sum("input_tokens", filter=condition)
         sums[f"{name}_out"] = Sum("output_tokens", filter=condition)
         sums[f"{name}_cost"] = Sum("cost", filter=condition)
-    totals = rows.filter(anywhere).aggregate(**sums)
+    # The same fields and conditions on both: a summary is a model call too.
+    turns = Message.objects.filter(role="assistant").filter(anywhere).aggregate(**sums)
+    summaries = ConversationSummary.objects.filter(anywhere).aggregate(**sums)
+    both = (turns, summaries)
     return {
         name: Spent(
-            (totals[f"{name}_in"] or 0) + (totals[f"{name}_out"] or 0),
-            totals[f"{name}_cost"] or Decimal(0),
+            sum((totals[f"{name}_in"] or 0) + (totals[f"{name}_out"] or 0) for totals in both),
+            sum((totals[f"{name}_cost"] or Decimal(0) for totals in both), Decimal(0)),
         )
         for name in parts
     }
