@@ -6,7 +6,8 @@ One function per concern, each id stable:
   positive integer (every name in ``conf.POSITIVE_INTEGERS``), E004 ``MAX_ITERATIONS`` above ``MAX_ITERATIONS_LIMIT``,
   E005 not a duration, E006 not a non-negative integer (``conf.NON_NEGATIVE_INTEGERS``),
   E007 neither ``None`` nor a positive integer (every name in
-  ``conf.OPTIONAL_POSITIVE_INTEGERS``: ``CONVERSATION_RETENTION_DAYS``), E008
+  ``conf.OPTIONAL_POSITIVE_INTEGERS``: ``CONVERSATION_RETENTION_DAYS``,
+  ``RUN_START_CONCURRENCY``), E008
   ``TELEMETRY_CAPTURE_CONTENT`` not ``True`` or ``False``.
 - :func:`check_providers`: E010 ``PROVIDERS`` not a non-empty dict, E015
   ``DEFAULT_PROVIDER`` not a key of it, E009 ``TITLE_PROVIDER`` neither

@@ -42,6 +42,11 @@ DEFAULTS: dict[str, Any] = {
     # before the reaper enqueues another (the first may be lost with a worker
     # that took it and died before claiming the run).
     "REQUEUE_SECONDS": 300,
+    # Requests of one process that may prepare runs at once (None: no limit),
+    # and the seconds one waits for its turn before a 503 server_busy
+    # (docs/deployment.md#bursts-of-run-starts).
+    "RUN_START_CONCURRENCY": 2,
+    "RUN_START_WAIT_SECONDS": 10,
     "EVENT_RETENTION_DAYS": 7,
     # Days a conversation may stay idle (no new message) before it is purged;
     # None keeps conversations forever.
@@ -92,13 +97,13 @@ DEFAULTS: dict[str, Any] = {
 OPTIONAL_DURATIONS = ("TOOL_TIMEOUT", "RUN_TIMEOUT")
 
 # Seconds, a positive number (never None).
-DURATIONS = ("SSE_HEARTBEAT_SECONDS", "MCP_TOOLS_TTL")
+DURATIONS = ("SSE_HEARTBEAT_SECONDS", "MCP_TOOLS_TTL", "RUN_START_WAIT_SECONDS")
 
 # Counts that may be zero.
 NON_NEGATIVE_INTEGERS = ("STRUCTURED_OUTPUT_REPAIRS",)
 
 # A positive integer, or None for no limit.
-OPTIONAL_POSITIVE_INTEGERS = ("CONVERSATION_RETENTION_DAYS",)
+OPTIONAL_POSITIVE_INTEGERS = ("CONVERSATION_RETENTION_DAYS", "RUN_START_CONCURRENCY")
 
 POSITIVE_INTEGERS = (
     "LEASE_SECONDS",
@@ -177,6 +182,8 @@ class Settings:
     LEASE_SECONDS: _Setting[int] = _Setting(int)
     MAX_ATTEMPTS: _Setting[int] = _Setting(int)
     REQUEUE_SECONDS: _Setting[int] = _Setting(int)
+    RUN_START_CONCURRENCY: _Setting[int | None] = _Setting(_optional(int))
+    RUN_START_WAIT_SECONDS: _Setting[float] = _Setting(float)
     EVENT_RETENTION_DAYS: _Setting[int] = _Setting(int)
     CONVERSATION_RETENTION_DAYS: _Setting[int | None] = _Setting(_optional(int))
     SSE_HEARTBEAT_SECONDS: _Setting[float] = _Setting(float)

@@ -33,6 +33,7 @@ __all__ = [
     "RateLimitError",
     "RunNotPermitted",
     "RunStateError",
+    "ServerBusy",
     "TooManyActiveRuns",
     "ToolArgumentsError",
     "ToolError",
@@ -112,6 +113,15 @@ class ConversationBusy(LLMConversationsError):
 
     def __init__(self, message: str = "another run of this conversation is still active.") -> None:
         super().__init__("conversation_busy", message)
+
+
+class ServerBusy(LLMConversationsError):
+    """Too many runs are being started in this process at once (``server_busy``,
+    ``RUN_START_CONCURRENCY``); nothing was stored, and the same request may be
+    sent again shortly."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("server_busy", message)
 
 
 class BudgetExceeded(LLMConversationsError):

@@ -195,7 +195,9 @@ def test_e004_default_iterations_above_the_limit() -> None:
     ]
 
 
-@pytest.mark.parametrize("key", ["TOOL_TIMEOUT", "RUN_TIMEOUT", "SSE_HEARTBEAT_SECONDS"])
+@pytest.mark.parametrize(
+    "key", ["TOOL_TIMEOUT", "RUN_TIMEOUT", "SSE_HEARTBEAT_SECONDS", "RUN_START_WAIT_SECONDS"]
+)
 @pytest.mark.parametrize("value", [0, -1, "30", True])
 def test_e005_not_a_duration(key: str, value: Any) -> None:
     assert setting_ids({key: value}) == ["llm_conversations.E005"]
@@ -229,6 +231,16 @@ def test_repairs_may_be_zero(value: Any) -> None:
 @pytest.mark.parametrize("value", [0, -1, 1.5, "30", True])
 def test_e007_conversation_retention_is_none_or_a_positive_integer(value: Any) -> None:
     assert setting_ids({"CONVERSATION_RETENTION_DAYS": value}) == ["llm_conversations.E007"]
+
+
+@pytest.mark.parametrize("value", [0, -1, 1.5, "2", True])
+def test_e007_start_concurrency_is_none_or_a_positive_integer(value: Any) -> None:
+    assert setting_ids({"RUN_START_CONCURRENCY": value}) == ["llm_conversations.E007"]
+
+
+@pytest.mark.parametrize(("concurrency", "wait"), [(None, 10), (1, 0.5), (2, 10), (16, 60)])
+def test_start_concurrency_may_be_unlimited_or_a_count(concurrency: Any, wait: Any) -> None:
+    assert setting_ids({"RUN_START_CONCURRENCY": concurrency, "RUN_START_WAIT_SECONDS": wait}) == []
 
 
 @pytest.mark.parametrize("value", [None, 1, 365])

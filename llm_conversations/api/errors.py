@@ -58,6 +58,7 @@ _STATUS_BY_CODE = {
     "idempotency_key_reused": 422,
     "provider_error": 502,
     "invalid_output": 502,
+    "server_busy": 503,
 }
 
 # Library codes the API reports under an older public code. A range check on
@@ -65,10 +66,11 @@ _STATUS_BY_CODE = {
 # service owned it, and clients may branch on that code.
 _PUBLIC_CODES = {"invalid_max_iterations": "invalid"}
 
-# Seconds a client should wait before retrying a request the database could not
-# serve for now (a pool or lock timeout, a lost connection): the Retry-After of
-# a 503 ``database_unavailable``.
-DATABASE_RETRY_AFTER = 1
+# Seconds a client should wait before retrying a request refused for now: the
+# database could not serve it (a pool or lock timeout, a lost connection), or
+# too many runs were being started (RUN_START_CONCURRENCY). The Retry-After of
+# each 503.
+RETRY_AFTER = {"database_unavailable": 1, "server_busy": 1}
 
 
 class ApiError(exceptions.APIException):
@@ -131,11 +133,13 @@ def as_api_error(exc: Exception) -> ApiError | None:
     if isinstance(exc, ApiError):
         return exc
     if isinstance(exc, LLMConversationsError):
+        wait = RETRY_AFTER.get(exc.code)
         return ApiError(
             _STATUS_BY_CODE.get(exc.code, 400),
             _PUBLIC_CODES.get(exc.code, exc.code),
             exc.message,
             field=exc.field,
+            details=None if wait is None else {"retry_after": wait},
         )
     if isinstance(exc, exceptions.NotFound):
         # DRF's own wording says why, e.g. "Invalid page." from pagination.
@@ -178,7 +182,7 @@ def _from_database(exc: DatabaseError) -> ApiError:
             503,
             "database_unavailable",
             "The database is busy or unavailable; retry shortly.",
-            details={"retry_after": DATABASE_RETRY_AFTER},
+            details={"retry_after": RETRY_AFTER["database_unavailable"]},
         )
     logger.error("Database error in an API request", exc_info=exc)
     if isinstance(exc, IntegrityError):
@@ -212,8 +216,8 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
         wait = getattr(exc, "wait", None)
         if wait is not None:
             headers["Retry-After"] = str(int(wait))
-    elif error.code == "database_unavailable":
-        headers["Retry-After"] = str(DATABASE_RETRY_AFTER)
+    elif error.code in RETRY_AFTER:
+        headers["Retry-After"] = str(RETRY_AFTER[error.code])
     return Response(
         error_body(error.code, error.message, field=error.field, details=error.details),
         status=error.status_code,

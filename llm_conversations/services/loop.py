@@ -18,7 +18,7 @@ from typing import Any, Unpack
 
 from django.db import IntegrityError, transaction
 
-from llm_conversations import telemetry
+from llm_conversations import start_slots, telemetry
 from llm_conversations.conf import conf
 from llm_conversations.exceptions import (
     BudgetExceeded,
@@ -232,6 +232,8 @@ class ToolLoopService:
         row = Run.objects.get(pk=_run_pk(run))
         if not leases.claim(row, leases.new_owner()):
             return
+        # The request that prepared the run (if any) executes it without its start slot.
+        start_slots.give_back()
         limit = conf.RUN_TIMEOUT
         deadline = None if limit is None else time.monotonic() + limit
         mine = runs.held(row)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import Http404, HttpRequest
@@ -24,10 +24,12 @@ from llm_conversations.api.serializers import ErrorSerializer
 from llm_conversations.conf import conf
 from llm_conversations.models import ACTIVE_RUN_STATUSES, Conversation, Run
 from llm_conversations.services.costs import with_cost
+from llm_conversations.start_slots import Slot, slots
 
 __all__ = [
     "CONVERSATION_ID",
     "ApiView",
+    "RunStartingView",
     "error_responses",
     "owned_conversations",
     "parse_uuid",
@@ -59,8 +61,9 @@ _ERROR_DESCRIPTIONS = {
     500: "`run_failed`: the run failed on the server; the run records the error.",
     502: "`provider_error`: the provider failed; `details.run` is the failed run.",
     503: (
-        "`database_unavailable`: the database is busy or unreachable for now; nothing was "
-        "changed; retry after `Retry-After` seconds."
+        "`database_unavailable`: the database is busy or unreachable for now; "
+        "`server_busy` (requests that start runs): more than `RUN_START_CONCURRENCY` runs "
+        "were being started. Nothing was changed; retry after `Retry-After` seconds."
     ),
 }
 
@@ -177,3 +180,28 @@ class ApiView(APIView):
             return owned_conversations(self.request).get(pk=pk)
         except Conversation.DoesNotExist:
             raise Http404 from None
+
+
+class RunStartingView(ApiView):
+    """Base of views whose ``start_actions`` start or resume runs: each such request holds
+    one of the process's :mod:`~llm_conversations.start_slots` from before it
+    authenticates (the first database query) until its run is claimed or the
+    request ends, so a burst of starts cannot take every connection and thread
+    the rest of the site needs."""
+
+    start_actions: ClassVar[frozenset[str]] = frozenset()
+    _start_slot: Slot | None = None
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        if getattr(self, "action", None) in self.start_actions:
+            # Refused here (503 server_busy), the request has stored nothing.
+            self._start_slot = slots.take()
+        super().initial(request, *args, **kwargs)
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().dispatch(request, *args, **kwargs)
+        finally:
+            if self._start_slot is not None:
+                self._start_slot.close()
+                self._start_slot = None

@@ -37,6 +37,7 @@ from llm_conversations.api.views.base import (
     BODY_ERRORS,
     CONVERSATION_ID,
     ApiView,
+    RunStartingView,
     error_responses,
     in_background,
 )
@@ -97,12 +98,13 @@ def decisions_of(
     return approved, denied, outputs
 
 
-class ChatViewSet(ApiView, viewsets.GenericViewSet[Conversation]):
+class ChatViewSet(RunStartingView, viewsets.GenericViewSet[Conversation]):
     """A conversation as the AI SDK's chat endpoint; outside ``ATOMIC_REQUESTS`` (runs
     call providers and tools)."""
 
     renderer_classes = [JSONRenderer]
     serializer_class = ChatRequestSerializer
+    start_actions = frozenset({"create"})
     # A chat message starts a run: RUN_RATE counts it like POST runs/.
     throttle_classes = [*ApiView.throttle_classes, RunStartThrottle]
 

@@ -44,6 +44,7 @@ __all__ = ["ForkViewSet"]
 class ForkViewSet(RunViews):
     """Forks of one of the caller's conversations; the conversation itself never changes."""
 
+    start_actions = frozenset({"edit", "regenerate"})
     # forks/ pages like the conversation list (the schema reads it here).
     pagination_class = ConversationPagination
 

@@ -54,7 +54,7 @@ from llm_conversations.api.throttling import RunStartThrottle
 from llm_conversations.api.views.base import (
     BODY_ERRORS,
     CONVERSATION_ID,
-    ApiView,
+    RunStartingView,
     error_responses,
     in_background,
     parse_uuid,
@@ -173,7 +173,7 @@ class RunSchema(AutoSchema):
         return []
 
 
-class RunViews(ApiView, viewsets.GenericViewSet[Run]):
+class RunViews(RunStartingView, viewsets.GenericViewSet[Run]):
     """Views that start or resume runs and answer with the run or its stream.
 
     Every such view is outside ``ATOMIC_REQUESTS``' transaction: runs call
@@ -257,6 +257,7 @@ class RunViews(ApiView, viewsets.GenericViewSet[Run]):
 class RunViewSet(RunViews):
     """Runs of one of the caller's conversations."""
 
+    start_actions = frozenset({"create", "retry", "approve", "deny", "submit_tool_outputs"})
     lookup_url_kwarg = "run_pk"
     pagination_class = RunPagination
 

@@ -1,0 +1,95 @@
+"""Slots for preparing runs: at most ``RUN_START_CONCURRENCY`` requests of one
+process prepare runs at once.
+
+A burst of run starts (hundreds of clients within a second) would otherwise
+take every pooled database connection and most of the interpreter at once,
+and every other request of the process (reads, cancels, event streams) would
+wait for the whole burst: ``bench/load_runs.py`` measured reads waiting 2-3 s.
+A request that starts or resumes a run takes a slot before it touches the
+database, and gives it back when the run is claimed for execution (a
+foreground run executes without one) or when the request ends. A request that
+waits longer than ``RUN_START_WAIT_SECONDS`` is refused with
+:class:`ServerBusy` (the API's 503 ``server_busy``), having stored nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextvars import ContextVar, Token
+
+from llm_conversations.conf import conf
+from llm_conversations.exceptions import ServerBusy
+
+__all__ = ["Slot", "StartSlots", "give_back", "slots"]
+
+
+class StartSlots:
+    """The process's slots; how many there are follows ``RUN_START_CONCURRENCY``
+    (``None``: no limit), read at each :meth:`take` so ``override_settings`` works."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._taken = 0
+
+    @property
+    def taken(self) -> int:
+        """How many slots are held now."""
+        return self._taken
+
+    def take(self) -> Slot:
+        """A slot, once one is free (first come, first served); :class:`ServerBusy`
+        after ``RUN_START_WAIT_SECONDS``. The slot is also this context's, for
+        :func:`give_back`."""
+        size = conf.RUN_START_CONCURRENCY
+        with self._condition:
+            if size is not None and not self._condition.wait_for(
+                lambda: self._taken < size, conf.RUN_START_WAIT_SECONDS
+            ):
+                raise ServerBusy(
+                    f"more than {size} run(s) are being started in this process; retry shortly."
+                )
+            self._taken += 1
+        slot = Slot(self)
+        slot.token = _current.set(slot)
+        return slot
+
+    def _give(self) -> None:
+        with self._condition:
+            self._taken -= 1
+            self._condition.notify()
+
+
+class Slot:
+    """One request's slot; :meth:`release` gives it back, once however often it is called."""
+
+    def __init__(self, slots: StartSlots) -> None:
+        self._slots: StartSlots | None = slots
+        self._lock = threading.Lock()
+        self.token: Token[Slot | None] | None = None
+
+    def release(self) -> None:
+        """Give the slot back (a no-op after the first call)."""
+        with self._lock:
+            slots, self._slots = self._slots, None
+        if slots is not None:
+            slots._give()
+
+    def close(self) -> None:
+        """Give the slot back and stop being the context's slot: the request ended."""
+        self.release()
+        if self.token is not None:
+            _current.reset(self.token)
+            self.token = None
+
+
+_current: ContextVar[Slot | None] = ContextVar("llm_conversations_start_slot", default=None)
+
+slots = StartSlots()
+
+
+def give_back() -> None:
+    """Give back the slot this context took, if any: its run executes now, and
+    executing a run is not preparing one."""
+    slot = _current.get()
+    if slot is not None:
+        slot.release()

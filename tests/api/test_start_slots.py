@@ -1,0 +1,258 @@
+"""RUN_START_CONCURRENCY: requests that start or resume runs take one of the
+process's slots before they touch the database; the rest of the site does not."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rest_framework.test import APIClient
+
+from llm_conversations import start_slots
+from llm_conversations.exceptions import ServerBusy
+from llm_conversations.models import Conversation, Message, Run
+from llm_conversations.services import ToolLoopService, create_conversation
+from llm_conversations.start_slots import StartSlots, slots
+from llm_conversations.tools import tool
+from tests.api.conftest import API_SETTINGS, TOOLS, calls_text
+from tests.api.test_runs import start
+from tests.conftest import requires_postgresql, run_together
+
+pytestmark = pytest.mark.django_db
+
+# Slots held while the tool below ran.
+taken_during_tools: list[int] = []
+
+
+@tool
+def count_slots() -> int:
+    """How many start slots are held while a run executes."""
+    taken_during_tools.append(slots.taken)
+    return slots.taken
+
+
+@pytest.fixture
+def one_slot(settings: Any) -> dict[str, Any]:
+    settings.LLM_CONVERSATIONS = {
+        **API_SETTINGS,
+        "TOOLS": [*TOOLS, "tests.api.test_start_slots.count_slots"],
+        "RUN_START_CONCURRENCY": 1,
+        "RUN_START_WAIT_SECONDS": 0.05,
+    }
+    return dict(settings.LLM_CONVERSATIONS)
+
+
+@pytest.fixture
+def held(one_slot: dict[str, Any]) -> Iterator[start_slots.Slot]:
+    """The only slot, held as another request preparing a run would hold it."""
+    slot = slots.take()
+    yield slot
+    slot.close()
+
+
+def base(conversation: Conversation) -> str:
+    return f"/api/conversations/{conversation.pk}/"
+
+
+def test_a_start_waiting_longer_than_the_wait_is_503_server_busy_and_stores_nothing(
+    client: APIClient, conversation: Conversation, held: start_slots.Slot
+) -> None:
+    messages = Message.objects.count()
+    with CaptureQueriesContext(connection) as queries:
+        response = start(client, conversation, message="Hello")
+    assert response.status_code == 503
+    assert response["Retry-After"] == "1"
+    error = response.json()["error"]
+    assert (error["code"], error["details"]) == ("server_busy", {"retry_after": 1})
+    assert "1 run(s)" in error["message"]
+    # Refused before the first query: a waiting request holds no connection.
+    assert len(queries) == 0
+    assert (Message.objects.count(), Run.objects.count()) == (messages, 0)
+    assert slots.taken == 1
+
+    held.close()
+    assert start(client, conversation, message="Hello").status_code == 201
+    assert slots.taken == 0
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("post", "runs/"),
+        ("post", "runs/{run}/retry/"),
+        ("post", "runs/{run}/approve/"),
+        ("post", "runs/{run}/deny/"),
+        ("post", "runs/{run}/submit_tool_outputs/"),
+        ("post", "edit/"),
+        ("post", "regenerate/"),
+        ("post", "chat/"),
+    ],
+)
+def test_every_request_that_starts_or_resumes_a_run_takes_a_slot(
+    client: APIClient, conversation: Conversation, held: start_slots.Slot, method: str, path: str
+) -> None:
+    # The slot comes before the run is looked up, so any run id shows it.
+    url = base(conversation) + path.format(run=uuid.uuid4())
+    refused = getattr(client, method)(url, {}, format="json")
+    assert (refused.status_code, refused.json()["error"]["code"]) == (503, "server_busy")
+    held.close()
+    admitted = getattr(client, method)(url, {}, format="json")
+    assert admitted.status_code in (400, 404), admitted.content
+    assert slots.taken == 0
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "expected"),
+    [
+        ("get", "", 200),
+        ("get", "runs/", 200),
+        ("get", "messages/", 200),
+        ("post", "messages/", 201),
+        ("post", "runs/{run}/cancel/", 404),
+        ("get", "runs/{run}/events/", 404),
+        ("post", "fork/", 201),
+    ],
+)
+def test_reads_appends_and_cancels_do_not_wait_for_a_slot(
+    client: APIClient,
+    conversation: Conversation,
+    held: start_slots.Slot,
+    method: str,
+    path: str,
+    expected: int,
+) -> None:
+    url = base(conversation) + path.format(run=uuid.uuid4())
+    body: Any = [{"role": "user", "content": "More"}] if path == "messages/" else {}
+    response = getattr(client, method)(url, body, format="json")
+    assert response.status_code == expected, response.content
+    assert slots.taken == 1
+
+
+def test_a_foreground_run_executes_without_its_slot(
+    client: APIClient, conversation: Conversation, one_slot: dict[str, Any]
+) -> None:
+    taken_during_tools.clear()
+    response = start(client, conversation, message=calls_text(("a", "count_slots", {})))
+    assert response.status_code == 201, response.content
+    assert response.json()["status"] == "completed"
+    # Claimed, the run gave the request's slot back before its tool ran.
+    assert taken_during_tools == [0]
+    assert slots.taken == 0
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"message": "Hi", "background": True},
+        {"message": "Hi", "stream": True},
+        {"message": {"role": "assistant", "content": "no"}},
+        {"message": "Hi", "provider": "nope"},
+    ],
+)
+def test_the_slot_is_given_back_however_the_request_ends(
+    client: APIClient, conversation: Conversation, one_slot: dict[str, Any], body: dict[str, Any]
+) -> None:
+    response = start(client, conversation, **body)
+    assert response.status_code in (200, 201, 202, 400)
+    if response.streaming:
+        b"".join(response.streaming_content)
+    assert slots.taken == 0
+    # The one slot is free for the next start.
+    assert (
+        start(client, create_conversation(owner=conversation.owner), message="Hi").status_code
+        == 201
+    )
+
+
+@requires_postgresql
+def test_a_burst_of_starts_prepares_at_most_the_limit_at_once(
+    transactional_db: None, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings.LLM_CONVERSATIONS = {
+        **API_SETTINGS,
+        "RUN_START_CONCURRENCY": 2,
+        "RUN_START_WAIT_SECONDS": 30,
+    }
+    user = User.objects.create_user("burst", password="burst-pw")
+    conversations = [create_conversation(owner=user) for _ in range(12)]
+    seen: list[int] = []
+    original = ToolLoopService.start
+
+    def counting_start(self: ToolLoopService, *args: Any, **kwargs: Any) -> Run:
+        seen.append(slots.taken)
+        time.sleep(0.02)  # long enough for the others to pile up
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ToolLoopService, "start", counting_start)
+
+    def work(n: int) -> int:
+        api = APIClient()
+        api.force_authenticate(user)
+        return int(start(api, conversations[n], message=f"hello {n}").status_code)
+
+    outcomes = run_together(len(conversations), work)
+    assert outcomes == [201] * len(conversations)
+    assert len(seen) == len(conversations)
+    # Never more than two at once, and the limit was reached: they did wait.
+    assert max(seen) == 2
+    assert slots.taken == 0
+
+
+def test_no_limit_takes_no_turn(settings: Any) -> None:
+    settings.LLM_CONVERSATIONS = {"RUN_START_CONCURRENCY": None, "RUN_START_WAIT_SECONDS": 0.01}
+    gate = StartSlots()
+    taken = [gate.take() for _ in range(50)]
+    assert gate.taken == 50
+    for slot in taken:
+        slot.close()
+    assert gate.taken == 0
+
+
+def test_a_waiting_request_gets_the_slot_given_back(settings: Any) -> None:
+    settings.LLM_CONVERSATIONS = {"RUN_START_CONCURRENCY": 1, "RUN_START_WAIT_SECONDS": 5}
+    gate = StartSlots()
+    first = gate.take()
+    got: list[float] = []
+
+    def wait() -> None:
+        began = time.monotonic()
+        gate.take().close()
+        got.append(time.monotonic() - began)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.2)
+    assert got == []  # still waiting
+    first.release()
+    first.release()  # once only: a second release gives nothing back
+    waiter.join(5)
+    assert len(got) == 1
+    assert 0.15 < got[0] < 5
+    assert gate.taken == 0
+    first.close()
+    assert gate.taken == 0
+
+
+def test_a_full_gate_refuses_after_the_wait(settings: Any) -> None:
+    settings.LLM_CONVERSATIONS = {"RUN_START_CONCURRENCY": 1, "RUN_START_WAIT_SECONDS": 0.1}
+    gate = StartSlots()
+    slot = gate.take()
+    began = time.monotonic()
+    with pytest.raises(ServerBusy) as refused:
+        gate.take()
+    assert refused.value.code == "server_busy"
+    assert time.monotonic() - began >= 0.1
+    slot.close()
+
+
+def test_give_back_without_a_slot_does_nothing() -> None:
+    before = slots.taken
+    start_slots.give_back()
+    assert slots.taken == before
