@@ -94,13 +94,15 @@ def enqueue_title(conversation_id: uuid.UUID | str) -> Any:
     return generate_title.using(backend=conf.TASK_BACKEND).enqueue(str(conversation_id))
 
 
-def enqueue_run(run_id: uuid.UUID | str) -> Any:
+def enqueue_run(run_id: uuid.UUID | str, *, marked: bool = False) -> Any:
     """Queue ``execute_run`` for a run on the configured task backend.
 
-    The run's ``enqueued_at`` is set first, so the reaper can tell a run whose
-    task was lost from one still waiting its turn (``REQUEUE_SECONDS``).
+    The run's ``enqueued_at`` is set first (unless ``marked``: the caller set it
+    as it stored the run), so the reaper can tell a run whose task was lost
+    from one still waiting its turn (``REQUEUE_SECONDS``).
     """
     from llm_conversations.models import Run, RunStatus
 
-    Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(enqueued_at=timezone.now())
+    if not marked:
+        Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(enqueued_at=timezone.now())
     return execute_run.using(backend=conf.TASK_BACKEND).enqueue(str(run_id))

@@ -188,17 +188,32 @@ class TestBackgroundAndRetry:
     def test_a_background_start_is_executed_by_the_task_backend(
         self, django_capture_on_commit_callbacks: Any
     ) -> None:
+        before = timezone.now()
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
             run = ToolLoopService().start(create_conversation(), "hi", background=True)
         assert run.status == "queued"
+        # Marked in the insert that stores the run, so the reaper can tell a
+        # lost task (REQUEUE_SECONDS) and enqueuing updates nothing.
+        marked = Run.objects.get(pk=run.pk).enqueued_at
+        assert marked is not None
+        assert before <= marked <= timezone.now()
         # Enqueued only once the start is committed (after message_appended).
         (enqueue,) = [c for c in callbacks if getattr(c, "func", None) is enqueue_run]
-        assert Run.objects.get(pk=run.pk).enqueued_at is None
-        before = timezone.now()
+        assert enqueue.keywords == {"marked": True}
         enqueue()
         run.refresh_from_db()
         assert run.status == "completed"
-        # Marked when enqueued, so the reaper can tell a lost task (REQUEUE_SECONDS).
+        assert run.enqueued_at == marked
+
+    @pytest.mark.usefixtures("scripted_from_settings")
+    def test_enqueuing_a_run_stored_unmarked_marks_it(self) -> None:
+        # Retries, the reaper and the admin's requeue enqueue runs stored earlier.
+        run = ToolLoopService().start(create_conversation(), "hi")
+        assert Run.objects.get(pk=run.pk).enqueued_at is None
+        before = timezone.now()
+        enqueue_run(run.pk)
+        run.refresh_from_db()
+        assert run.status == "completed"
         assert run.enqueued_at is not None
         assert run.enqueued_at >= before
 

@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any, Unpack
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from llm_conversations import start_slots, telemetry
 from llm_conversations.conf import conf
@@ -56,7 +57,7 @@ from llm_conversations.services.events import (
 from llm_conversations.services.rounds import execute_rounds
 from llm_conversations.services.store import (
     ConversationRef,
-    append_messages,
+    append_locked,
     conversation_pk,
     lock_idle_conversation,
 )
@@ -177,7 +178,7 @@ class ToolLoopService:
             with transaction.atomic():
                 # Under the conversation's lock, an active run is seen before
                 # the insert: concurrent starts queue here, not on the index.
-                lock_idle_conversation(conversation_id)
+                count = lock_idle_conversation(conversation_id)
                 policy.lock_active_runs(user)
                 run = Run(
                     conversation_id=conversation_id,
@@ -185,13 +186,15 @@ class ToolLoopService:
                     model=backend.model,
                     max_iterations=limit,
                     context_strategy=strategy,
+                    # Marked in the insert: enqueue_run need not update the row again.
+                    enqueued_at=timezone.now() if background else None,
                 )
                 run.offered_tools = offered.specs()
                 run.run_parameters = chosen
                 run.save(force_insert=True)
-                append_messages(conversation_id, [user_turn], run=run)
+                append_locked(conversation_id, count, [user_turn], run=run)
                 if background:
-                    transaction.on_commit(partial(enqueue_run, run.pk))
+                    transaction.on_commit(partial(enqueue_run, run.pk, marked=True))
         except InvalidMessage as exc:
             # The store names the turn messages[0]; here it is the message argument.
             rest = (exc.field or "").removeprefix("messages[0]")

@@ -51,6 +51,7 @@ from llm_conversations.text import json_problem
 __all__ = [
     "ConversationRef",
     "append_completion",
+    "append_locked",
     "append_messages",
     "conversation_pk",
     "create_conversation",
@@ -154,8 +155,9 @@ def _lock(conversation_id: uuid.UUID, run: Run | None) -> int:
     return count
 
 
-def lock_idle_conversation(conversation: ConversationRef) -> None:
-    """In a transaction: lock the conversation row, refusing it while a run is active.
+def lock_idle_conversation(conversation: ConversationRef) -> int:
+    """In a transaction: lock the conversation row, refusing it while a run is
+    active, and return its message count (for :func:`append_locked`).
 
     ``ToolLoopService.start`` takes this lock before inserting a run, so
     concurrent starts of one conversation are serialised and every one but
@@ -163,7 +165,7 @@ def lock_idle_conversation(conversation: ConversationRef) -> None:
     ``Conversation.DoesNotExist`` when the conversation is gone.
     """
     try:
-        _lock(conversation_pk(conversation), None)
+        return _lock(conversation_pk(conversation), None)
     except ConversationBusy:
         # The message a refused start has always had.
         raise ConversationBusy() from None
@@ -208,23 +210,23 @@ def _append(
     items: Sequence[tuple[ChatMessage, dict[str, Any]]],
     run: Run | None,
     history: Sequence[ChatMessage] | None = None,
+    locked: int | None = None,
 ) -> list[Message]:
     conversation_id = conversation_pk(conversation)
     messages = [message for message, _ in items]
     _check_storable(items)
     check_references(conversation_id, messages)
     rows = None
-    if history is not None and run is not None:
+    if locked is not None:
+        count = locked
+        rows = _insert_after_tail(conversation_id, count, items)
+    elif history is not None and run is not None:
         count = len(history)
         rows = _append_known(conversation_id, items, run, history)
     if rows is None:
         with transaction.atomic():
             count = _lock(conversation_id, run)
-            check_sequence(messages, pending=unanswered_tool_call_ids(_tail(conversation_id)))
-            rows = _insert(conversation_id, count, items)
-            Conversation.objects.filter(pk=conversation_id).update(
-                message_count=count + len(rows), updated_at=timezone.now()
-            )
+            rows = _insert_after_tail(conversation_id, count, items)
     if isinstance(conversation, Conversation):
         conversation.message_count = count + len(rows)
     # Receivers hear of rows only once they are committed.
@@ -232,6 +234,21 @@ def _append(
         partial(
             message_appended.send, sender=Message, conversation_id=conversation_id, messages=rows
         )
+    )
+    return rows
+
+
+def _insert_after_tail(
+    conversation_id: uuid.UUID, count: int, items: Sequence[tuple[ChatMessage, dict[str, Any]]]
+) -> list[Message]:
+    """Under the conversation's lock (``count`` messages): check the new turns
+    against the stored tail, insert them and count them."""
+    check_sequence(
+        [message for message, _ in items], pending=unanswered_tool_call_ids(_tail(conversation_id))
+    )
+    rows = _insert(conversation_id, count, items)
+    Conversation.objects.filter(pk=conversation_id).update(
+        message_count=count + len(rows), updated_at=timezone.now()
     )
     return rows
 
@@ -312,6 +329,17 @@ def append_messages(
         for message, data in zip(chat, per_message, strict=True)
     ]
     return _append(conversation, items, run, history)
+
+
+def append_locked(
+    conversation: ConversationRef, count: int, messages: Iterable[MessageInput], *, run: Run
+) -> list[Message]:
+    """:func:`append_messages` in the caller's transaction, which holds the
+    conversation's lock: ``count`` is what :func:`lock_idle_conversation`
+    returned. ``ToolLoopService.start`` stores its run's user turn so, without
+    locking and checking for an active run a second time."""
+    items = [(message, {"run": run, "metadata": {}}) for message in as_chat_messages(messages)]
+    return _append(conversation, items, run, locked=count)
 
 
 def append_completion(

@@ -114,19 +114,26 @@ def valid_query(
     return query
 
 
-def owned_conversations(request: Request) -> QuerySet[Conversation]:
-    """The caller's conversations, each annotated with its active run id and cost.
+def _owned(request: Request) -> QuerySet[Conversation]:
+    """The caller's conversations (none for an anonymous caller).
 
-    Every view finds conversations here, and runs through the conversation it
-    returns, so another user's objects do not exist for the caller (404).
+    Every view finds conversations here, and runs and messages through the
+    conversation it returns, so another user's objects do not exist for the
+    caller (404).
     """
     user = request.user
     if not user.is_authenticated:
         return Conversation.objects.none()
+    return Conversation.objects.filter(owner=user)
+
+
+def owned_conversations(request: Request) -> QuerySet[Conversation]:
+    """The caller's conversations, each annotated with its active run id and cost
+    (what :class:`ConversationSerializer` shows)."""
     active = Run.objects.filter(
         conversation_id=OuterRef("pk"), status__in=ACTIVE_RUN_STATUSES
     ).values("pk")[:1]
-    return with_cost(Conversation.objects.filter(owner=user).annotate(active_run=Subquery(active)))
+    return with_cost(_owned(request).annotate(active_run=Subquery(active)))
 
 
 class ApiView(APIView):
@@ -174,10 +181,11 @@ class ApiView(APIView):
             _ = request.data
 
     def get_conversation(self) -> Conversation:
-        """The caller's conversation named by the URL, or 404."""
+        """The caller's conversation named by the URL, or 404; not annotated: the
+        nested views only need it to scope their objects."""
         pk = parse_uuid(self.kwargs["conversation_pk"])
         try:
-            return owned_conversations(self.request).get(pk=pk)
+            return _owned(self.request).get(pk=pk)
         except Conversation.DoesNotExist:
             raise Http404 from None
 
