@@ -45,7 +45,7 @@ DEFAULTS: dict[str, Any] = {
     # Requests of one process that may prepare runs at once (None: no limit),
     # and the seconds one waits for its turn before a 503 server_busy
     # (docs/deployment.md#bursts-of-run-starts).
-    "RUN_START_CONCURRENCY": 2,
+    "RUN_START_CONCURRENCY": 1,
     "RUN_START_WAIT_SECONDS": 10,
     "EVENT_RETENTION_DAYS": 7,
     # Days a conversation may stay idle (no new message) before it is purged;
