@@ -116,13 +116,26 @@ def provider_stream(reply: dict[str, Any]) -> bytes:
 
 
 def serve_provider(port: int, latency: float) -> None:
-    """The fake provider's process: every POST answered after ``latency`` seconds."""
+    """The fake provider's process: every POST answered after ``latency`` seconds;
+    ``GET /calls`` answers how many were made (each is a model call paid for)."""
+    lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.0"
+        made = 0
+
+        def do_GET(self) -> None:
+            data = json.dumps({"calls": Handler.made}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+            with lock:
+                Handler.made += 1
             time.sleep(latency)
             reply = provider_reply(body)
             if body.get("stream"):
@@ -322,11 +335,17 @@ class Received:
     reconnects: int = 0
     ended: bool = False
     error: str = ""
-
-
-async def read_events(response: Any, received: Received) -> int | None:
-    """Record a stream's events until it ends; return the last event id seen."""
+    # Drop the start's stream after its first event, as a page closed or a
+    # network lost would, and reattach on events/ with Last-Event-ID.
+    drop: bool = False
+    # The last event id received, kept as each event arrives (as EventSource
+    # does), so a stream cut in the middle resumes after what it delivered.
     last: int | None = None
+
+
+async def read_events(response: Any, received: Received) -> None:
+    """Record a stream's events until it ends (or, for a client that drops its
+    stream, until its first one)."""
     event_id: int | None = None
     name = ""
     async for line in response.aiter_lines():
@@ -336,21 +355,20 @@ async def read_events(response: Any, received: Received) -> int | None:
             name = line[6:].strip()
         elif line.startswith("data:"):
             received.events.append((event_id, name, time.time()))
-            if not received.run:
-                received.run = json.loads(line[5:]).get("run_id", "")
             if event_id is not None:
-                last = event_id
+                received.last = event_id
             if name in ENDING:
                 received.ended = True
+            elif received.drop and received.last is not None:
+                received.drop = False
+                return
         elif not line:
             event_id, name = None, ""
-    return last
 
 
-async def follow(
-    client: Any, received: Received, deadline: float, last: int | None, *, attached: bool
-) -> None:
-    """Follow the run's ``events/`` stream after ``last`` until an ending event.
+async def follow(client: Any, received: Received, deadline: float, *, attached: bool) -> None:
+    """Follow the run's ``events/`` stream after the last event received until an
+    ending event.
 
     Every request counts as a resumed stream, but the first one when the client
     was not ``attached`` to the run's stream yet.
@@ -360,15 +378,15 @@ async def follow(
         received.reconnects += attached
         attached = True
         headers = {"Accept": "text/event-stream"}
-        if last is not None:
-            headers["Last-Event-ID"] = str(last)
+        if received.last is not None:
+            headers["Last-Event-ID"] = str(received.last)
         try:
             async with client.stream("GET", url, headers=headers) as response:
                 if response.status_code != 200:
                     received.error = f"events: HTTP {response.status_code}"
                     await asyncio.sleep(0.5)
                     continue
-                last = await read_events(response, received) or last
+                await read_events(response, received)
         except Exception as exc:  # a dropped stream is resumed
             received.error = f"events: {type(exc).__name__}: {exc}"
         if not received.ended:
@@ -388,7 +406,6 @@ async def start_and_follow(
     """
     url = f"/api/conversations/{received.conversation}/runs/"
     body = {"message": "What time is it?", "background": True, "stream": not separately}
-    last: int | None = None
     try:
         if separately:
             response = await client.post(url, json=body)
@@ -404,13 +421,15 @@ async def start_and_follow(
                         await response.aread()
                         received.error = f"start: HTTP {response.status_code} {response.text[:200]}"
                         return
-                    last = await read_events(response, received)
+                    # Named before any event: a queued run logs none until claimed.
+                    received.run = response.headers["x-run-id"]
+                    await read_events(response, received)
             except Exception as exc:  # a dropped stream is resumed below
                 received.error = f"start stream: {type(exc).__name__}: {exc}"
             if not received.run:
-                received.error = received.error or "start: no event named the run"
+                received.error = received.error or "start: the answer named no run"
                 return
-        await follow(client, received, deadline, last, attached=not separately)
+        await follow(client, received, deadline, attached=not separately)
     except Exception as exc:
         received.error = f"start: {type(exc).__name__}: {exc}"
     finally:
@@ -499,13 +518,22 @@ def session_cookies() -> dict[str, str]:
 
 
 async def load(
-    root: str, conversations: list[str], timeout: float, kill: Any | None, separately: bool
+    root: str,
+    conversations: list[str],
+    timeout: float,
+    kill: Any | None,
+    separately: bool,
+    drop_share: float = 0.0,
 ) -> Load:
     import httpx
 
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     timeout_config = httpx.Timeout(30.0, read=60.0)
-    clients = [Received(c) for c in conversations]
+    # Every 1/drop_share-th client drops its stream (spread evenly, not by chance).
+    clients = [
+        Received(c, drop=int((i + 1) * drop_share) > int(i * drop_share))
+        for i, c in enumerate(conversations)
+    ]
     done: asyncio.Queue[None] = asyncio.Queue()
     killed_at: float | None = None
     cookies = await asyncio.to_thread(session_cookies)
@@ -582,7 +610,13 @@ def create_conversations(count: int) -> list[str]:
 
 
 def report(
-    result: Load, group: Cluster, workers: int, latency: float, busy: float, client_cpu: float
+    result: Load,
+    group: Cluster,
+    workers: int,
+    latency: float,
+    busy: float,
+    client_cpu: float,
+    model_calls: int,
 ) -> bool:
     """Print the figures of one phase; return whether it met every target."""
     from llm_conversations.messages import Role, check_sequence
@@ -671,6 +705,13 @@ def report(
         f"({clients_short} clients short), duplicated {duplicated}, "
         f"without id {unnumbered}; streams resumed {sum(c.reconnects for c in clients)}"
     )
+    # A run is two model calls; one executed again after its worker died pays
+    # for the calls it had made again. A dropped client stream must cost none.
+    again = sum(r.attempts - 1 for r in runs.values())
+    print(
+        f"  model calls: {model_calls} for {total} runs (2 a run: {2 * total}; "
+        f"runs executed again after their worker died: {again})"
+    )
     print(
         f"  conversations: {total - invalid}/{total} valid; "
         f"{bad_turns} not exactly user, assistant call, tool result, assistant answer"
@@ -710,7 +751,17 @@ def report(
     )
 
 
+def web_processes(supervisor: int) -> list[int]:
+    """The uvicorn worker processes under its supervisor (not its resource tracker)."""
+    children = Path(f"/proc/{supervisor}/task/{supervisor}/children").read_text().split()
+    return [
+        int(pid) for pid in children if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    ]
+
+
 def phase(args: argparse.Namespace, logs: Path, kill: bool) -> bool:
+    import httpx
+
     conversations = create_conversations(args.runs)
     ideal_seconds = args.runs * 2 * args.latency / args.workers
     timeout = max(60.0, 5 * ideal_seconds + 4 * LEASE_SECONDS)
@@ -722,20 +773,49 @@ def phase(args: argparse.Namespace, logs: Path, kill: bool) -> bool:
         group.mark_cpu()
         client_cpu = time.process_time()
 
+        killed: list[str] = []
+
         def kill_one() -> None:
             victim = next(c for c in group.children if c.name == "worker0")
             group.kill(victim)
+            killed.append("worker0")
+            if args.kill_web:
+                web = next(c for c in group.children if c.name == "web")
+                pid = web_processes(web.process.pid)[0]
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                killed.append(f"web process {pid} (uvicorn starts another)")
 
         result = asyncio.run(
-            load(root, conversations, timeout, kill_one if kill else None, args.attach_separately)
+            load(
+                root,
+                conversations,
+                timeout,
+                kill_one if kill else None,
+                args.attach_separately,
+                args.drop_streams,
+            )
         )
         busy_after = machine_busy()
         group.sample_cpu()
         group.check_alive()
+        provider = group.env["BENCH_PROVIDER_URL"].removesuffix("/v1")
+        model_calls = int(httpx.get(f"{provider}/calls").json()["calls"])
     busy = (busy_after[0] - busy_before[0]) / max(1, busy_after[1] - busy_before[1])
     if result.killed_at is not None:
-        print(f"  worker0 killed (SIGKILL) at {result.killed_at:.1f} s, half the runs ended")
-    return report(result, group, args.workers, args.latency, busy, result.client_cpu - client_cpu)
+        print(
+            f"  {' and '.join(killed)} killed (SIGKILL) at {result.killed_at:.1f} s, "
+            "half the runs ended"
+        )
+    return report(
+        result,
+        group,
+        args.workers,
+        args.latency,
+        busy,
+        result.client_cpu - client_cpu,
+        model_calls,
+    )
 
 
 def main() -> None:
@@ -757,6 +837,19 @@ def main() -> None:
         type=float,
         default=1.0,
         help="seconds db_worker sleeps when its queue is empty (its --interval, default 1)",
+    )
+    parser.add_argument(
+        "--kill-web",
+        action="store_true",
+        help="in the phase with a kill, also SIGKILL a uvicorn worker process",
+    )
+    parser.add_argument(
+        "--drop-streams",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="share of clients that drop the start's stream after its first event "
+        "and reattach on events/ with Last-Event-ID (default 0)",
     )
     parser.add_argument(
         "--serve-provider", nargs=2, metavar=("PORT", "LATENCY"), help=argparse.SUPPRESS

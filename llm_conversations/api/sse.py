@@ -321,6 +321,9 @@ def _streaming(content: Any, run_id: Any, fmt: StreamFormat) -> RunStream:
     if fmt.ai_sdk is not None:
         response[ai_sdk.PROTOCOL_HEADER] = ai_sdk.PROTOCOL_VERSION
     response["Cache-Control"] = "no-cache"
+    # Before any event names it (a queued run logs none until a worker claims
+    # it), so a client whose stream drops can still reattach on events/.
+    response["X-Run-Id"] = str(run_id)
     # nginx buffers proxied responses unless told not to.
     response["X-Accel-Buffering"] = "no"
     return response

@@ -137,6 +137,25 @@ def test_with_a_dummy_backend_the_run_stays_queued_and_one_task_is_enqueued(
     assert [r.args for r in enqueued()] == [[str(run.pk)]]
 
 
+def test_a_streamed_start_names_its_run_before_any_event(
+    client: APIClient, conversation: Conversation, settings: Any
+) -> None:
+    # No worker takes the run: its log stays empty, yet the client learns
+    # which run to reattach to from the headers.
+    settings.TASKS = {"default": {"BACKEND": DUMMY}}
+    settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "SSE_HEARTBEAT_SECONDS": 0.05}
+    response = client.post(
+        runs_url(conversation), {"message": "hi", "background": True, "stream": True}, format="json"
+    )
+    assert response.status_code == 200
+    run = Run.objects.get()
+    assert response["X-Run-Id"] == str(run.pk)
+    assert run.status == "queued"
+    assert next(iter(response.streaming_content)) == b": keep-alive\n\n"
+    events_url = f"{runs_url(conversation)}{run.pk}/events/"
+    assert client.get(events_url)["X-Run-Id"] == str(run.pk)
+
+
 def test_a_streamed_background_start_answers_the_runs_log(
     client: APIClient, conversation: Conversation, django_capture_on_commit_callbacks: Any
 ) -> None:
