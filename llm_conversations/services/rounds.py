@@ -21,7 +21,7 @@ from llm_conversations.messages import ChatMessage, Role, ToolCall, unanswered_t
 from llm_conversations.models import Decision, Run, RunStatus, TerminationReason
 from llm_conversations.parameters import RunParameters
 from llm_conversations.providers import Provider, ResponseCompleted
-from llm_conversations.services import answers, leases, run_events, run_log, runs
+from llm_conversations.services import answers, leases, run_events, run_log, runs, tool_answers
 from llm_conversations.services.attachments import load_attachment_data
 from llm_conversations.services.budgets import BudgetGuard
 from llm_conversations.services.context import ContextWindow
@@ -89,7 +89,7 @@ def execute_rounds(
         pending = set(unanswered_tool_call_ids(history))
         if pending:
             calls = [c for c in _last_tool_calls(history) if c.id in pending]
-            waiting = runs.waiting_calls(calls, offered, run)
+            waiting = tool_answers.waiting_calls(calls, offered, run)
             if waiting:
                 yield RunRequiresAction(runs.pause(run, waiting))
                 return
@@ -99,7 +99,7 @@ def execute_rounds(
                 return
             for call in started:
                 yield ToolCallStarted(call)
-            results = runs.answer_calls(
+            results = tool_answers.answer_calls(
                 calls, offered, run, stop=heartbeat.lost, ran_before=ran_before
             )
             rows = runs.store_results(run, results, history=history)
@@ -163,7 +163,7 @@ def execute_rounds(
         verdict = answers.judge(parameters, response) if final else None
         # Calls that will run at once are logged as started with the turn.
         calls = list(response.tool_calls)
-        starting = [] if runs.waiting_calls(calls, offered, run) else calls
+        starting = [] if tool_answers.waiting_calls(calls, offered, run) else calls
         fitted = None if window is None else window.fields(response.usage.input_tokens)
         reply = runs.store_reply(
             run,
