@@ -143,6 +143,9 @@ def test_a_history_waiting_for_results_cannot_take_a_user_turn(
         "unanswered_tool_calls",
         "message",
     )
+    # The run was inserted before the turn was checked: its transaction is rolled back.
+    assert not Run.objects.exists()
+    assert Message.objects.filter(conversation=conversation).count() == 2
 
 
 def test_provider_failure_is_502_with_the_failed_run(

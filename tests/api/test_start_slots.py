@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 
 from llm_conversations import start_slots
 from llm_conversations.exceptions import ServerBusy
-from llm_conversations.models import Conversation, Message, Run
+from llm_conversations.models import Conversation, IdempotencyKey, Message, Run
 from llm_conversations.services import ToolLoopService, create_conversation
 from llm_conversations.start_slots import StartSlots, slots
 from llm_conversations.tools import tool
@@ -66,8 +66,10 @@ def test_a_start_waiting_longer_than_the_wait_is_503_server_busy_and_stores_noth
     client: APIClient, conversation: Conversation, held: start_slots.Slot
 ) -> None:
     messages = Message.objects.count()
+    url = f"{base(conversation)}runs/"
+    body = {"message": "Hello"}
     with CaptureQueriesContext(connection) as queries:
-        response = start(client, conversation, message="Hello")
+        response = client.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="start-1")
     assert response.status_code == 503
     assert response["Retry-After"] == "1"
     error = response.json()["error"]
@@ -76,10 +78,14 @@ def test_a_start_waiting_longer_than_the_wait_is_503_server_busy_and_stores_noth
     # Refused before the first query: a waiting request holds no connection.
     assert len(queries) == 0
     assert (Message.objects.count(), Run.objects.count()) == (messages, 0)
+    assert not IdempotencyKey.objects.exists()
     assert slots.taken == 1
 
+    # The same request, sent again with its key once a slot is free, starts the run.
     held.close()
-    assert start(client, conversation, message="Hello").status_code == 201
+    again = client.post(url, body, format="json", HTTP_IDEMPOTENCY_KEY="start-1")
+    assert again.status_code == 201
+    assert Run.objects.count() == 1
     assert slots.taken == 0
 
 
