@@ -25,18 +25,18 @@ import django
 
 django.setup()
 
-from django.conf import settings  # noqa: E402
-from django.contrib.auth.models import User  # noqa: E402
-from django.db import connection  # noqa: E402
-from django.http import HttpRequest, JsonResponse  # noqa: E402
-from django.test import Client  # noqa: E402
-from django.test.utils import override_settings, setup_test_environment  # noqa: E402
-from django.urls import include, path  # noqa: E402
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import connection
+from django.http import HttpRequest, JsonResponse
+from django.test import Client
+from django.test.utils import override_settings, setup_test_environment
+from django.urls import include, path
 
-from bench.load_conversation import history  # noqa: E402
-from llm_conversations.api.representations import MESSAGE_COLUMNS  # noqa: E402
-from llm_conversations.models import Conversation, Message  # noqa: E402
-from llm_conversations.services import create_conversation  # noqa: E402
+from bench.load_conversation import history
+from llm_conversations.api.representations import MESSAGE_COLUMNS
+from llm_conversations.conversations import create_conversation
+from llm_conversations.models import Conversation, Message
 
 SIZE = 1000
 

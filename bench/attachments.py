@@ -27,11 +27,11 @@ import django
 
 django.setup()
 
-from PIL import Image  # noqa: E402
+from PIL import Image
 
-from llm_conversations.exceptions import InvalidAttachment  # noqa: E402
-from llm_conversations.messages import ChatMessage, ImagePart  # noqa: E402
-from llm_conversations.services.attachments import inspect_upload  # noqa: E402
+from llm_conversations.conversations.attachments import inspect_upload
+from llm_conversations.core.messages import ChatMessage, ImagePart
+from llm_conversations.exceptions import InvalidAttachment
 
 ROUNDS = 7
 

@@ -26,21 +26,21 @@ import django
 
 django.setup()
 
-from django.conf import settings  # noqa: E402
-from django.contrib.auth.models import User  # noqa: E402
-from django.db import connection, connections  # noqa: E402
-from django.test.utils import setup_test_environment  # noqa: E402
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import connection, connections
+from django.test.utils import setup_test_environment
 
-from llm_conversations.messages import ChatMessage  # noqa: E402
-from llm_conversations.models import Conversation, Feedback, Message, Run  # noqa: E402
-from llm_conversations.services.export import (  # noqa: E402
+from llm_conversations.conversations.export import (
     FinetuneExport,
     full_records,
     select_conversations,
     write_lines,
 )
-from llm_conversations.services.importing import Importer  # noqa: E402
-from llm_conversations.tool_specs import ToolSpec  # noqa: E402
+from llm_conversations.conversations.importing import Importer
+from llm_conversations.core.messages import ChatMessage
+from llm_conversations.core.tool_specs import ToolSpec
+from llm_conversations.models import Conversation, Feedback, Message, Run
 
 CONVERSATIONS = 1000
 MESSAGES = 100  # per conversation: user, assistant with a call, tool, assistant, ...

@@ -4,7 +4,7 @@ Prints the time of the first round (every message counted; the median of
 five runs) and of the later rounds (only what each round added), per strategy, and the number of summaries
 the ``summarize`` strategy asks for over the 50 rounds (one per dropped range:
 a new one only when the kept part no longer fits). Pure Python: the fitter of
-``llm_conversations/context.py`` with the heuristic counter, no database.
+``llm_conversations/core/fitting.py`` with the heuristic counter, no database.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from llm_conversations.context import ContextFitter, ContextStrategy
-from llm_conversations.messages import ChatMessage
-from llm_conversations.tool_calls import ToolCall
+from llm_conversations.core.fitting import ContextFitter, ContextStrategy
+from llm_conversations.core.messages import ChatMessage
+from llm_conversations.core.tool_calls import ToolCall
 
 MESSAGES = 5000
 WINDOW = 8192

@@ -26,15 +26,15 @@ import django
 
 django.setup()
 
-from django.conf import settings  # noqa: E402
-from django.contrib.auth.models import User  # noqa: E402
-from django.db import connection, transaction  # noqa: E402
-from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext, setup_test_environment
 
-from llm_conversations.messages import ChatMessage, ToolCall  # noqa: E402
-from llm_conversations.models import Conversation, Message  # noqa: E402
-from llm_conversations.services import create_conversation  # noqa: E402
-from llm_conversations.services.forks import fork  # noqa: E402
+from llm_conversations.conversations import create_conversation
+from llm_conversations.core.messages import ChatMessage, ToolCall
+from llm_conversations.models import Conversation, Message
+from llm_conversations.runs.forks import fork
 
 ROUNDS = 7
 SIZES = (50, 5000)

@@ -20,12 +20,12 @@ import django
 
 django.setup()
 
-from django.db import connection  # noqa: E402
-from django.test.utils import setup_test_environment  # noqa: E402
+from django.db import connection
+from django.test.utils import setup_test_environment
 
-from llm_conversations.messages import ChatMessage, ToolCall  # noqa: E402
-from llm_conversations.models import MESSAGE_FIELDS, Message  # noqa: E402
-from llm_conversations.services import create_conversation, load_messages  # noqa: E402
+from llm_conversations.conversations import create_conversation, load_messages
+from llm_conversations.core.messages import ChatMessage, ToolCall
+from llm_conversations.models import MESSAGE_FIELDS, Message
 
 
 def history(size: int) -> list[ChatMessage]:

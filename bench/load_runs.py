@@ -603,7 +603,7 @@ def ms(value: float) -> str:
 def create_conversations(count: int) -> list[str]:
     from django.contrib.auth.models import User
 
-    from llm_conversations.services import create_conversation
+    from llm_conversations.conversations import create_conversation
 
     user = User.objects.get(username=USERNAME)
     return [str(create_conversation(owner=user, title=f"load {i}").pk) for i in range(count)]
@@ -619,9 +619,9 @@ def report(
     model_calls: int,
 ) -> bool:
     """Print the figures of one phase; return whether it met every target."""
-    from llm_conversations.messages import Role, check_sequence
+    from llm_conversations.conversations import load_messages
+    from llm_conversations.core.messages import Role, check_sequence
     from llm_conversations.models import Run, RunEvent
-    from llm_conversations.services import load_messages
 
     clients = result.clients
     runs = {str(r.pk): r for r in Run.objects.filter(pk__in=[c.run for c in clients if c.run])}

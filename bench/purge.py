@@ -27,23 +27,23 @@ import django
 
 django.setup()
 
-from django.conf import settings  # noqa: E402
-from django.contrib.auth.models import User  # noqa: E402
-from django.db import connection  # noqa: E402
-from django.test.utils import setup_test_environment  # noqa: E402
-from django.utils import timezone  # noqa: E402
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test.utils import setup_test_environment
+from django.utils import timezone
 
-from llm_conversations.models import (  # noqa: E402
+from llm_conversations.conversations.retention import (
+    CONVERSATION_BATCH_SIZE,
+    purge_idle_conversations,
+)
+from llm_conversations.models import (
     Conversation,
     Feedback,
     Message,
     Run,
     RunEvent,
     RunEventType,
-)
-from llm_conversations.services.retention import (  # noqa: E402
-    CONVERSATION_BATCH_SIZE,
-    purge_conversations,
 )
 
 CONVERSATIONS = 10_000
@@ -112,7 +112,7 @@ def main() -> None:
             mark = now
 
         started = time.perf_counter()
-        deleted = purge_conversations(
+        deleted = purge_idle_conversations(
             timezone.now() - timedelta(days=30), batch_size=batch_size, progress=timed
         )
         total = time.perf_counter() - started

@@ -27,14 +27,14 @@ import django
 
 django.setup()
 
-from django.conf import settings  # noqa: E402
-from django.contrib.auth.models import User  # noqa: E402
-from django.db import connection  # noqa: E402
-from django.test import Client  # noqa: E402
-from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext, setup_test_environment
 
-from llm_conversations.models import Conversation, Message  # noqa: E402
-from llm_conversations.services.search import SEARCH_INDEX, matching_messages  # noqa: E402
+from llm_conversations.conversations.search import SEARCH_INDEX, matching_messages
+from llm_conversations.models import Conversation, Message
 
 CONVERSATIONS = 1000
 MESSAGES = 20

@@ -26,21 +26,22 @@ import django
 
 django.setup()
 
-from django.db import connection  # noqa: E402
-from django.test import override_settings  # noqa: E402
-from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
+from django.db import connection
+from django.test import override_settings
+from django.test.utils import CaptureQueriesContext, setup_test_environment
 
-from llm_conversations.completions import CompletionResponse, Usage  # noqa: E402
-from llm_conversations.messages import (  # noqa: E402
+from llm_conversations.conversations import create_conversation
+from llm_conversations.core.completions import CompletionResponse, Usage
+from llm_conversations.core.messages import (
     ChatMessage,
     MessageInput,
     Role,
     ToolCall,
     as_chat_messages,
 )
-from llm_conversations.providers import Provider  # noqa: E402
-from llm_conversations.services import ToolLoopService, create_conversation  # noqa: E402
-from llm_conversations.tools import ToolRegistry, tool  # noqa: E402
+from llm_conversations.providers import Provider
+from llm_conversations.runs import ToolLoopService
+from llm_conversations.tools import ToolRegistry, tool
 
 
 class ScriptedProvider(Provider):

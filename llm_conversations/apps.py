@@ -13,10 +13,10 @@ class LLMConversationsConfig(AppConfig):
         # import the provider and tool modules the checks need.
         from django.db.models.signals import post_delete
 
-        from llm_conversations import after_response, checks
+        from llm_conversations import checks
+        from llm_conversations.conversations import after_response, titles
+        from llm_conversations.conversations.attachments import delete_file_on_commit
         from llm_conversations.models import Attachment
-        from llm_conversations.services import titles
-        from llm_conversations.services.attachments import delete_file_on_commit
         from llm_conversations.signals import run_finished
 
         register(Tags.compatibility)(checks.check_settings)
@@ -27,10 +27,12 @@ class LLMConversationsConfig(AppConfig):
         register(Tags.compatibility)(checks.check_attachments)
         # Work that must not delay a response (automatic titles) runs after it.
         request_started.connect(
-            after_response.open_scope, dispatch_uid="llm_conversations.after_response.open"
+            after_response.open_scope,
+            dispatch_uid="llm_conversations.conversations.after_response.open",
         )
         request_finished.connect(
-            after_response.run_queued, dispatch_uid="llm_conversations.after_response.run"
+            after_response.run_queued,
+            dispatch_uid="llm_conversations.conversations.after_response.run",
         )
         run_finished.connect(titles.on_run_finished, dispatch_uid="llm_conversations.titles")
         # An attachment's file goes with its row, however the row goes.

@@ -43,7 +43,6 @@ from django.conf import settings
 from django.core.checks import CheckMessage, Error, Warning
 from django.utils.module_loading import import_string
 
-from llm_conversations.budgets import limit_problems
 from llm_conversations.conf import (
     DEFAULTS,
     DURATIONS,
@@ -53,7 +52,8 @@ from llm_conversations.conf import (
     POSITIVE_INTEGERS,
     raw_setting,
 )
-from llm_conversations.content_parts import SUPPORTED_TYPES
+from llm_conversations.core.content_parts import SUPPORTED_TYPES
+from llm_conversations.core.limits import limit_problems
 from llm_conversations.providers.registry import (
     EntryProblem,
     is_non_negative_integer,
@@ -71,7 +71,7 @@ __all__ = [
     "check_tools",
 ]
 
-# What a RUN_POLICY class must have (llm_conversations.services.policy.RunPolicy).
+# What a RUN_POLICY class must have (llm_conversations.runs.policy.RunPolicy).
 POLICY_METHODS = ("allowed_providers", "allowed_models", "allowed_tools", "max_iterations")
 # DRF's rate periods: the first letter counts.
 RATE_PERIODS = ("s", "m", "h", "d")
@@ -317,7 +317,7 @@ def check_run_limits(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
         errors.append(
             Error(
                 f"LLM_CONVERSATIONS['RUN_POLICY'] {problem}",
-                hint="A dotted path to a class like llm_conversations.services.policy.RunPolicy.",
+                hint="A dotted path to a class like llm_conversations.runs.policy.RunPolicy.",
                 id="llm_conversations.E050",
             )
         )

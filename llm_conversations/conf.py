@@ -65,7 +65,7 @@ DEFAULTS: dict[str, Any] = {
     "PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "AUTHENTICATION_CLASSES": None,
     # Which providers, models, tools and iteration limits each user's runs may use.
-    "RUN_POLICY": "llm_conversations.services.policy.RunPolicy",
+    "RUN_POLICY": "llm_conversations.runs.policy.RunPolicy",
     # Run starts and retries per user through the API, as DRF writes rates
     # ("20/min"); None: not throttled.
     "RUN_RATE": None,

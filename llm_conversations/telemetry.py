@@ -27,9 +27,9 @@ from types import ModuleType
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from llm_conversations.completions import CompletionResponse
 from llm_conversations.conf import conf
-from llm_conversations.messages import ChatMessage, Role, ToolCall
+from llm_conversations.core.completions import CompletionResponse
+from llm_conversations.core.messages import ChatMessage, Role, ToolCall
 
 __all__ = [
     "COST_METRIC",

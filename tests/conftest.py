@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.db import connection, connections
 
-from llm_conversations.messages import ChatMessage, ToolCall
+from llm_conversations.core.messages import ChatMessage, ToolCall
 from tests import title_server as titles
 
 

@@ -88,7 +88,7 @@ def registry() -> ToolRegistry:
 def cancel_own_run() -> str:
     """Cancels the running run while it executes: another actor's cancel, made deterministic."""
     from llm_conversations.models import Run, RunStatus
-    from llm_conversations.services import ToolLoopService
+    from llm_conversations.runs import ToolLoopService
 
     ToolLoopService().cancel(Run.objects.get(status=RunStatus.RUNNING).pk)
     return "finished after the cancel"

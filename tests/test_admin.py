@@ -17,11 +17,12 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from llm_conversations.admin import ConversationAdmin
-from llm_conversations.completions import CompletionResponse, FinishReason
-from llm_conversations.messages import ChatMessage, ToolCall
+from llm_conversations.conversations import append_completion, create_conversation
+from llm_conversations.core.completions import CompletionResponse, FinishReason
+from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.models import Conversation, Message, Run
 from llm_conversations.providers import EchoProvider
-from llm_conversations.services import ToolLoopService, append_completion, create_conversation
+from llm_conversations.runs import ToolLoopService
 from tests import loop_tools
 from tests.test_context import long_history, providers
 
@@ -573,7 +574,7 @@ def test_run_actions_need_the_change_permission(staff_client: Client) -> None:
 
 
 def test_change_pages_show_the_lineage_both_ways(staff_client: Client) -> None:
-    from llm_conversations.services.forks import fork
+    from llm_conversations.runs.forks import fork
 
     source = create_conversation(title="Source <b>", messages=[ChatMessage.user("hi")])
     copies = [fork(source, title=f"Copy {n}") for n in range(3)]
@@ -598,7 +599,7 @@ def test_the_change_page_links_a_limited_number_of_forks(
     staff_client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from llm_conversations.admin import ConversationAdmin
-    from llm_conversations.services.forks import fork
+    from llm_conversations.runs.forks import fork
 
     monkeypatch.setattr(ConversationAdmin, "forks_limit", 2)
     source = create_conversation(title="Source")

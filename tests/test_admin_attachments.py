@@ -12,10 +12,10 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from llm_conversations.messages import ChatMessage, ImagePart, TextPart, ToolCall
+from llm_conversations.conversations import append_messages, create_conversation
+from llm_conversations.conversations.attachments import create_attachment
+from llm_conversations.core.messages import ChatMessage, ImagePart, TextPart, ToolCall
 from llm_conversations.models import Attachment, Conversation
-from llm_conversations.services import append_messages, create_conversation
-from llm_conversations.services.attachments import create_attachment
 
 from .attachment_files import image_bytes, pdf_bytes
 from .test_admin import CHANGE_PAGE_QUERIES, change_url

@@ -12,27 +12,31 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from llm_conversations.content_parts import FilePart, ImagePart, TextPart
-from llm_conversations.exceptions import InvalidAttachment, InvalidImport, InvalidMessage
-from llm_conversations.messages import ChatMessage, ToolCall
-from llm_conversations.models import Attachment, Conversation, Message, MessageAttachment
-from llm_conversations.services import (
-    append_messages,
-    create_conversation,
-    load_messages,
-)
-from llm_conversations.services.attachments import (
+from llm_conversations.conversations import append_messages, create_conversation, load_messages
+from llm_conversations.conversations.attachments import (
     create_attachment,
     detect_type,
     load_attachment_data,
     orphaned_attachments,
     purge_orphaned_attachments,
 )
-from llm_conversations.services.export import finetune_records, full_records, select_conversations
-from llm_conversations.services.forks import fork
-from llm_conversations.services.importing import Importer
-from llm_conversations.services.loop import ToolLoopService
-from llm_conversations.services.retention import Deleted, delete_user_data, purge_conversations
+from llm_conversations.conversations.export import (
+    finetune_records,
+    full_records,
+    select_conversations,
+)
+from llm_conversations.conversations.importing import Importer
+from llm_conversations.conversations.retention import (
+    Deleted,
+    delete_user_data,
+    purge_idle_conversations,
+)
+from llm_conversations.core.content_parts import FilePart, ImagePart, TextPart
+from llm_conversations.core.messages import ChatMessage, ToolCall
+from llm_conversations.exceptions import InvalidAttachment, InvalidImport, InvalidMessage
+from llm_conversations.models import Attachment, Conversation, Message, MessageAttachment
+from llm_conversations.runs.forks import fork
+from llm_conversations.runs.service import ToolLoopService
 
 from .attachment_files import bomb_bytes, image_bytes, pdf_bytes
 
@@ -521,7 +525,7 @@ def test_purging_conversations_purges_the_attachments_they_showed(
     Conversation.objects.filter(pk=conversation.pk).update(updated_at=long_ago)
     Attachment.objects.filter(pk=image.pk).update(created_at=long_ago)
     with django_capture_on_commit_callbacks(execute=True):
-        deleted = purge_conversations(timezone.now() - timedelta(days=30))
+        deleted = purge_idle_conversations(timezone.now() - timedelta(days=30))
     assert deleted == Deleted(conversations=1, messages=1, attachments=1)
     assert not Attachment.objects.exists()
     assert stored_files(media_root) == []

@@ -14,13 +14,14 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import Client, override_settings
 from django.utils import timezone
 
-from llm_conversations.budgets import Limit, Limits, Spent, limit_problems, parse_limit
-from llm_conversations.completions import CompletionResponse, Usage
+from llm_conversations.conversations import append_completion, create_conversation
+from llm_conversations.core.completions import CompletionResponse, Usage
+from llm_conversations.core.limits import Limit, Limits, Spent, limit_problems, parse_limit
 from llm_conversations.exceptions import BudgetExceeded
 from llm_conversations.models import ConversationSummary, Message, Run, TerminationReason
 from llm_conversations.providers import OpenAIProvider
-from llm_conversations.services import ToolLoopService, append_completion, create_conversation
-from llm_conversations.services.budgets import limits_for, spent
+from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs.budgets import limits_for, spent
 
 pytestmark = pytest.mark.django_db
 
@@ -64,7 +65,7 @@ def user() -> Any:
 
 def spend(conversation: Any, tokens_in: int, tokens_out: int, days_ago: int = 0) -> Message:
     """Store an assistant turn that spent these tokens (priced as gpt-4o-mini)."""
-    from llm_conversations.services import append_messages
+    from llm_conversations.conversations import append_messages
 
     append_messages(conversation, [{"role": "user", "content": "q"}])
     response = CompletionResponse(

@@ -12,8 +12,8 @@ from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
+from llm_conversations.conversations import load_messages
 from llm_conversations.models import Conversation, Message, Run
-from llm_conversations.services import load_messages
 
 pytestmark = pytest.mark.django_db
 

@@ -467,8 +467,8 @@ def test_e021_duplicate_names() -> None:
         "RunPolicy",
         "tests.no_such_module.Policy",
         # Importable, but not a policy class.
-        "llm_conversations.services.policy.check_run",
-        "llm_conversations.services.policy.RunRequest",
+        "llm_conversations.runs.policy.check_run",
+        "llm_conversations.runs.policy.RunRequest",
     ],
 )
 def test_e040_run_policy_must_name_a_policy_class(path: Any) -> None:

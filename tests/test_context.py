@@ -10,17 +10,21 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 
-from llm_conversations.completions import CompletionResponse, FinishReason, Usage
-from llm_conversations.context import ContextFitter, ContextStrategy
+from llm_conversations.conversations.store import (
+    append_messages,
+    create_conversation,
+    load_messages,
+)
+from llm_conversations.core.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.core.fitting import ContextFitter, ContextStrategy
+from llm_conversations.core.messages import ChatMessage, Role
+from llm_conversations.core.tool_calls import ToolCall
 from llm_conversations.exceptions import ContextOverflow, RunStateError
-from llm_conversations.messages import ChatMessage, Role
 from llm_conversations.models import ConversationSummary, Message, Run, TerminationReason
 from llm_conversations.providers import get_provider
 from llm_conversations.providers.base import CompletionRequest
 from llm_conversations.providers.echo import EchoProvider
-from llm_conversations.services import ToolLoopService
-from llm_conversations.services.store import append_messages, create_conversation, load_messages
-from llm_conversations.tool_calls import ToolCall
+from llm_conversations.runs import ToolLoopService
 
 WINDOW = 2_000
 
@@ -385,8 +389,8 @@ def test_streamed_runs_are_fitted_too() -> None:
 def test_the_stored_summary_and_the_anchor_are_read_once_per_execution(
     django_assert_num_queries: Any,
 ) -> None:
-    from llm_conversations.parameters import RunParameters
-    from llm_conversations.services.context import ContextWindow
+    from llm_conversations.core.parameters import RunParameters
+    from llm_conversations.runs.context_window import ContextWindow
 
     with override_settings(LLM_CONVERSATIONS=providers("summarize")):
         conversation = conversation_of(60)
@@ -406,10 +410,10 @@ def test_the_stored_summary_and_the_anchor_are_read_once_per_execution(
 
 @pytest.mark.django_db
 def test_the_first_call_of_a_run_is_anchored_on_the_conversations_last_call() -> None:
-    from llm_conversations.completions import CompletionResponse as Reply
-    from llm_conversations.parameters import RunParameters
-    from llm_conversations.services import append_completion
-    from llm_conversations.services.context import ContextWindow
+    from llm_conversations.conversations import append_completion
+    from llm_conversations.core.completions import CompletionResponse as Reply
+    from llm_conversations.core.parameters import RunParameters
+    from llm_conversations.runs.context_window import ContextWindow
 
     with override_settings(LLM_CONVERSATIONS=providers("truncate", window=100_000)):
         conversation = create_conversation(messages=long_history(5))

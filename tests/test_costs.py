@@ -13,11 +13,12 @@ from django.contrib.auth import get_user_model
 from django.test import override_settings
 from django.utils import timezone
 
-from llm_conversations.messages import ChatMessage
-from llm_conversations.model_info import Prices, cost_of
+from llm_conversations.conversations import create_conversation
+from llm_conversations.conversations.costs import conversation_cost, user_cost, with_cost
+from llm_conversations.core.messages import ChatMessage
+from llm_conversations.core.model_info import Prices, cost_of
 from llm_conversations.models import Conversation, Message
-from llm_conversations.services import ToolLoopService, create_conversation
-from llm_conversations.services.costs import conversation_cost, user_cost, with_cost
+from llm_conversations.runs import ToolLoopService
 from tests import loop_tools
 
 pytestmark = pytest.mark.django_db

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from django.db import connection, connections, transaction
 
+from llm_conversations.conversations import create_conversation
 from llm_conversations.models import Run, RunEventType
-from llm_conversations.services import create_conversation, run_events
-from llm_conversations.services.event_listener import CHANNEL, EventListener, listener
-from llm_conversations.services.run_log import record
+from llm_conversations.runs import event_reader as run_events
+from llm_conversations.runs.event_listener import CHANNEL, EventListener, listener
+from llm_conversations.runs.event_log import record
 
 on_postgresql = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="LISTEN/NOTIFY is PostgreSQL's"

@@ -16,20 +16,21 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from llm_conversations.exceptions import LLMConversationsError
-from llm_conversations.messages import ChatMessage
-from llm_conversations.models import Conversation, Feedback, Message, Rating, Run, RunStatus
-from llm_conversations.services import ToolLoopService, append_messages, create_conversation
-from llm_conversations.services.export import (
+from llm_conversations.conversations import append_messages, create_conversation
+from llm_conversations.conversations.export import (
     FORMAT,
     FeedbackFilter,
     FinetuneExport,
     full_records,
     select_conversations,
 )
-from llm_conversations.services.feedback import rate_message
-from llm_conversations.services.forks import fork
-from llm_conversations.services.importing import Importer
+from llm_conversations.conversations.feedback import rate_message
+from llm_conversations.conversations.importing import Importer
+from llm_conversations.core.messages import ChatMessage
+from llm_conversations.exceptions import LLMConversationsError
+from llm_conversations.models import Conversation, Feedback, Message, Rating, Run, RunStatus
+from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs.forks import fork
 from tests.test_loop import calls_text, echo_service
 
 pytestmark = pytest.mark.django_db

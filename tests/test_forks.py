@@ -10,19 +10,19 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from llm_conversations.completions import CompletionResponse, Usage
-from llm_conversations.exceptions import ForkError
-from llm_conversations.messages import ChatMessage, ToolCall
-from llm_conversations.models import Conversation, Message, Run, RunStatus
-from llm_conversations.providers import EchoProvider, ProviderNotConfigured
-from llm_conversations.services import (
-    ToolLoopService,
+from llm_conversations.conversations import (
     append_completion,
     append_messages,
     create_conversation,
     load_messages,
 )
-from llm_conversations.services.forks import edit_message, fork, regenerate
+from llm_conversations.core.completions import CompletionResponse, Usage
+from llm_conversations.core.messages import ChatMessage, ToolCall
+from llm_conversations.exceptions import ForkError
+from llm_conversations.models import Conversation, Message, Run, RunStatus
+from llm_conversations.providers import EchoProvider, ProviderNotConfigured
+from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs.forks import edit_message, fork, regenerate
 from tests import loop_tools
 
 pytestmark = pytest.mark.django_db

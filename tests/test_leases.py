@@ -10,14 +10,16 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from llm_conversations.completions import CompletionResponse
+from llm_conversations.conversations import create_conversation, load_messages
+from llm_conversations.core.completions import CompletionResponse
+from llm_conversations.core.messages import ChatMessage, ToolCall, check_sequence
 from llm_conversations.exceptions import RunStateError
-from llm_conversations.messages import ChatMessage, ToolCall, check_sequence
 from llm_conversations.models import Run, RunEvent, RunStatus
 from llm_conversations.providers import Provider
-from llm_conversations.services import ToolLoopService, create_conversation, load_messages
-from llm_conversations.services.leases import claim, new_owner, reap_runs
-from llm_conversations.tasks import enqueue_run
+from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs.leases import claim, new_owner
+from llm_conversations.runs.reaper import reap_runs
+from llm_conversations.runs.service import enqueue_run
 from llm_conversations.tools import ToolRegistry, tool
 
 
@@ -127,7 +129,7 @@ class TestRecovery:
         run = loop.start(conversation, "hi")
         # A worker stored the model's call, then died.
         claim(run, new_owner())
-        from llm_conversations.services.runs import store_reply
+        from llm_conversations.runs.transitions import store_reply
 
         store_reply(run, CompletionResponse("", (ToolCall("lost", "noop"),)))
         expire(run)
@@ -314,8 +316,8 @@ class TestRepeats:
         run = loop.start(conversation, "pay the bill")
         # A first worker stored the call, logged it as started, then died.
         claim(run, new_owner())
-        from llm_conversations.services.run_log import record_live
-        from llm_conversations.services.runs import store_reply
+        from llm_conversations.runs.event_log import record_live
+        from llm_conversations.runs.transitions import store_reply
 
         store_reply(run, CompletionResponse("", (ToolCall("p1", "pay"),)))
         record_live(run, [("tool_call.started", {"tool_call": ToolCall("p1", "pay").to_wire()})])

@@ -13,20 +13,19 @@ from django.db import connection
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
-from llm_conversations.completions import CompletionResponse, Usage
-from llm_conversations.messages import ChatMessage, Role, ToolCall
-from llm_conversations.models import Message, Run, RunStatus
-from llm_conversations.providers import EchoProvider, OpenAIProvider
-from llm_conversations.services import (
-    ConversationBusy,
-    RunStateError,
-    ToolLoopService,
+from llm_conversations.conversations import (
     append_completion,
     append_messages,
     create_conversation,
     load_messages,
 )
-from llm_conversations.services.events import (
+from llm_conversations.core.completions import CompletionResponse, Usage
+from llm_conversations.core.messages import ChatMessage, Role, ToolCall
+from llm_conversations.exceptions import ConversationBusy, RunStateError
+from llm_conversations.models import Message, Run, RunStatus
+from llm_conversations.providers import EchoProvider, OpenAIProvider
+from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs.events import (
     MessageStored,
     RunCompleted,
     RunRequiresAction,
@@ -445,7 +444,7 @@ def test_a_crashed_run_resumes_and_runs_only_unanswered_calls() -> None:
     )
     append_completion(conversation, reply, run=run)
     append_messages(conversation, [ChatMessage.tool_result("a", "08:59")], run=run)
-    run = service.resume(run.pk)
+    run = service.execute(run.pk)
     assert run.status == "completed"
     assert loop_tools.gauge.calls == ["get_weather:Oslo"]
     assert [m.role for m in load_messages(conversation)] == [

@@ -20,8 +20,15 @@ from django.db import OperationalError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from llm_conversations.completions import CompletionResponse
-from llm_conversations.messages import ChatMessage, InvalidMessage, Role, ToolCall, check_sequence
+from llm_conversations.conversations import create_conversation, load_messages
+from llm_conversations.core.completions import CompletionResponse
+from llm_conversations.core.messages import (
+    ChatMessage,
+    InvalidMessage,
+    Role,
+    ToolCall,
+    check_sequence,
+)
 from llm_conversations.models import ACTIVE_RUN_STATUSES, Run, RunStatus
 from llm_conversations.providers import (
     AnthropicProvider,
@@ -29,8 +36,8 @@ from llm_conversations.providers import (
     Provider,
     ProviderUnavailableError,
 )
-from llm_conversations.services import ToolLoopService, create_conversation, load_messages
-from llm_conversations.services import runs as run_state
+from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs import transitions as run_state
 from llm_conversations.tools import Tool, ToolRegistry, tool
 
 pytestmark = pytest.mark.django_db

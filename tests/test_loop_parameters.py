@@ -15,13 +15,14 @@ import httpx
 import pytest
 from django.test import override_settings
 
+from llm_conversations.conversations import create_conversation, load_messages
+from llm_conversations.core.messages import ChatMessage, Role
 from llm_conversations.exceptions import ParameterError
-from llm_conversations.messages import ChatMessage, Role
 from llm_conversations.models import Message, Run
 from llm_conversations.providers import OllamaProvider, OpenAIProvider
-from llm_conversations.services import ToolLoopService, create_conversation, load_messages
-from llm_conversations.services.events import MessageStored, RunFailed
-from llm_conversations.tasks import enqueue_run
+from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs.events import MessageStored, RunFailed
+from llm_conversations.runs.service import enqueue_run
 from tests import loop_tools
 from tests.test_loop import openai_reply
 

@@ -2,32 +2,15 @@
 
 from __future__ import annotations
 
-import ast
 import json
-import subprocess
-import sys
-import warnings
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import llm_conversations.budgets as budgets_module
-import llm_conversations.completions as completions_module
-import llm_conversations.context as context_module
-import llm_conversations.deprecation as deprecation_module
-import llm_conversations.exceptions as exceptions_module
-import llm_conversations.messages as messages_module
-import llm_conversations.parameters as parameters_module
-import llm_conversations.structured as structured_module
-import llm_conversations.tokens as tokens_module
-import llm_conversations.tool_calls as tool_calls_module
-import llm_conversations.tool_specs as tool_specs_module
-from llm_conversations.completions import CompletionResponse, Usage
-from llm_conversations.messages import (
+from llm_conversations.core.completions import CompletionResponse, Usage
+from llm_conversations.core.messages import (
     ChatMessage,
     InvalidMessage,
     Role,
@@ -36,50 +19,7 @@ from llm_conversations.messages import (
     check_sequence,
     unanswered_tool_call_ids,
 )
-from llm_conversations.tool_specs import ToolSpec
-
-PURE_MODULES = [
-    messages_module,
-    tool_calls_module,
-    completions_module,
-    tool_specs_module,
-    exceptions_module,
-    deprecation_module,
-    parameters_module,
-    structured_module,
-    tokens_module,
-    context_module,
-    budgets_module,
-]
-
-
-@pytest.mark.parametrize("module", PURE_MODULES)
-def test_module_imports_nothing_from_django_or_httpx(module: ModuleType) -> None:
-    tree = ast.parse(Path(str(module.__file__)).read_text())
-    imported = {
-        alias.name.split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Import)
-        for alias in node.names
-    } | {
-        (node.module or "").split(".")[0]
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom)
-    }
-    assert not imported & {"django", "httpx", "rest_framework"}
-
-
-def test_pure_modules_load_nothing_from_django_or_httpx_even_indirectly() -> None:
-    names = ", ".join(module.__name__ for module in PURE_MODULES)
-    code = (
-        f"import sys, {names}; "
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'django', 'httpx'}))"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
-    assert result.stdout.strip() == "[]"
-
+from llm_conversations.core.tool_specs import ToolSpec
 
 # Exact wire dicts -----------------------------------------------------------
 
@@ -467,59 +407,6 @@ def test_tool_spec_from_dict_fills_defaults_and_ignores_extra_keys() -> None:
         ToolSpec.from_dict({"type": "function", "function": {"name": "f", "strict": True}})
         == expected
     )
-
-
-# Deprecated names ---------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("name", "module"),
-    [
-        ("CompletionResponse", completions_module),
-        ("FinishReason", completions_module),
-        ("Usage", completions_module),
-        ("ToolSpec", tool_specs_module),
-    ],
-)
-def test_moved_names_still_resolve_from_messages_with_a_warning(
-    name: str, module: ModuleType
-) -> None:
-    assert name not in messages_module.__all__
-    with pytest.warns(DeprecationWarning, match=rf"import it from {module.__name__}") as record:
-        moved = getattr(messages_module, name)
-    assert moved is getattr(module, name)
-    assert record[0].filename == __file__
-
-
-def test_from_import_of_a_moved_name_warns() -> None:
-    with pytest.warns(DeprecationWarning, match="llm_conversations.completions"):
-        from llm_conversations.messages import Usage as OldUsage
-    assert OldUsage is Usage
-
-
-def test_other_missing_names_are_attribute_errors() -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with pytest.raises(AttributeError, match="no attribute 'Nothing'"):
-            getattr(messages_module, "Nothing")  # noqa: B009
-
-
-@pytest.mark.parametrize(
-    ("value", "method"),
-    [
-        (ChatMessage.user("u"), "to_wire"),
-        (ChatMessage.assistant_tool_calls([ToolCall("c", "f", {"n": 1})]), "to_wire"),
-        (ChatMessage.tool_result("c", "boom", is_error=True), "to_wire"),
-        (ToolCall("c", "f", {"n": 1}), "to_stored"),
-        (ToolCall.parse(id="c", name="f", arguments="[1]"), "to_stored"),
-        (ToolSpec("t", "d"), "to_wire"),
-    ],
-)
-def test_to_dict_is_a_deprecated_alias(value: Any, method: str) -> None:
-    with pytest.warns(DeprecationWarning, match=rf"{type(value).__name__}\.to_dict\(\)") as record:
-        old = value.to_dict()
-    assert old == getattr(value, method)()
-    assert record[0].filename == __file__
 
 
 # Conversation-level rules ------------------------------------------------------

@@ -7,14 +7,14 @@ from decimal import Decimal
 import pytest
 from django.test import override_settings
 
-from llm_conversations.model_info import (
+from llm_conversations.core.model_info import (
     DEFAULT_MODEL_INFO,
     ModelInfo,
     Prices,
     cost_of,
-    model_info,
     model_info_problems,
 )
+from llm_conversations.providers.model_catalog import model_info
 
 PRICES = Prices(input=Decimal("2.50"), cached_input=Decimal("1.25"), output=Decimal("10.00"))
 

@@ -8,7 +8,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from llm_conversations.messages import ChatMessage, ToolCall
+from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.models import Conversation, Message
 
 pytestmark = pytest.mark.django_db

@@ -12,11 +12,15 @@ from django.core.management import CommandError, call_command
 from django.db.models import Count
 from django.utils import timezone
 
+from llm_conversations.conversations import create_conversation
+from llm_conversations.conversations.retention import (
+    prunable_events,
+    prune_events,
+    prune_run_events,
+    retention_cutoff,
+)
 from llm_conversations.management.commands import reap_runs as reap_command
 from llm_conversations.models import Run, RunEvent, RunEventType, RunStatus
-from llm_conversations.services import create_conversation
-from llm_conversations.services.retention import prunable_events, prune_events, retention_cutoff
-from llm_conversations.tasks import prune_run_events
 from tests.conftest import task_backend
 
 pytestmark = pytest.mark.django_db

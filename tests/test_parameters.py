@@ -7,15 +7,15 @@ from typing import Any
 import pydantic
 import pytest
 
-from llm_conversations.exceptions import ParameterError
-from llm_conversations.messages import ChatMessage, ToolCall
-from llm_conversations.parameters import (
+from llm_conversations.core.messages import ChatMessage, ToolCall
+from llm_conversations.core.parameters import (
     PARAMETER_NAMES,
     ParameterSupport,
     RunParameters,
     ToolChoice,
 )
-from llm_conversations.structured import ResponseFormat, repairs_so_far
+from llm_conversations.core.structured import ResponseFormat, repairs_so_far
+from llm_conversations.exceptions import ParameterError
 
 CITY = {
     "type": "object",

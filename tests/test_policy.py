@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import AnonymousUser, User
 
+from llm_conversations.conversations import create_conversation
 from llm_conversations.exceptions import RunNotPermitted, TooManyActiveRuns
 from llm_conversations.models import Conversation, Message, Run, RunStatus
-from llm_conversations.services import ToolLoopService, create_conversation
-from llm_conversations.services.policy import RunPolicy, permitted_providers, permitted_tools
+from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs.policy import RunPolicy, permitted_providers, permitted_tools
 from tests.conftest import requires_postgresql, run_together
 
 pytestmark = pytest.mark.django_db

@@ -12,16 +12,16 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
 
-from llm_conversations.messages import ChatMessage
-from llm_conversations.models import Conversation, Feedback, Message, Run, RunEvent, RunStatus
-from llm_conversations.services import append_messages, create_conversation
-from llm_conversations.services.retention import (
+from llm_conversations.conversations import append_messages, create_conversation
+from llm_conversations.conversations.retention import (
     conversation_cutoff,
     delete_conversations,
     idle_conversations,
-    purge_conversations,
+    purge_idle_conversations,
 )
-from llm_conversations.tasks import purge_conversations as purge_task
+from llm_conversations.conversations.retention import purge_conversations as purge_task
+from llm_conversations.core.messages import ChatMessage
+from llm_conversations.models import Conversation, Feedback, Message, Run, RunEvent, RunStatus
 from tests.conftest import requires_postgresql
 
 pytestmark = pytest.mark.django_db
@@ -50,7 +50,7 @@ class TestSetting:
     def test_forever_by_default(self) -> None:
         assert conversation_cutoff() is None
         conversation(1000, "old")
-        assert purge_conversations().conversations == 0
+        assert purge_idle_conversations().conversations == 0
         assert titles() == ["old"]
 
     def test_cutoff_follows_the_setting(self, settings: Any) -> None:
@@ -169,7 +169,7 @@ def test_purge_under_concurrent_appends_loses_nothing_recent() -> None:
 
     writer = threading.Thread(target=append)
     writer.start()
-    deleted = purge_conversations(cutoff, batch_size=4)
+    deleted = purge_idle_conversations(cutoff, batch_size=4)
     writer.join()
     assert errors == []
     assert deleted.conversations == len(old)

@@ -6,11 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from llm_conversations.completions import CompletionResponse, Usage
-from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall
-from llm_conversations.models import Conversation, Message, Run, RunStatus
-from llm_conversations.services import (
-    ConversationBusy,
+from llm_conversations.conversations import (
     append_completion,
     append_messages,
     create_conversation,
@@ -18,7 +14,11 @@ from llm_conversations.services import (
     load_messages,
     pending_tool_call_ids,
 )
-from llm_conversations.tool_specs import ToolSpec
+from llm_conversations.core.completions import CompletionResponse, Usage
+from llm_conversations.core.messages import ChatMessage, InvalidMessage, ToolCall
+from llm_conversations.core.tool_specs import ToolSpec
+from llm_conversations.exceptions import ConversationBusy
+from llm_conversations.models import Conversation, Message, Run, RunStatus
 from tests.conftest import requires_postgresql, run_together
 
 pytestmark = pytest.mark.django_db

@@ -20,10 +20,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from llm_conversations import telemetry
-from llm_conversations.messages import ChatMessage
+from llm_conversations.conversations import create_conversation
+from llm_conversations.core.messages import ChatMessage
 from llm_conversations.models import Message, Run
 from llm_conversations.providers import EchoProvider, OpenAIProvider
-from llm_conversations.services import ToolLoopService, create_conversation
+from llm_conversations.runs import ToolLoopService
 from tests import loop_tools
 
 pytestmark = pytest.mark.django_db

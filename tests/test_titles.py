@@ -16,19 +16,19 @@ import pytest
 from django.core.signals import request_finished, request_started
 from django.db import close_old_connections
 
-from llm_conversations import tasks
-from llm_conversations.after_response import after_response
-from llm_conversations.messages import ChatMessage, ToolCall
-from llm_conversations.models import Conversation, Run, TitleSource
-from llm_conversations.providers import EchoProvider
-from llm_conversations.services import ToolLoopService, create_conversation
-from llm_conversations.services.titles import (
+from llm_conversations.conversations import create_conversation, titles
+from llm_conversations.conversations.after_response import after_response
+from llm_conversations.conversations.titles import (
     EXCERPT_CHARS,
     TITLE_INSTRUCTIONS,
     clean_title,
-    generate_title,
     on_run_finished,
+    write_title,
 )
+from llm_conversations.core.messages import ChatMessage, ToolCall
+from llm_conversations.models import Conversation, Run, TitleSource
+from llm_conversations.providers import EchoProvider
+from llm_conversations.runs import ToolLoopService
 from tests.conftest import TASKS_PACKAGE, task_backend
 from tests.title_server import API_KEY, TitleServer, reply
 
@@ -64,7 +64,7 @@ class TestGenerateTitle:
         )
         before = Conversation.objects.get(pk=conversation.pk).updated_at
         title_server.replies = [reply('"Ferry to Stavanger."')]
-        assert generate_title(conversation.pk) == "Ferry to Stavanger"
+        assert write_title(conversation.pk) == "Ferry to Stavanger"
         (request,) = title_server.requests
         assert str(request.url) == "https://api.openai.com/v1/chat/completions"
         assert request.headers["authorization"] == f"Bearer {API_KEY}"
@@ -82,7 +82,7 @@ class TestGenerateTitle:
         # Not activity: the conversation keeps its place in the list.
         assert Conversation.objects.get(pk=conversation.pk).updated_at == before
         # Titled once: no second request.
-        assert generate_title(conversation.pk) is None
+        assert write_title(conversation.pk) is None
         assert len(title_server.requests) == 1
 
     def test_long_turns_are_cut_and_a_question_alone_is_enough(
@@ -90,14 +90,14 @@ class TestGenerateTitle:
     ) -> None:
         conversation = create_conversation(messages=[ChatMessage.user("q" * (EXCERPT_CHARS + 50))])
         title_server.replies = [reply("Many q")]
-        assert generate_title(conversation.pk) == "Many q"
+        assert write_title(conversation.pk) == "Many q"
         assert title_server.bodies[0]["messages"][1]["content"] == "q" * EXCERPT_CHARS
 
     def test_a_conversation_without_a_question_is_left_alone(
         self, title_server: TitleServer
     ) -> None:
         conversation = create_conversation(messages=[ChatMessage.system("Be brief.")])
-        assert generate_title(conversation.pk) is None
+        assert write_title(conversation.pk) is None
         assert title_server.requests == []
 
     def test_a_title_a_user_sets_meanwhile_wins(self, title_server: TitleServer) -> None:
@@ -110,7 +110,7 @@ class TestGenerateTitle:
 
         title_server.before_reply = user_renames
         title_server.replies = [reply("Ferry times")]
-        assert generate_title(conversation.pk) is None
+        assert write_title(conversation.pk) is None
         assert title_of(conversation) == ("Mine", TitleSource.USER)
 
     @pytest.mark.parametrize(
@@ -122,7 +122,7 @@ class TestGenerateTitle:
         # An empty title a user chose counts as theirs too.
         conversation = answered()
         Conversation.objects.filter(pk=conversation.pk).update(title=title, title_source=source)
-        assert generate_title(conversation.pk) is None
+        assert write_title(conversation.pk) is None
         assert title_server.requests == []
         assert title_of(conversation) == (title, source)
 
@@ -152,7 +152,7 @@ class TestGenerateTitle:
         conversation = answered()
         title_server.replies = [answer]
         with caplog.at_level(logging.WARNING, logger="llm_conversations"):
-            assert generate_title(conversation.pk) is None
+            assert write_title(conversation.pk) is None
         assert title_of(conversation) == ("", "")
         assert f"Automatic title for conversation {conversation.pk}" in caplog.text
         assert logged in caplog.text
@@ -165,7 +165,7 @@ class TestGenerateTitle:
         run = Run.objects.create(conversation=conversation, status="completed")
         with django_assert_num_queries(0):
             on_run_finished(sender=Run, run=run)
-            assert generate_title(conversation.pk) is None
+            assert write_title(conversation.pk) is None
         assert title_of(conversation) == ("", "")
 
 
@@ -245,11 +245,11 @@ class TestAfterARun:
         self.send(conversation, "Hello", django_capture_on_commit_callbacks)
         backend: Any = importlib.import_module(TASKS_PACKAGE).task_backends["default"]
         (queued,) = backend.results
-        assert queued.task.name == tasks.generate_title.name
+        assert queued.task.name == titles.generate_title.name
         assert queued.args == [str(conversation.pk)]
         assert title_server.requests == []  # nothing asked in the run's process
         title_server.replies = [reply("Greeting")]
-        assert tasks.generate_title.call(*queued.args) == "Greeting"
+        assert titles.generate_title.call(*queued.args) == "Greeting"
         assert title_of(conversation) == ("Greeting", TitleSource.AUTO)
 
 

@@ -1,12 +1,12 @@
-"""Token estimates (llm_conversations/tokens.py): the heuristic against tiktoken, anchors."""
+"""Token estimates (llm_conversations/core/tokens.py): the heuristic against tiktoken, anchors."""
 
 from __future__ import annotations
 
 import pytest
 
-from llm_conversations import tokens
-from llm_conversations.messages import ChatMessage
-from llm_conversations.tokens import (
+from llm_conversations.core import tokens
+from llm_conversations.core.messages import ChatMessage
+from llm_conversations.core.tokens import (
     MESSAGE_OVERHEAD,
     REPLY_OVERHEAD,
     Anchor,
@@ -15,8 +15,8 @@ from llm_conversations.tokens import (
     heuristic_tokens,
     message_tokens,
 )
-from llm_conversations.tool_calls import ToolCall
-from llm_conversations.tool_specs import ToolSpec
+from llm_conversations.core.tool_calls import ToolCall
+from llm_conversations.core.tool_specs import ToolSpec
 from tests.token_corpus import corpus
 
 # The largest error of the heuristic on one corpus conversation, measured

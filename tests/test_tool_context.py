@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from llm_conversations.messages import ChatMessage, ToolCall
+from llm_conversations.conversations import create_conversation, load_messages
+from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.models import RunEvent, RunEventType, RunStatus
 from llm_conversations.providers import EchoProvider
-from llm_conversations.services import ToolLoopService, create_conversation, load_messages
+from llm_conversations.runs import ToolLoopService
 from llm_conversations.tools import ToolContext, ToolError, ToolRegistry, tool
 from tests.conftest import requires_postgresql, run_together
 
@@ -177,7 +178,7 @@ def test_a_bad_fraction_is_refused(fraction: Any) -> None:
 @pytest.mark.django_db(transaction=True)
 def test_progress_is_in_the_run_s_event_stream() -> None:
     from llm_conversations.api.sse import render_page
-    from llm_conversations.services.run_events import read_page
+    from llm_conversations.runs.event_reader import read_page
     from tests.api.conftest import parse_sse
 
     run = service().send(create_conversation(), calls_text(("c1", "slow_count", {"steps": 1})))

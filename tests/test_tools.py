@@ -13,8 +13,8 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from llm_conversations.conf import conf
-from llm_conversations.messages import ChatMessage, Role, ToolCall
-from llm_conversations.tool_specs import ToolSpec
+from llm_conversations.core.messages import ChatMessage, Role, ToolCall
+from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.tools import (
     Tool,
     ToolArgumentsError,

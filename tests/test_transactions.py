@@ -14,8 +14,9 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client, override_settings
 
-from llm_conversations.messages import ChatMessage
-from llm_conversations.services import ToolLoopService, create_conversation
+from llm_conversations.conversations import create_conversation
+from llm_conversations.core.messages import ChatMessage
+from llm_conversations.runs import ToolLoopService
 from tests import loop_tools
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -22,11 +22,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from llm_conversations.admin.charts import MAX_SERIES, stacked_chart
-from llm_conversations.completions import CompletionResponse, Usage
-from llm_conversations.messages import ChatMessage
-from llm_conversations.models import Message
-from llm_conversations.services import append_completion, append_messages, create_conversation
-from llm_conversations.services.usage import (
+from llm_conversations.conversations import append_completion, append_messages, create_conversation
+from llm_conversations.conversations.usage import (
     NO_OWNER,
     UsageRow,
     model_label,
@@ -34,6 +31,9 @@ from llm_conversations.services.usage import (
     usage_by_user,
     usage_window,
 )
+from llm_conversations.core.completions import CompletionResponse, Usage
+from llm_conversations.core.messages import ChatMessage
+from llm_conversations.models import Message
 
 pytestmark = pytest.mark.django_db
 

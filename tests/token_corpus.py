@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from llm_conversations.messages import ChatMessage
-from llm_conversations.tool_calls import ToolCall
+from llm_conversations.core.messages import ChatMessage
+from llm_conversations.core.tool_calls import ToolCall
 
 PROSE = (
     "The quarterly report shows revenue grew by 12% compared with last year, driven mostly "

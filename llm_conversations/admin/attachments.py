@@ -17,8 +17,8 @@ from django.utils.translation import gettext_lazy as _
 
 from llm_conversations.admin.history import HistoryAdmin
 from llm_conversations.admin.transcript import attachment_content_url
+from llm_conversations.conversations.attachments import file_response
 from llm_conversations.models import Attachment
-from llm_conversations.services.attachments import file_response
 
 __all__ = ["AttachmentAdmin"]
 

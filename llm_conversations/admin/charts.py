@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
 
-from llm_conversations.services.usage import UsageRow
+from llm_conversations.conversations.usage import UsageRow
 
 __all__ = ["Bar", "Chart", "Series", "Tick", "stacked_chart"]
 

@@ -26,7 +26,9 @@ from llm_conversations.admin.filters import (
 )
 from llm_conversations.admin.transcript import shown_attachments, summarise_runs, transcript
 from llm_conversations.admin.usage import usage_view
-from llm_conversations.model_info import cost_text
+from llm_conversations.conversations.costs import with_cost
+from llm_conversations.conversations.search import unquote_term
+from llm_conversations.core.model_info import cost_text
 from llm_conversations.models import (
     Attachment,
     Conversation,
@@ -36,8 +38,6 @@ from llm_conversations.models import (
     RunStatus,
     TitleSource,
 )
-from llm_conversations.services.costs import with_cost
-from llm_conversations.services.search import unquote_term
 
 __all__ = ["ConversationAdmin", "status_badge"]
 

@@ -279,7 +279,7 @@ class RunAdmin(HistoryAdmin):
 
     @admin.action(description=_("Cancel selected active runs"), permissions=["manage"])
     def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
-        from llm_conversations.services import ToolLoopService
+        from llm_conversations.runs import ToolLoopService
 
         service = ToolLoopService()
         inactive = queryset.exclude(status__in=ACTIVE_RUN_STATUSES).count()
@@ -296,7 +296,7 @@ class RunAdmin(HistoryAdmin):
         description=_("Requeue selected failed runs for a worker"), permissions=["manage"]
     )
     def requeue_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
-        from llm_conversations.services import ToolLoopService
+        from llm_conversations.runs import ToolLoopService
 
         service = ToolLoopService()
         not_failed = queryset.exclude(status=RunStatus.FAILED).count()

@@ -16,8 +16,8 @@ from typing import Any
 
 from django.urls import reverse
 
-from llm_conversations.content_parts import describe_size
-from llm_conversations.messages import ToolCall
+from llm_conversations.core.content_parts import describe_size
+from llm_conversations.core.messages import ToolCall
 from llm_conversations.models import (
     Attachment,
     Decision,

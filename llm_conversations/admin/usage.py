@@ -2,7 +2,7 @@
 
 Served by ``ConversationAdmin`` at ``<admin>/llm_conversations/conversation/usage/``
 (linked from the conversation list). Each dimension is one aggregate query
-(``services/usage.py``) drawn as two charts; ``?format=csv&by=model`` (or
+(``conversations/usage.py``) drawn as two charts; ``?format=csv&by=model`` (or
 ``by=user``) downloads the same rows.
 """
 
@@ -21,14 +21,14 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from llm_conversations.admin.charts import Chart, stacked_chart
-from llm_conversations.model_info import cost_text
-from llm_conversations.services.usage import (
+from llm_conversations.conversations.usage import (
     UsageRow,
     UsageWindow,
     usage_by_model,
     usage_by_user,
     usage_window,
 )
+from llm_conversations.core.model_info import cost_text
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin

@@ -38,7 +38,7 @@ from django.http import HttpRequest
 from rest_framework.renderers import BaseRenderer
 from rest_framework.utils.encoders import JSONEncoder
 
-from llm_conversations.messages import Role
+from llm_conversations.core.messages import Role
 from llm_conversations.models import (
     Message,
     Run,
@@ -49,7 +49,7 @@ from llm_conversations.models import (
     WaitReason,
     chat_message_from_row,
 )
-from llm_conversations.services import run_events
+from llm_conversations.runs import event_reader as run_events
 
 __all__ = [
     "AI_SDK_FORMAT",

@@ -61,11 +61,6 @@ _STATUS_BY_CODE = {
     "server_busy": 503,
 }
 
-# Library codes the API reports under an older public code. A range check on
-# ``max_iterations`` was a serializer validation (``invalid``) before the
-# service owned it, and clients may branch on that code.
-_PUBLIC_CODES = {"invalid_max_iterations": "invalid"}
-
 # Seconds a client should wait before retrying a request refused for now: the
 # database could not serve it (a pool or lock timeout, a lost connection), or
 # too many runs were being started (RUN_START_CONCURRENCY). The Retry-After of
@@ -136,7 +131,7 @@ def as_api_error(exc: Exception) -> ApiError | None:
         wait = RETRY_AFTER.get(exc.code)
         return ApiError(
             _STATUS_BY_CODE.get(exc.code, 400),
-            _PUBLIC_CODES.get(exc.code, exc.code),
+            exc.code,
             exc.message,
             field=exc.field,
             details=None if wait is None else {"retry_after": wait},

@@ -2,7 +2,7 @@
 
 A request repeated with the same key, path and body (by the same user) gets the
 first answer again, status and body, and stores nothing twice. The rules live
-in :mod:`llm_conversations.services.idempotency`; here the request is reduced
+in :mod:`llm_conversations.conversations.idempotency`; here the request is reduced
 to what they compare and the answer to what they store.
 
 Which answers are kept: successes, and the 5xx answers of a run that failed
@@ -28,7 +28,7 @@ from rest_framework.utils.encoders import JSONEncoder
 
 from llm_conversations.api.errors import ApiError, as_api_error, error_body
 from llm_conversations.api.sse import RunStream, log_stream_response
-from llm_conversations.services import idempotency
+from llm_conversations.conversations import idempotency
 
 __all__ = ["HEADER", "IDEMPOTENCY_KEY", "idempotent"]
 

@@ -13,10 +13,10 @@ from typing import Any
 
 from llm_conversations.api.errors import ApiError
 from llm_conversations.conf import conf
+from llm_conversations.core.messages import Role
+from llm_conversations.core.text import json_problem
 from llm_conversations.exceptions import join_field
-from llm_conversations.messages import Role
 from llm_conversations.models import MAX_ID_CHARS
-from llm_conversations.text import json_problem
 
 __all__ = [
     "ROLE_CHOICES",
@@ -191,7 +191,7 @@ def _check_argument_text(item: Any, prefix: str) -> None:
 def check_text(value: Any, path: str = "") -> None:
     """Refuse request data that no supported database stores, naming the field.
 
-    Applies the one storable-text policy (:func:`llm_conversations.text.json_problem`):
+    Applies the one storable-text policy (:func:`llm_conversations.core.text.json_problem`):
     NUL characters and lone surrogates (``invalid_text``), numbers that are not
     finite (``invalid_number``, e.g. ``1e400``) and nesting deeper than
     ``MAX_JSON_DEPTH`` (``too_deep``), anywhere in ``value``, keys included.

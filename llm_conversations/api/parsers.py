@@ -2,7 +2,7 @@
 
 :class:`BoundedJSONParser` reads at most ``MAX_REQUEST_BYTES`` (413
 ``too_large`` beyond), refuses nesting deeper than
-:data:`~llm_conversations.text.MAX_JSON_DEPTH` without recursing into it
+:data:`~llm_conversations.core.text.MAX_JSON_DEPTH` without recursing into it
 unprotected, and applies the one storable-text policy
 (:func:`~llm_conversations.api.inputs.check_text`) to the whole body.
 Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE`` applies too, when it is smaller.
@@ -31,7 +31,7 @@ from rest_framework.request import Request
 from llm_conversations.api.errors import ApiError
 from llm_conversations.api.inputs import check_text
 from llm_conversations.conf import conf
-from llm_conversations.text import MAX_JSON_DEPTH
+from llm_conversations.core.text import MAX_JSON_DEPTH
 
 __all__ = ["BodyRequest", "BoundedJSONParser", "body_limit", "body_too_large"]
 

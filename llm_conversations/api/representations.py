@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from llm_conversations.messages import Role
-from llm_conversations.model_info import cost_text
+from llm_conversations.core.messages import Role
+from llm_conversations.core.model_info import cost_text
 from llm_conversations.models import Message, chat_message_from_row
 
 __all__ = ["MESSAGE_COLUMNS", "message_data", "message_row"]
@@ -47,7 +47,7 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
     answered, ``None`` otherwise; ``parsed`` on structured answers that
     matched their run's ``response_format``. ``feedback`` is the caller's
     rating when the row carries the ``FEEDBACK_COLUMNS`` of
-    :func:`~llm_conversations.services.feedback.with_feedback`, else ``None``.
+    :func:`~llm_conversations.conversations.feedback.with_feedback`, else ``None``.
     A message of content parts has them as ``content``, in their stored form
     (images and files by ``attachment_id``; ``attachments/{id}/`` describes
     each).

@@ -37,9 +37,9 @@ from llm_conversations.api.serializers.parameters import (
     StopField,
     ToolChoiceField,
 )
-from llm_conversations.api.sse import RunEventName
 from llm_conversations.conf import conf
-from llm_conversations.parameters import TOOL_CHOICE_MODES
+from llm_conversations.core.parameters import TOOL_CHOICE_MODES
+from llm_conversations.models import RunEventType
 
 __all__ = [
     "AI_SDK_STREAM_NOTE",
@@ -57,8 +57,8 @@ AI_SDK_STREAM_NOTE = (
 
 def describe_run_events() -> str:
     """The events of a run's stream, in order, as Markdown for the schema's descriptions."""
-    progress = ", ".join(f"`{name}`" for name in RunEventName if not name.ends_stream)
-    ending = ", ".join(f"`{name}`" for name in RunEventName if name.ends_stream)
+    progress = ", ".join(f"`{name}`" for name in RunEventType if not name.ends_stream)
+    ending = ", ".join(f"`{name}`" for name in RunEventType if name.ends_stream)
     return f"{progress}, then one of {ending}"
 
 
@@ -86,7 +86,7 @@ class EventDataFieldExtension(OpenApiSerializerFieldExtension):
 class ServerSentEventSerializer(serializers.Serializer[Any]):
     """One Server-Sent Event of a run."""
 
-    event = serializers.ChoiceField(choices=[name.value for name in RunEventName])
+    event = serializers.ChoiceField(choices=[name.value for name in RunEventType])
     data = EventDataField()  # type: ignore[assignment]  # a field, not .data
 
 

@@ -48,14 +48,14 @@ from llm_conversations.api.representations import message_data, message_row
 from llm_conversations.api.serializers import RunSerializer
 from llm_conversations.conf import conf
 from llm_conversations.models import Run, RunEventType, RunStatus
-from llm_conversations.services import ToolLoopService, events, run_events
+from llm_conversations.runs import ToolLoopService, events
+from llm_conversations.runs import event_reader as run_events
 
 __all__ = [
     "EVENT_STREAM",
     "HEARTBEAT",
     "AsyncEventStream",
     "EventStreamRenderer",
-    "RunEventName",
     "RunEventStream",
     "RunStream",
     "StreamFormat",
@@ -70,22 +70,15 @@ logger = logging.getLogger("llm_conversations.api")
 
 EVENT_STREAM = "text/event-stream"
 HEARTBEAT = b": keep-alive\n\n"
-# What a tool_call.progress event carries (services/tool_context.py).
+# What a tool_call.progress event carries (runs/tool_contexts.py).
 PROGRESS_KEYS = ("tool_call_id", "text", "fraction")
-
-RunEventName = RunEventType
-"""The ``event:`` name of every event a run's stream sends: the log's own event types.
-
-The ``run.*`` events other than ``run.running`` end a stream: exactly one of
-them is the last event.
-"""
 
 # The final event for a run that stopped (or paused) without logging it in this stream.
 _STATE_EVENTS = {
-    RunStatus.REQUIRES_ACTION: RunEventName.RUN_REQUIRES_ACTION,
-    RunStatus.COMPLETED: RunEventName.RUN_COMPLETED,
-    RunStatus.FAILED: RunEventName.RUN_FAILED,
-    RunStatus.CANCELLED: RunEventName.RUN_CANCELLED,
+    RunStatus.REQUIRES_ACTION: RunEventType.RUN_REQUIRES_ACTION,
+    RunStatus.COMPLETED: RunEventType.RUN_COMPLETED,
+    RunStatus.FAILED: RunEventType.RUN_FAILED,
+    RunStatus.CANCELLED: RunEventType.RUN_CANCELLED,
 }
 
 
@@ -131,16 +124,16 @@ def render_page(page: run_events.Page) -> bytes:
     chunks = []
     run_data: Any = None
     for event in page.events:
-        name = RunEventName(event.type)
+        name = RunEventType(event.type)
         data: dict[str, Any] = {"run_id": str(event.run_id)}
         logged = event.data if isinstance(event.data, dict) else {}
-        if name is RunEventName.TEXT_DELTA:
+        if name is RunEventType.TEXT_DELTA:
             data["delta"] = logged.get("delta", "")
-        elif name is RunEventName.TOOL_CALL_STARTED:
+        elif name is RunEventType.TOOL_CALL_STARTED:
             data["tool_call"] = logged.get("tool_call")
-        elif name is RunEventName.TOOL_CALL_PROGRESS:
+        elif name is RunEventType.TOOL_CALL_PROGRESS:
             data["progress"] = {key: logged.get(key) for key in PROGRESS_KEYS}
-        elif name in (RunEventName.TOOL_RESULT_STORED, RunEventName.MESSAGE_STORED):
+        elif name in (RunEventType.TOOL_RESULT_STORED, RunEventType.MESSAGE_STORED):
             row = page.messages.get(str(logged.get("message")))
             if row is not None:
                 data["message"] = message_data(message_row(row))
@@ -157,7 +150,7 @@ def render_page(page: run_events.Page) -> bytes:
 def _state_event(run_id: Any) -> bytes:
     """Where the run stands, for a stream whose steps logged no final event."""
     run = Run.objects.get(pk=run_id)
-    name = _STATE_EVENTS.get(RunStatus(run.status), RunEventName.RUN_REQUIRES_ACTION)
+    name = _STATE_EVENTS.get(RunStatus(run.status), RunEventType.RUN_REQUIRES_ACTION)
     return encode_event(name, {"run_id": str(run_id), "run": RunSerializer(run).data})
 
 

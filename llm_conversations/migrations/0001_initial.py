@@ -2,8 +2,8 @@
 
 import django.db.models.deletion
 import django.db.models.lookups
-import llm_conversations.db
-import llm_conversations.messages
+import llm_conversations.models.expressions
+import llm_conversations.core.messages
 import uuid
 from django.conf import settings
 from django.db import migrations, models
@@ -115,30 +115,30 @@ class Migration(migrations.Migration):
         ),
         migrations.AddConstraint(
             model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(('tool_calls__isnull', True), ('role', llm_conversations.messages.Role['ASSISTANT']), _connector='OR'), name='llmconv_message_tool_calls_assistant_only', violation_error_code='tool_calls_not_allowed'),
+            constraint=models.CheckConstraint(condition=models.Q(('tool_calls__isnull', True), ('role', llm_conversations.core.messages.Role['ASSISTANT']), _connector='OR'), name='llmconv_message_tool_calls_assistant_only', violation_error_code='tool_calls_not_allowed'),
         ),
         migrations.AddConstraint(
             model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(('tool_calls__isnull', True), models.Q(django.db.models.lookups.Exact(llm_conversations.db.JSONTypeOf('tool_calls'), 'array'), ('tool_calls__0__id__isnull', False)), _connector='OR'), name='llmconv_message_tool_calls_nonempty', violation_error_code='empty_tool_calls'),
+            constraint=models.CheckConstraint(condition=models.Q(('tool_calls__isnull', True), models.Q(django.db.models.lookups.Exact(llm_conversations.models.expressions.JSONTypeOf('tool_calls'), 'array'), ('tool_calls__0__id__isnull', False)), _connector='OR'), name='llmconv_message_tool_calls_nonempty', violation_error_code='empty_tool_calls'),
         ),
         migrations.AddConstraint(
             model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(('tool_call_id__isnull', True), ('role', llm_conversations.messages.Role['TOOL']), _connector='OR'), name='llmconv_message_tool_call_id_tool_only', violation_error_code='tool_call_id_not_allowed'),
+            constraint=models.CheckConstraint(condition=models.Q(('tool_call_id__isnull', True), ('role', llm_conversations.core.messages.Role['TOOL']), _connector='OR'), name='llmconv_message_tool_call_id_tool_only', violation_error_code='tool_call_id_not_allowed'),
         ),
         migrations.AddConstraint(
             model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('role', llm_conversations.messages.Role['TOOL']), _negated=True), models.Q(('tool_call_id__isnull', False), models.Q(('tool_call_id', ''), _negated=True)), _connector='OR'), name='llmconv_message_tool_call_id_required', violation_error_code='missing_tool_call_id'),
+            constraint=models.CheckConstraint(condition=models.Q(models.Q(('role', llm_conversations.core.messages.Role['TOOL']), _negated=True), models.Q(('tool_call_id__isnull', False), models.Q(('tool_call_id', ''), _negated=True)), _connector='OR'), name='llmconv_message_tool_call_id_required', violation_error_code='missing_tool_call_id'),
         ),
         migrations.AddConstraint(
             model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('content', ''), _negated=True), ('role', llm_conversations.messages.Role['TOOL']), models.Q(('role', llm_conversations.messages.Role['ASSISTANT']), ('tool_calls__isnull', False)), _connector='OR'), name='llmconv_message_content_required', violation_error_code='missing_content'),
+            constraint=models.CheckConstraint(condition=models.Q(models.Q(('content', ''), _negated=True), ('role', llm_conversations.core.messages.Role['TOOL']), models.Q(('role', llm_conversations.core.messages.Role['ASSISTANT']), ('tool_calls__isnull', False)), _connector='OR'), name='llmconv_message_content_required', violation_error_code='missing_content'),
         ),
         migrations.AddConstraint(
             model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(('is_error', False), ('role', llm_conversations.messages.Role['TOOL']), _connector='OR'), name='llmconv_message_is_error_tool_only', violation_error_code='is_error_not_allowed'),
+            constraint=models.CheckConstraint(condition=models.Q(('is_error', False), ('role', llm_conversations.core.messages.Role['TOOL']), _connector='OR'), name='llmconv_message_is_error_tool_only', violation_error_code='is_error_not_allowed'),
         ),
         migrations.AddConstraint(
             model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(('role', llm_conversations.messages.Role['ASSISTANT']), models.Q(('cached_tokens__isnull', True), ('input_tokens__isnull', True), ('model', ''), ('output_tokens__isnull', True), ('provider', ''), ('total_tokens__isnull', True)), _connector='OR'), name='llmconv_message_usage_assistant_only', violation_error_code='usage_not_allowed'),
+            constraint=models.CheckConstraint(condition=models.Q(('role', llm_conversations.core.messages.Role['ASSISTANT']), models.Q(('cached_tokens__isnull', True), ('input_tokens__isnull', True), ('model', ''), ('output_tokens__isnull', True), ('provider', ''), ('total_tokens__isnull', True)), _connector='OR'), name='llmconv_message_usage_assistant_only', violation_error_code='usage_not_allowed'),
         ),
     ]

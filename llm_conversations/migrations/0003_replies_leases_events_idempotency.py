@@ -2,7 +2,7 @@
 
 import django.db.models.deletion
 import django.utils.timezone
-import llm_conversations.messages
+import llm_conversations.core.messages
 from django.conf import settings
 from importlib import import_module
 from typing import Any
@@ -92,11 +92,11 @@ class Migration(migrations.Migration):
         ),
         migrations.AddConstraint(
             model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('content', ''), _negated=True), ('role__in', [llm_conversations.messages.Role['TOOL'], llm_conversations.messages.Role['ASSISTANT']]), _connector='OR'), name='llmconv_message_content_required', violation_error_code='missing_content'),
+            constraint=models.CheckConstraint(condition=models.Q(models.Q(('content', ''), _negated=True), ('role__in', [llm_conversations.core.messages.Role['TOOL'], llm_conversations.core.messages.Role['ASSISTANT']]), _connector='OR'), name='llmconv_message_content_required', violation_error_code='missing_content'),
         ),
         migrations.AddConstraint(
             model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(('role', llm_conversations.messages.Role['ASSISTANT']), models.Q(('cached_tokens__isnull', True), ('finish_reason', ''), ('input_tokens__isnull', True), ('model', ''), ('output_tokens__isnull', True), ('provider', ''), ('total_tokens__isnull', True)), _connector='OR'), name='llmconv_message_usage_assistant_only', violation_error_code='usage_not_allowed'),
+            constraint=models.CheckConstraint(condition=models.Q(('role', llm_conversations.core.messages.Role['ASSISTANT']), models.Q(('cached_tokens__isnull', True), ('finish_reason', ''), ('input_tokens__isnull', True), ('model', ''), ('output_tokens__isnull', True), ('provider', ''), ('total_tokens__isnull', True)), _connector='OR'), name='llmconv_message_usage_assistant_only', violation_error_code='usage_not_allowed'),
         ),
         migrations.AddField(
             model_name='idempotencykey',

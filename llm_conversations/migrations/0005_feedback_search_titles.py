@@ -7,7 +7,7 @@ from typing import Any
 from django.db import migrations, models
 
 # The full-text index of message text, on PostgreSQL only: a GIN index on the
-# same expression services/search.py queries (the 'simple' configuration).
+# same expression conversations/search.py queries (the 'simple' configuration).
 # SQLite searches without an index, so there the operation does nothing and
 # the model state never holds the index (makemigrations stays clean).
 SEARCH_INDEX = "llmconv_message_search"

@@ -15,8 +15,8 @@ rebuild when this migration is unapplied).
 
 import django.db.models.deletion
 import django.db.models.lookups
-import llm_conversations.db
-import llm_conversations.messages
+import llm_conversations.models.expressions
+import llm_conversations.core.messages
 import llm_conversations.models.attachments
 import uuid
 from django.conf import settings
@@ -194,7 +194,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddConstraint(
             model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('content', ''), _negated=True), ('role__in', [llm_conversations.messages.Role['TOOL'], llm_conversations.messages.Role['ASSISTANT']]), ('content_parts__isnull', False), _connector='OR'), name='llmconv_message_content_required', violation_error_code='missing_content'),
+            constraint=models.CheckConstraint(condition=models.Q(models.Q(('content', ''), _negated=True), ('role__in', [llm_conversations.core.messages.Role['TOOL'], llm_conversations.core.messages.Role['ASSISTANT']]), ('content_parts__isnull', False), _connector='OR'), name='llmconv_message_content_required', violation_error_code='missing_content'),
         ),
         migrations.AddConstraint(
             model_name='message',
@@ -202,7 +202,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddConstraint(
             model_name='message',
-            constraint=models.CheckConstraint(condition=models.Q(('content_parts__isnull', True), models.Q(django.db.models.lookups.Exact(llm_conversations.db.JSONTypeOf('content_parts'), 'array'), ('content_parts__0__type__isnull', False)), _connector='OR'), name='llmconv_message_content_parts_nonempty', violation_error_code='missing_content'),
+            constraint=models.CheckConstraint(condition=models.Q(('content_parts__isnull', True), models.Q(django.db.models.lookups.Exact(llm_conversations.models.expressions.JSONTypeOf('content_parts'), 'array'), ('content_parts__0__type__isnull', False)), _connector='OR'), name='llmconv_message_content_parts_nonempty', violation_error_code='missing_content'),
         ),
         migrations.AddIndex(
             model_name='attachment',

@@ -12,9 +12,9 @@ from llm_conversations.models.conversations import (
     TitleSource,
     chat_message_from_row,
 )
-from llm_conversations.models.events import RunEvent, RunEventType
 from llm_conversations.models.feedback import MAX_COMMENT_CHARS, Feedback, Rating
 from llm_conversations.models.idempotency import IdempotencyKey
+from llm_conversations.models.run_events import RunEvent, RunEventType
 from llm_conversations.models.runs import (
     ACTIVE_RUN_STATUSES,
     Decision,

@@ -5,7 +5,7 @@ refers to an attachment by id in its content parts, and the
 :class:`MessageAttachment` rows index those references so an attachment that
 a message shows cannot be deleted (``PROTECT``) and orphans are found by a
 join. Checking uploads and loading bytes for providers belongs to
-:mod:`llm_conversations.services.attachments`.
+:mod:`llm_conversations.conversations.attachments`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
-from llm_conversations.content_parts import IMAGE_TYPES
+from llm_conversations.core.content_parts import IMAGE_TYPES
 
 __all__ = ["Attachment", "MessageAttachment", "PartKind"]
 

@@ -1,6 +1,6 @@
 """Conversations and their messages.
 
-The message rules live in :mod:`llm_conversations.messages`. ``Message.clean()``
+The message rules live in :mod:`llm_conversations.core.messages`. ``Message.clean()``
 applies them by building the value object, and every rule that one row can
 break is repeated as a ``CheckConstraint`` so no code path (``bulk_create``,
 ``QuerySet.update``, raw saves) can store an invalid row. The rules for each
@@ -21,11 +21,11 @@ from django.db.models import Q
 from django.db.models.lookups import Exact
 from django.utils.translation import gettext_lazy as _
 
-from llm_conversations.completions import FinishReason
-from llm_conversations.content_parts import PART_ROLES
-from llm_conversations.db import JSONTypeOf
-from llm_conversations.messages import ChatMessage, InvalidMessage, Role, ToolCall
-from llm_conversations.model_info import COST_DECIMALS, COST_DIGITS
+from llm_conversations.core.completions import FinishReason
+from llm_conversations.core.content_parts import PART_ROLES
+from llm_conversations.core.messages import ChatMessage, InvalidMessage, Role, ToolCall
+from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS
+from llm_conversations.models.expressions import JSONTypeOf
 
 
 class TitleSource(models.TextChoices):
@@ -41,7 +41,7 @@ class Conversation(models.Model):
     ``title_source`` says who set the title: an automatic title is written
     only while the title is empty and no user has set one (an empty title a
     user chose included), by a conditional ``UPDATE`` (see
-    :mod:`llm_conversations.services.titles`).
+    :mod:`llm_conversations.conversations.titles`).
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -59,7 +59,7 @@ class Conversation(models.Model):
     )
     metadata = models.JSONField(_("metadata"), default=dict, blank=True)
     # A fork holds copies of the first forked_at_position messages of forked_from
-    # (services/forks.py); the position stays when the source is deleted.
+    # (runs/forks.py); the position stays when the source is deleted.
     forked_from = models.ForeignKey(
         "self",
         null=True,

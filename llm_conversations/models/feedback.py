@@ -2,7 +2,7 @@
 
 One row per user and message (a unique constraint); rating it again changes
 that row. Only assistant turns can be rated: a rule across two tables, so the
-feedback service applies it (:mod:`llm_conversations.services.feedback`), while
+feedback service applies it (:mod:`llm_conversations.conversations.feedback`), while
 the rating's values are a ``CheckConstraint`` here.
 """
 

@@ -18,11 +18,11 @@ from django.db import IntegrityError, models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
+from llm_conversations.core.messages import ToolCall
+from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS
+from llm_conversations.core.parameters import RunParameters
+from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.exceptions import RunStateError
-from llm_conversations.messages import ToolCall
-from llm_conversations.model_info import COST_DECIMALS, COST_DIGITS
-from llm_conversations.parameters import RunParameters
-from llm_conversations.tool_specs import ToolSpec
 
 __all__ = [
     "ACTIVE_RUN_STATUSES",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from llm_conversations.model_info import COST_DECIMALS, COST_DIGITS
+from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS
 
 __all__ = ["ConversationSummary"]
 

@@ -16,11 +16,11 @@ from .errors import (
     ProviderUnavailableError,
     RateLimitError,
 )
-from .events import ResponseCompleted, StreamEvent, TextDelta, ToolCallCompleted
 from .gemini import GeminiProvider, to_gemini_request
 from .ollama import OllamaProvider, to_ollama_request
 from .openai import OpenAIProvider
 from .registry import BACKENDS, build_provider, clear_provider_cache, get_provider
+from .stream_events import ResponseCompleted, StreamEvent, TextDelta, ToolCallCompleted
 
 __all__ = [
     "BACKENDS",

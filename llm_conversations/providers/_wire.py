@@ -8,10 +8,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from llm_conversations.core.messages import ChatMessage, InvalidMessage, ToolCall
+from llm_conversations.core.text import json_problem, storable_text
+from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.exceptions import UnsupportedContent
-from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall
-from llm_conversations.text import json_problem, storable_text
-from llm_conversations.tool_specs import ToolSpec
 
 ToolInput = ToolSpec | Mapping[str, Any]
 """What ``tools=`` accepts: a ``ToolSpec`` or either of its dict forms."""

@@ -11,12 +11,12 @@ from typing import Any
 
 import httpx
 
-from llm_conversations.completions import CompletionResponse, FinishReason, Usage
-from llm_conversations.content_parts import ContentPart, ImagePart, TextPart
-from llm_conversations.messages import ChatMessage, Role
-from llm_conversations.parameters import ParameterSupport, RunParameters
-from llm_conversations.structured import describes_object, map_subschemas
-from llm_conversations.tool_specs import ToolSpec
+from llm_conversations.core.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.core.content_parts import ContentPart, ImagePart, TextPart
+from llm_conversations.core.messages import ChatMessage, Role
+from llm_conversations.core.parameters import ParameterSupport, RunParameters
+from llm_conversations.core.structured import describes_object, map_subschemas
+from llm_conversations.core.tool_specs import ToolSpec
 
 from ._wire import (
     CallIds,
@@ -34,8 +34,8 @@ from .errors import (
     ProviderUnavailableError,
     RateLimitError,
 )
-from .events import StreamEvent
 from .stream import StreamAccumulator
+from .stream_events import StreamEvent
 
 __all__ = [
     "ANTHROPIC_VERSION",

@@ -18,9 +18,9 @@ from typing import Any, ClassVar
 import httpx
 
 from llm_conversations import telemetry
-from llm_conversations.completions import CompletionResponse, FinishReason, Usage
 from llm_conversations.conf import conf
-from llm_conversations.messages import (
+from llm_conversations.core.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.core.messages import (
     ChatMessage,
     InvalidMessage,
     MessageInput,
@@ -28,9 +28,9 @@ from llm_conversations.messages import (
     ToolCall,
     as_chat_messages,
 )
-from llm_conversations.parameters import ParameterSupport, RunParameters
-from llm_conversations.text import storable_text
-from llm_conversations.tool_specs import ToolSpec
+from llm_conversations.core.parameters import ParameterSupport, RunParameters
+from llm_conversations.core.text import storable_text
+from llm_conversations.core.tool_specs import ToolSpec
 
 from ._wire import ToolInput, as_tool_specs, storable_call
 from .errors import (
@@ -42,8 +42,8 @@ from .errors import (
     ProviderUnavailableError,
     RateLimitError,
 )
-from .events import ResponseCompleted, StreamEvent, TextDelta
 from .http import HttpTransport, backoff_delay, parse_retry_after
+from .stream_events import ResponseCompleted, StreamEvent, TextDelta
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",

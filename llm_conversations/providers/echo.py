@@ -15,15 +15,10 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from llm_conversations.completions import CompletionResponse, FinishReason, Usage
-from llm_conversations.content_parts import attached
-from llm_conversations.messages import (
-    ChatMessage,
-    InvalidMessage,
-    Role,
-    ToolCall,
-)
-from llm_conversations.parameters import (
+from llm_conversations.core.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.core.content_parts import attached
+from llm_conversations.core.messages import ChatMessage, InvalidMessage, Role, ToolCall
+from llm_conversations.core.parameters import (
     REASONING_EFFORTS,
     SAMPLING,
     ParameterSupport,
@@ -33,7 +28,7 @@ from llm_conversations.parameters import (
 from ._wire import CallIds, tool_names_by_id
 from .base import CompletionRequest, Provider
 from .errors import InvalidRequestError
-from .events import ResponseCompleted, StreamEvent, TextDelta, ToolCallCompleted
+from .stream_events import ResponseCompleted, StreamEvent, TextDelta, ToolCallCompleted
 
 __all__ = ["EchoProvider"]
 

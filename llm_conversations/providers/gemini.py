@@ -12,11 +12,11 @@ from typing import Any
 
 import httpx
 
-from llm_conversations.completions import CompletionResponse, FinishReason, Usage
-from llm_conversations.content_parts import TextPart
-from llm_conversations.messages import ChatMessage, Role
-from llm_conversations.parameters import SAMPLING, ParameterSupport, RunParameters
-from llm_conversations.tool_specs import ToolSpec
+from llm_conversations.core.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.core.content_parts import TextPart
+from llm_conversations.core.messages import ChatMessage, Role
+from llm_conversations.core.parameters import SAMPLING, ParameterSupport, RunParameters
+from llm_conversations.core.tool_specs import ToolSpec
 
 from ._wire import (
     CallIds,
@@ -30,8 +30,8 @@ from ._wire import (
 )
 from .base import CompletionRequest, Provider
 from .errors import AuthenticationError, ProviderError
-from .events import StreamEvent
 from .stream import StreamAccumulator
+from .stream_events import StreamEvent
 
 __all__ = [
     "SKIP_SIGNATURE",

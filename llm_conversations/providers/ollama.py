@@ -10,11 +10,11 @@ from typing import Any
 
 import httpx
 
-from llm_conversations.completions import CompletionResponse, FinishReason, Usage
-from llm_conversations.content_parts import ImagePart
-from llm_conversations.messages import ChatMessage, Role
-from llm_conversations.parameters import SAMPLING, ParameterSupport, RunParameters
-from llm_conversations.tool_specs import ToolSpec
+from llm_conversations.core.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.core.content_parts import ImagePart
+from llm_conversations.core.messages import ChatMessage, Role
+from llm_conversations.core.parameters import SAMPLING, ParameterSupport, RunParameters
+from llm_conversations.core.tool_specs import ToolSpec
 
 from ._wire import (
     CallIds,
@@ -27,8 +27,8 @@ from ._wire import (
     tool_names_by_id,
 )
 from .base import CompletionRequest, Provider
-from .events import StreamEvent
 from .stream import StreamAccumulator
+from .stream_events import StreamEvent
 
 __all__ = ["OllamaProvider", "ollama_parameters", "ollama_usage", "to_ollama_request"]
 

@@ -14,14 +14,14 @@ from typing import Any
 
 import httpx
 
-from llm_conversations.completions import CompletionResponse, FinishReason, Usage
-from llm_conversations.messages import ChatMessage
-from llm_conversations.parameters import SAMPLING, ParameterSupport, RunParameters
+from llm_conversations.core.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.core.messages import ChatMessage
+from llm_conversations.core.parameters import SAMPLING, ParameterSupport, RunParameters
 
 from ._wire import CallIds, check_supported_parts, function_calls, int_or_zero, iter_sse
 from .base import CompletionRequest, Provider
-from .events import StreamEvent
 from .stream import StreamAccumulator
+from .stream_events import StreamEvent
 
 __all__ = ["OpenAIProvider", "openai_finish_reason", "openai_parameters", "openai_usage"]
 

@@ -19,8 +19,8 @@ from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
 from llm_conversations.conf import conf
-from llm_conversations.context import ContextStrategy
-from llm_conversations.model_info import DEFAULT_MODEL_INFO, model_info_problems
+from llm_conversations.core.fitting import ContextStrategy
+from llm_conversations.core.model_info import DEFAULT_MODEL_INFO, model_info_problems
 
 from .anthropic import AnthropicProvider
 from .base import (

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from llm_conversations.completions import CompletionResponse, FinishReason, Usage
-from llm_conversations.messages import ToolCall
-from llm_conversations.text import storable_text
+from llm_conversations.core.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.core.messages import ToolCall
+from llm_conversations.core.text import storable_text
 
 from ._wire import storable_call
-from .events import ResponseCompleted, TextDelta, ToolCallCompleted
+from .stream_events import ResponseCompleted, TextDelta, ToolCallCompleted
 
 if TYPE_CHECKING:
     from .base import Provider

@@ -7,9 +7,9 @@ frontend runs it and submits the output. Executing a call always produces a
 ``ChatMessage`` tool turn, so the loop never builds one by hand.
 """
 
+from llm_conversations.exceptions import ToolArgumentsError, ToolError
 from llm_conversations.tools.context import ToolContext
 from llm_conversations.tools.definition import Tool, ToolOptions, tool
-from llm_conversations.tools.errors import ToolArgumentsError, ToolError
 from llm_conversations.tools.registry import ToolRegistry, default_registry, load_tool
 from llm_conversations.tools.results import format_tool_output, tool_result_message, truncate_text
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from llm_conversations.tools.errors import ToolError
+from llm_conversations.exceptions import ToolError
 
 if TYPE_CHECKING:
     from llm_conversations.models import Conversation, Run

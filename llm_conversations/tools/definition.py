@@ -12,10 +12,10 @@ from typing import Any, TypedDict, Unpack, overload
 import pydantic
 from asgiref.sync import async_to_sync
 
-from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall
-from llm_conversations.tool_specs import ToolSpec
+from llm_conversations.core.messages import ChatMessage, InvalidMessage, ToolCall
+from llm_conversations.core.tool_specs import ToolSpec
+from llm_conversations.exceptions import ToolArgumentsError, ToolError
 from llm_conversations.tools.context import ToolContext, context_parameter
-from llm_conversations.tools.errors import ToolArgumentsError, ToolError
 from llm_conversations.tools.results import exception_summary, malformed_reason, tool_result_message
 from llm_conversations.tools.schema import (
     arguments_model,

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 from django.core.signals import setting_changed
 
 from llm_conversations.conf import conf
-from llm_conversations.messages import ChatMessage, ToolCall
+from llm_conversations.core.messages import ChatMessage, ToolCall
+from llm_conversations.exceptions import ToolArgumentsError, ToolError
 from llm_conversations.tools.definition import Tool
-from llm_conversations.tools.errors import ToolArgumentsError, ToolError
 from llm_conversations.tools.mcp_config import McpServer, McpUnavailable, configured_servers
 from llm_conversations.tools.results import tool_result_message
 

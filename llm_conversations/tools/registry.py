@@ -13,11 +13,11 @@ from django.core.signals import setting_changed
 from django.utils.module_loading import import_string
 
 from llm_conversations.conf import conf, raw_setting
-from llm_conversations.messages import ChatMessage, ToolCall
-from llm_conversations.tool_specs import ToolSpec
+from llm_conversations.core.messages import ChatMessage, ToolCall
+from llm_conversations.core.tool_specs import ToolSpec
+from llm_conversations.exceptions import ToolError
 from llm_conversations.tools.context import ToolContext
 from llm_conversations.tools.definition import Tool
-from llm_conversations.tools.errors import ToolError
 from llm_conversations.tools.results import tool_result_message
 
 logger = logging.getLogger("llm_conversations.tools")

@@ -7,7 +7,7 @@ import json
 from pydantic_core import to_jsonable_python
 
 from llm_conversations.conf import conf
-from llm_conversations.messages import ChatMessage
+from llm_conversations.core.messages import ChatMessage
 from llm_conversations.tools.schema import cut
 
 # An exception message longer than this is cut: the model needs the gist, not a dump.

@@ -11,8 +11,8 @@ from typing import Annotated, Any
 import jsonschema
 import pydantic
 
-from llm_conversations.structured import json_schema_validator, map_subschemas
-from llm_conversations.tools.errors import ToolError
+from llm_conversations.core.structured import json_schema_validator, map_subschemas
+from llm_conversations.exceptions import ToolError
 
 
 def strip_titles(node: Any) -> Any:

@@ -19,9 +19,10 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
+from llm_conversations.conversations import create_conversation, load_messages
 from llm_conversations.models import Run, RunEvent
-from llm_conversations.services import ToolLoopService, create_conversation, load_messages
-from llm_conversations.tasks import reap_lost_runs
+from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs.reaper import reap_lost_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 

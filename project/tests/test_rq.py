@@ -29,9 +29,10 @@ import pytest
 from django.db import connection
 from django.test import override_settings
 
-from llm_conversations.messages import check_sequence
+from llm_conversations.conversations import create_conversation, load_messages
+from llm_conversations.core.messages import check_sequence
 from llm_conversations.models import Run, RunEvent, RunEventType
-from llm_conversations.services import ToolLoopService, create_conversation, load_messages
+from llm_conversations.runs import ToolLoopService
 from tests.browser.chromium import running_under_ci
 
 pytestmark = [pytest.mark.rq, pytest.mark.django_db(transaction=True)]

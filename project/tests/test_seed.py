@@ -10,7 +10,7 @@ from django.core.management import call_command
 
 from llm_conversations.models import Conversation, Message, Run
 from llm_conversations.providers import EchoProvider
-from llm_conversations.services import ToolLoopService
+from llm_conversations.runs import ToolLoopService
 from project.management.commands.seed_demo import demo_registry
 
 pytestmark = pytest.mark.django_db

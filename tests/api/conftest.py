@@ -9,8 +9,8 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
+from llm_conversations.conversations import create_conversation
 from llm_conversations.models import Conversation
-from llm_conversations.services import create_conversation
 
 TOOLS = [
     "tests.loop_tools.get_weather",

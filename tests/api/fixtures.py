@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from llm_conversations.completions import CompletionResponse
-from llm_conversations.messages import MessageInput
+from llm_conversations.core.completions import CompletionResponse
+from llm_conversations.core.messages import MessageInput
 from llm_conversations.models import Run, RunStatus
 from llm_conversations.providers import (
     CompletionRequest,
@@ -16,7 +16,7 @@ from llm_conversations.providers import (
     StreamEvent,
     TextDelta,
 )
-from llm_conversations.services import ToolLoopService
+from llm_conversations.runs import ToolLoopService
 
 
 class BrokenProvider(EchoProvider):

@@ -11,8 +11,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
+from llm_conversations.conversations import create_conversation
 from llm_conversations.models import Conversation, Message, Run, RunStatus
-from llm_conversations.services import create_conversation
 from tests.api.conftest import calls_text
 from tests.conftest import task_backend
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
+from llm_conversations.conversations import create_conversation
 from llm_conversations.models import Conversation, Message, Run
-from llm_conversations.services import create_conversation
 from tests.api.conftest import API_SETTINGS, calls_text
 from tests.browser.chromium import running_under_ci
 

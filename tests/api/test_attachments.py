@@ -10,8 +10,8 @@ from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
+from llm_conversations.conversations import create_conversation
 from llm_conversations.models import Attachment, Conversation, Message
-from llm_conversations.services import create_conversation
 
 from ..attachment_files import bomb_bytes, image_bytes, pdf_bytes
 

@@ -11,10 +11,12 @@ from django.db import DatabaseError, IntegrityError, OperationalError, connectio
 from rest_framework.test import APIClient
 
 from llm_conversations.api.views import conversations
+from llm_conversations.conversations import create_conversation, load_messages
+from llm_conversations.core.messages import check_sequence
 from llm_conversations.exceptions import ConversationBusy
-from llm_conversations.messages import check_sequence
 from llm_conversations.models import Conversation, Run
-from llm_conversations.services import ToolLoopService, create_conversation, load_messages, loop
+from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs import service as loop
 from tests.conftest import requires_postgresql, run_together
 
 

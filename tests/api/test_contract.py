@@ -10,7 +10,7 @@ from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
 from llm_conversations.models import Conversation
-from llm_conversations.services import ToolLoopService
+from llm_conversations.runs import ToolLoopService
 from tests.api.conftest import API_SETTINGS, calls_text
 
 pytestmark = pytest.mark.django_db

@@ -11,9 +11,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from llm_conversations.messages import ChatMessage
+from llm_conversations.conversations import create_conversation
+from llm_conversations.core.messages import ChatMessage
 from llm_conversations.models import Conversation, Message
-from llm_conversations.services import ToolLoopService, create_conversation
+from llm_conversations.runs import ToolLoopService
 from tests.api.conftest import API_SETTINGS, calls_text
 
 pytestmark = pytest.mark.django_db

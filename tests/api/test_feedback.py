@@ -10,11 +10,11 @@ from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
+from llm_conversations.conversations import create_conversation, delete_conversation
+from llm_conversations.conversations.feedback import delete_feedback, rate_message
+from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.exceptions import FeedbackError
-from llm_conversations.messages import ChatMessage, ToolCall
 from llm_conversations.models import MAX_COMMENT_CHARS, Conversation, Feedback, Message
-from llm_conversations.services import create_conversation, delete_conversation
-from llm_conversations.services.feedback import delete_feedback, rate_message
 
 pytestmark = pytest.mark.django_db
 

@@ -8,9 +8,9 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from llm_conversations.messages import ChatMessage, ToolCall
+from llm_conversations.conversations import create_conversation, load_messages
+from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.models import Conversation, Message, Run
-from llm_conversations.services import create_conversation, load_messages
 from tests.api.conftest import calls_text, parse_sse
 
 pytestmark = pytest.mark.django_db

@@ -13,8 +13,8 @@ from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from rest_framework.test import APIClient
 
+from llm_conversations.core.text import MAX_JSON_DEPTH
 from llm_conversations.models import Conversation, Message
-from llm_conversations.text import MAX_JSON_DEPTH
 from tests.api.conftest import API_SETTINGS, calls_text
 
 pytestmark = pytest.mark.django_db

@@ -10,9 +10,10 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from llm_conversations.conversations import create_conversation
+from llm_conversations.conversations.retention import prune
 from llm_conversations.models import Conversation, IdempotencyKey, Message, Run, RunEvent
-from llm_conversations.services import ToolLoopService, create_conversation
-from llm_conversations.services.retention import prune
+from llm_conversations.runs import ToolLoopService
 from tests.api.conftest import parse_sse_ids
 from tests.conftest import requires_postgresql, run_together
 

@@ -14,10 +14,10 @@ from rest_framework.test import APIClient
 
 from llm_conversations.api.representations import message_data, message_row
 from llm_conversations.api.serializers import MessageSerializer
-from llm_conversations.completions import CompletionResponse, Usage
-from llm_conversations.messages import ChatMessage, Role, ToolCall
+from llm_conversations.conversations import append_completion, create_conversation, load_messages
+from llm_conversations.core.completions import CompletionResponse, Usage
+from llm_conversations.core.messages import ChatMessage, Role, ToolCall
 from llm_conversations.models import Conversation, Message, Run, RunStatus
-from llm_conversations.services import append_completion, create_conversation, load_messages
 from tests.api.conftest import calls_text
 
 pytestmark = pytest.mark.django_db
@@ -47,7 +47,7 @@ def history(user: User) -> Conversation:
         ),
         cost=Decimal("0.000075"),
     )
-    from llm_conversations.services import append_messages
+    from llm_conversations.conversations import append_messages
 
     append_messages(
         conversation,

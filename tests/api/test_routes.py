@@ -9,7 +9,6 @@ from django.urls import resolve, reverse
 
 from llm_conversations.api.errors import as_api_error
 from llm_conversations.api.schema import ServerSentEventSerializer, describe_run_events
-from llm_conversations.api.sse import RunEventName
 from llm_conversations.exceptions import (
     ConversationBusy,
     FeedbackError,
@@ -18,6 +17,7 @@ from llm_conversations.exceptions import (
     RunStateError,
     ToolError,
 )
+from llm_conversations.models import RunEventType
 from llm_conversations.providers import ProviderNotConfigured
 
 C = uuid.UUID("6f1c1f8e-1d0a-4c53-9a57-0f8a3c1de0b7")
@@ -71,7 +71,7 @@ def test_run_views_are_outside_atomic_requests(path: str, atomic: bool) -> None:
 
 def test_event_names_come_from_one_enum() -> None:
     field = ServerSentEventSerializer().fields["event"]
-    assert list(field.choices) == [name.value for name in RunEventName]
+    assert list(field.choices) == [name.value for name in RunEventType]
     assert describe_run_events().endswith(
         "then one of `run.requires_action`, `run.completed`, `run.failed`, `run.cancelled`"
     )
@@ -87,7 +87,7 @@ def test_event_names_come_from_one_enum() -> None:
         (
             RunStateError("invalid_max_iterations", "x", field="max_iterations"),
             400,
-            "invalid",
+            "invalid_max_iterations",
             "max_iterations",
         ),
         (

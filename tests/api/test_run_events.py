@@ -16,12 +16,13 @@ from django.db import connection
 from django.test import AsyncClient
 from rest_framework.test import APIClient
 
-from llm_conversations.api.sse import RunEventName
-from llm_conversations.completions import CompletionResponse
+from llm_conversations.conversations import create_conversation
+from llm_conversations.core.completions import CompletionResponse
 from llm_conversations.models import Conversation, Message, Run, RunEvent, RunEventType
 from llm_conversations.providers import CompletionRequest, EchoProvider
-from llm_conversations.services import ToolLoopService, create_conversation, run_events
-from llm_conversations.tasks import enqueue_run
+from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs import event_reader as run_events
+from llm_conversations.runs.service import enqueue_run
 from tests.api.conftest import API_SETTINGS, calls_text, parse_sse_ids
 
 # django.tasks on Django 6.x, the django_tasks backport on 5.2.
@@ -308,8 +309,7 @@ def test_a_waiting_reader_gets_keep_alive_comments(
 
 
 def test_event_names_are_the_logs_types() -> None:
-    assert RunEventName is RunEventType
-    assert [name for name in RunEventName if name.ends_stream] == [
+    assert [name for name in RunEventType if name.ends_stream] == [
         "run.requires_action",
         "run.completed",
         "run.failed",

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from llm_conversations.messages import ChatMessage, Role, check_sequence
+from llm_conversations.conversations import load_messages
+from llm_conversations.core.messages import ChatMessage, Role, check_sequence
 from llm_conversations.models import Conversation, Message, Run, RunStatus
-from llm_conversations.services import load_messages
 from tests import loop_tools
 from tests.api.conftest import calls_text
 
@@ -83,8 +83,8 @@ def test_message_object_provider_tools_and_max_iterations(
     [
         ({"message": "hi", "provider": "nope"}, 400, "unknown_provider", "provider"),
         ({"message": "hi", "tools": ["get_time", "nope"]}, 400, "unknown_tool", "tools"),
-        ({"message": "hi", "max_iterations": 33}, 400, "invalid", "max_iterations"),
-        ({"message": "hi", "max_iterations": 0}, 400, "invalid", "max_iterations"),
+        ({"message": "hi", "max_iterations": 33}, 400, "invalid_max_iterations", "max_iterations"),
+        ({"message": "hi", "max_iterations": 0}, 400, "invalid_max_iterations", "max_iterations"),
         ({"message": ""}, 400, "missing_content", "message"),
         ({"message": "x" * 1001}, 400, "too_large", "message"),
         ({"message": {"role": "user", "content": "x" * 1001}}, 400, "too_large", "message.content"),

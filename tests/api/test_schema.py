@@ -18,10 +18,11 @@ from drf_spectacular.settings import spectacular_settings
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
-from llm_conversations.messages import ChatMessage, ToolCall
+from llm_conversations.conversations import create_conversation
+from llm_conversations.core.messages import ChatMessage, ToolCall
+from llm_conversations.core.text import json_problem
 from llm_conversations.models import Run
-from llm_conversations.services import ToolLoopService, create_conversation
-from llm_conversations.text import json_problem
+from llm_conversations.runs import ToolLoopService
 from tests.api.conftest import calls_text
 
 

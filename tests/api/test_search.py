@@ -14,16 +14,16 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from llm_conversations.messages import ChatMessage, ToolCall
-from llm_conversations.models import Conversation, Message
-from llm_conversations.services import append_messages, create_conversation
-from llm_conversations.services.search import (
+from llm_conversations.conversations import append_messages, create_conversation
+from llm_conversations.conversations.search import (
     MAX_SEARCH_CHARS,
     SEARCH_INDEX,
     matching_messages,
     search_conversations,
     search_terms,
 )
+from llm_conversations.core.messages import ChatMessage, ToolCall
+from llm_conversations.models import Conversation, Message
 
 pytestmark = pytest.mark.django_db
 

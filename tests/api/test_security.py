@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from llm_conversations.models import Conversation, Message, Run
-from llm_conversations.services import ToolLoopService
+from llm_conversations.runs import ToolLoopService
 from tests.api.conftest import API_SETTINGS, calls_text
 
 pytestmark = pytest.mark.django_db

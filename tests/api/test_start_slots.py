@@ -15,11 +15,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from llm_conversations import start_slots
+from llm_conversations.conversations import create_conversation
 from llm_conversations.exceptions import ServerBusy
 from llm_conversations.models import Conversation, IdempotencyKey, Message, Run
-from llm_conversations.services import ToolLoopService, create_conversation
-from llm_conversations.start_slots import StartSlots, slots
+from llm_conversations.runs import ToolLoopService, start_slots
+from llm_conversations.runs.start_slots import StartSlots, slots
 from llm_conversations.tools import tool
 from tests.api.conftest import API_SETTINGS, TOOLS, calls_text
 from tests.api.test_runs import start

@@ -12,9 +12,10 @@ from django.test import AsyncClient
 from rest_framework.test import APIClient
 
 from llm_conversations.api.sse import AsyncEventStream, RunEventStream
-from llm_conversations.messages import Role, check_sequence
+from llm_conversations.conversations import create_conversation, load_messages
+from llm_conversations.core.messages import Role, check_sequence
 from llm_conversations.models import Conversation, Message, Run, RunStatus
-from llm_conversations.services import ToolLoopService, create_conversation, load_messages
+from llm_conversations.runs import ToolLoopService
 from tests import loop_tools
 from tests.api.conftest import API_SETTINGS, calls_text, parse_sse
 

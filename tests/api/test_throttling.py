@@ -10,8 +10,8 @@ from django.contrib.auth.models import User
 from django.core.cache import cache
 from rest_framework.test import APIClient
 
+from llm_conversations.conversations import create_conversation
 from llm_conversations.models import Conversation, Run, RunStatus
-from llm_conversations.services import create_conversation
 from tests.api.conftest import API_SETTINGS, calls_text
 from tests.api.test_runs import run_url, start
 

@@ -12,14 +12,13 @@ from django.contrib.auth.models import User
 from django.core.signals import request_finished
 from rest_framework.test import APIClient
 
-from llm_conversations import after_response
+from llm_conversations.conversations import after_response, create_conversation
+from llm_conversations.conversations.titles import write_title
 from llm_conversations.models import Conversation
-from llm_conversations.services import create_conversation
-from llm_conversations.services.titles import generate_title
 from tests.title_server import TitleServer, reply
 
 URL = "/api/conversations/"
-RUN_QUEUED = "llm_conversations.after_response.run"
+RUN_QUEUED = "llm_conversations.conversations.after_response.run"
 
 
 def runs_url(conversation: Conversation) -> str:
@@ -61,7 +60,7 @@ class TestUserTitles:
     ) -> None:
         conversation = create_conversation(owner=user, messages=[{"role": "user", "content": "Hi"}])
         client.patch(f"{URL}{conversation.pk}/", {"title": ""}, format="json")
-        assert generate_title(conversation.pk) is None
+        assert write_title(conversation.pk) is None
         assert title_server.requests == []
 
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 
-from llm_conversations.messages import ChatMessage, ToolCall
-from llm_conversations.services import create_conversation
+from llm_conversations.conversations import create_conversation
+from llm_conversations.core.messages import ChatMessage, ToolCall
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -11,10 +11,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from llm_conversations.completions import CompletionResponse, Usage
-from llm_conversations.messages import ChatMessage
+from llm_conversations.conversations import append_completion, append_messages, create_conversation
+from llm_conversations.core.completions import CompletionResponse, Usage
+from llm_conversations.core.messages import ChatMessage
 from llm_conversations.models import Message
-from llm_conversations.services import append_completion, append_messages, create_conversation
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

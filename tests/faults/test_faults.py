@@ -22,9 +22,9 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from llm_conversations.messages import Role, check_sequence
+from llm_conversations.conversations import create_conversation, load_messages
+from llm_conversations.core.messages import Role, check_sequence
 from llm_conversations.models import Message, Run, RunEventType
-from llm_conversations.services import create_conversation, load_messages
 from tests.api.conftest import parse_sse
 
 from .conftest import BACKENDS, MAX_REPLY_CHARS, TIMEOUT, Configure

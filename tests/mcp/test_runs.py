@@ -8,9 +8,10 @@ import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from llm_conversations.messages import ChatMessage, Role
+from llm_conversations.conversations import create_conversation, load_messages
+from llm_conversations.core.messages import ChatMessage, Role
 from llm_conversations.models import Message, Run, RunStatus
-from llm_conversations.services import ToolLoopService, create_conversation, load_messages
+from llm_conversations.runs import ToolLoopService
 from tests.api.conftest import calls_text, client, user
 from tests.mcp.conftest import everything_over_http, mcp_settings, stdio_entry
 

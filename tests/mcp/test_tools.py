@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from llm_conversations.messages import ToolCall
+from llm_conversations.core.messages import ToolCall
+from llm_conversations.exceptions import ToolError
 from llm_conversations.tools import default_registry
 from llm_conversations.tools import mcp as mcp_module
-from llm_conversations.tools.errors import ToolError
 from llm_conversations.tools.mcp import McpTool
 from llm_conversations.tools.mcp_config import McpServer, configured_servers
 from tests.http_server import serving, stop_event

@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
-from llm_conversations.messages import ChatMessage, ToolCall
+from llm_conversations.core.messages import ChatMessage, ToolCall
+from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.providers import Provider
-from llm_conversations.tool_specs import ToolSpec
 
 API_KEY = "sk-test-SECRET-0123456789abcdef"
 

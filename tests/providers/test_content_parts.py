@@ -7,8 +7,8 @@ import base64
 import httpx
 import pytest
 
+from llm_conversations.core.messages import ChatMessage, FilePart, ImagePart, TextPart, ToolCall
 from llm_conversations.exceptions import InvalidMessage, UnsupportedContent
-from llm_conversations.messages import ChatMessage, FilePart, ImagePart, TextPart, ToolCall
 from llm_conversations.providers import (
     AnthropicProvider,
     EchoProvider,

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from llm_conversations.completions import FinishReason, Usage
-from llm_conversations.messages import ChatMessage, ToolCall
+from llm_conversations.core.completions import FinishReason, Usage
+from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.providers import (
     EchoProvider,
     InvalidRequestError,

@@ -5,7 +5,7 @@ import logging
 import httpx
 import pytest
 
-from llm_conversations.messages import ChatMessage
+from llm_conversations.core.messages import ChatMessage
 from llm_conversations.providers import (
     AnthropicProvider,
     AuthenticationError,

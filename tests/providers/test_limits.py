@@ -17,8 +17,8 @@ import httpx
 import pytest
 from django.test import override_settings
 
-from llm_conversations.completions import CompletionResponse, FinishReason
-from llm_conversations.messages import ChatMessage, ToolCall
+from llm_conversations.core.completions import CompletionResponse, FinishReason
+from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.providers import (
     AnthropicProvider,
     GeminiProvider,

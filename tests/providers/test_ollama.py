@@ -3,8 +3,8 @@ import json
 import httpx
 import pytest
 
-from llm_conversations.completions import FinishReason, Usage
-from llm_conversations.messages import ChatMessage, ToolCall
+from llm_conversations.core.completions import FinishReason, Usage
+from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.providers import (
     InvalidRequestError,
     OllamaProvider,

@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
+from llm_conversations.core.messages import ChatMessage
+from llm_conversations.core.parameters import RunParameters
 from llm_conversations.exceptions import ParameterError
-from llm_conversations.messages import ChatMessage
-from llm_conversations.parameters import RunParameters
 from llm_conversations.providers import (
     AnthropicProvider,
     EchoProvider,

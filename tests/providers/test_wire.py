@@ -1,8 +1,8 @@
 import pytest
 
-from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall
+from llm_conversations.core.messages import ChatMessage, InvalidMessage, ToolCall
+from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.providers._wire import CallIds, as_tool_specs, iter_ndjson, iter_sse
-from llm_conversations.tool_specs import ToolSpec
 
 
 def test_sse_fields_comments_and_multiline_data():

@@ -15,15 +15,15 @@ from llm_conversations.api.serializers.common import (
     StrictTypes,
 )
 from llm_conversations.api.serializers.feedback import MessageFeedbackSerializer
-from llm_conversations.completions import FinishReason
 from llm_conversations.conf import conf
-from llm_conversations.model_info import COST_DECIMALS, COST_DIGITS, cost_text
+from llm_conversations.conversations.search import MAX_SEARCH_CHARS
+from llm_conversations.core.completions import FinishReason
+from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS, cost_text
 from llm_conversations.models import (
     Conversation,
     Message,
     TitleSource,
 )
-from llm_conversations.services.search import MAX_SEARCH_CHARS
 
 # Conversations ----------------------------------------------------------------
 

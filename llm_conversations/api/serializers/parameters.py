@@ -1,7 +1,7 @@
 """A run's parameters: the fields that set them on ``POST runs/`` and their representation.
 
 Fields check JSON types and the ranges the schema states (the numbers come
-from :mod:`llm_conversations.parameters`); whether the provider can honour a
+from :mod:`llm_conversations.core.parameters`); whether the provider can honour a
 parameter, and a schema's validity, are the service's rules.
 """
 
@@ -14,8 +14,7 @@ from rest_framework import serializers
 from llm_conversations.api.inputs import too_large
 from llm_conversations.api.serializers.common import StrictTypes
 from llm_conversations.conf import conf
-from llm_conversations.models import Run
-from llm_conversations.parameters import (
+from llm_conversations.core.parameters import (
     MAX_MODEL_CHARS,
     PARAMETER_NAMES,
     REASONING_EFFORTS,
@@ -24,6 +23,7 @@ from llm_conversations.parameters import (
     TOOL_CHOICE_MODES,
     TOP_P_RANGE,
 )
+from llm_conversations.models import Run
 
 __all__ = [
     "RUN_OPTION_NAMES",

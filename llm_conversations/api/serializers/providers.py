@@ -6,7 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from llm_conversations.parameters import REASONING_EFFORTS, SAMPLING, ParameterSupport
+from llm_conversations.core.parameters import REASONING_EFFORTS, SAMPLING, ParameterSupport
 
 __all__ = ["ProviderSerializer", "provider_parameters"]
 

@@ -25,7 +25,7 @@ from llm_conversations.api.serializers.parameters import (
     RunParametersSerializer,
 )
 from llm_conversations.conf import conf
-from llm_conversations.model_info import COST_DECIMALS, COST_DIGITS
+from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS
 from llm_conversations.models import (
     MAX_ID_CHARS,
     Decision,

@@ -21,9 +21,9 @@ from llm_conversations.api.serializers.attachments import (
 )
 from llm_conversations.api.views.base import ApiView, error_responses, parse_uuid
 from llm_conversations.conf import conf
+from llm_conversations.conversations.attachments import create_attachment, file_response
 from llm_conversations.exceptions import InvalidAttachment
 from llm_conversations.models import Attachment
-from llm_conversations.services.attachments import create_attachment, file_response
 
 __all__ = ["AttachmentViewSet"]
 

@@ -22,9 +22,9 @@ from llm_conversations.api.parsers import BodyRequest, BoundedJSONParser
 from llm_conversations.api.permissions import authentication_classes, permission_classes
 from llm_conversations.api.serializers import ErrorSerializer
 from llm_conversations.conf import conf
+from llm_conversations.conversations.costs import with_cost
 from llm_conversations.models import ACTIVE_RUN_STATUSES, Conversation, Run
-from llm_conversations.services.costs import with_cost
-from llm_conversations.start_slots import Slot, slots
+from llm_conversations.runs.start_slots import Slot, slots
 
 __all__ = [
     "CONVERSATION_ID",
@@ -192,7 +192,7 @@ class ApiView(APIView):
 
 class RunStartingView(ApiView):
     """Base of views whose ``start_actions`` start or resume runs: each such request holds
-    one of the process's :mod:`~llm_conversations.start_slots` from before it
+    one of the process's :mod:`~llm_conversations.runs.start_slots` from before it
     authenticates (the first database query) until its run is claimed or the
     request ends, so a burst of starts cannot take every connection and thread
     the rest of the site needs."""

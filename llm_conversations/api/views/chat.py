@@ -42,10 +42,10 @@ from llm_conversations.api.views.base import (
     in_background,
 )
 from llm_conversations.conf import conf
+from llm_conversations.core.messages import InvalidMessage
 from llm_conversations.exceptions import RunStateError
-from llm_conversations.messages import InvalidMessage
 from llm_conversations.models import Conversation, Run, RunStatus, WaitReason
-from llm_conversations.services import ToolLoopService
+from llm_conversations.runs import ToolLoopService
 
 if TYPE_CHECKING:
     from rest_framework.decorators import ViewSetAction

@@ -37,21 +37,21 @@ from llm_conversations.api.views.base import (
     parse_uuid,
     valid_query,
 )
-from llm_conversations.messages import InvalidMessage
-from llm_conversations.models import Conversation, Message, TitleSource
-from llm_conversations.services import append_messages, delete_conversation
-from llm_conversations.services.feedback import (
+from llm_conversations.conversations import append_messages, delete_conversation
+from llm_conversations.conversations.feedback import (
     FEEDBACK_COLUMNS,
     delete_feedback,
     rate_message,
     with_feedback,
 )
-from llm_conversations.services.search import (
+from llm_conversations.conversations.search import (
     matching_messages,
     order_by_relevance,
     search_conversations,
     search_terms,
 )
+from llm_conversations.core.messages import InvalidMessage
+from llm_conversations.models import Conversation, Message, TitleSource
 
 MESSAGE_ID = OpenApiParameter(
     "id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="A message id."
@@ -75,7 +75,7 @@ class ConversationPagination(PageNumberPagination):
 
 class ConversationSearchFilter(filters.BaseFilterBackend):
     """``?search=``: the caller's conversations by title or message text
-    (:mod:`llm_conversations.services.search`); on PostgreSQL the best matches
+    (:mod:`llm_conversations.conversations.search`); on PostgreSQL the best matches
     come first unless ``ordering`` is given, so it runs after ``OrderingFilter``."""
 
     def filter_queryset(

@@ -3,7 +3,7 @@
 ``POST fork/`` answers the new conversation; ``POST edit/`` and ``POST
 regenerate/`` start a run in a new fork and answer like ``POST runs/`` (the
 run names its conversation, the fork). ``GET forks/`` lists the forks. The
-rules live in :mod:`llm_conversations.services.forks`.
+rules live in :mod:`llm_conversations.runs.forks`.
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ from llm_conversations.api.views.base import (
 )
 from llm_conversations.api.views.conversations import ConversationPagination
 from llm_conversations.api.views.runs import RunViews, as_sent, run_responses
-from llm_conversations.messages import InvalidMessage
-from llm_conversations.services import ToolLoopService
-from llm_conversations.services.forks import edit_message, fork, regenerate
+from llm_conversations.core.messages import InvalidMessage
+from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs.forks import edit_message, fork, regenerate
 
 __all__ = ["ForkViewSet"]
 

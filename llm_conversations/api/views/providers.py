@@ -9,7 +9,7 @@ from rest_framework.response import Response
 
 from llm_conversations.api.serializers.providers import ProviderSerializer, provider_parameters
 from llm_conversations.api.views.base import ApiView, error_responses
-from llm_conversations.services.policy import permitted_providers
+from llm_conversations.runs.policy import permitted_providers
 
 __all__ = ["ProviderViewSet"]
 

@@ -60,10 +60,10 @@ from llm_conversations.api.views.base import (
     parse_uuid,
     valid_query,
 )
-from llm_conversations.messages import InvalidMessage
+from llm_conversations.core.messages import InvalidMessage
+from llm_conversations.core.parameters import RunParameterInput
 from llm_conversations.models import Run, RunStatus, TerminationReason
-from llm_conversations.parameters import RunParameterInput
-from llm_conversations.services import ToolLoopService
+from llm_conversations.runs import ToolLoopService
 
 if TYPE_CHECKING:
     from rest_framework.decorators import ViewSetAction

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 
 from llm_conversations.api.serializers import ToolSerializer
 from llm_conversations.api.views.base import ApiView, error_responses
-from llm_conversations.services.policy import permitted_tools
+from llm_conversations.runs.policy import permitted_tools
 from llm_conversations.tools import default_registry
 
 __all__ = ["ToolViewSet"]

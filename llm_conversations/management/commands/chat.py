@@ -20,9 +20,17 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from llm_conversations.conf import conf
-from llm_conversations.exceptions import ParameterError, RunNotPermitted, TooManyActiveRuns
-from llm_conversations.messages import ChatMessage, InvalidMessage, ToolCall
-from llm_conversations.model_info import cost_text
+from llm_conversations.conversations import create_conversation
+from llm_conversations.core.messages import ChatMessage, InvalidMessage, ToolCall
+from llm_conversations.core.model_info import cost_text
+from llm_conversations.core.parameters import REASONING_EFFORTS, RunParameterInput, RunParameters
+from llm_conversations.exceptions import (
+    ConversationBusy,
+    ParameterError,
+    RunNotPermitted,
+    RunStateError,
+    TooManyActiveRuns,
+)
 from llm_conversations.models import (
     Conversation,
     Message,
@@ -31,15 +39,9 @@ from llm_conversations.models import (
     TerminationReason,
     WaitReason,
 )
-from llm_conversations.parameters import REASONING_EFFORTS, RunParameterInput, RunParameters
 from llm_conversations.providers import get_provider
-from llm_conversations.services import (
-    ConversationBusy,
-    RunStateError,
-    ToolLoopService,
-    create_conversation,
-)
-from llm_conversations.services.events import (
+from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs.events import (
     MessageStored,
     RunCompleted,
     RunFailed,

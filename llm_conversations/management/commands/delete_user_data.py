@@ -10,10 +10,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from llm_conversations.conversations.retention import delete_user_data
 from llm_conversations.exceptions import ConversationBusy
 from llm_conversations.management.commands.export_conversations import users
 from llm_conversations.models import Conversation, Feedback, Message
-from llm_conversations.services.retention import delete_user_data
 
 
 class Command(BaseCommand):

@@ -16,7 +16,7 @@ from typing import IO, Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from llm_conversations.services.export import (
+from llm_conversations.conversations.export import (
     CHUNK_SIZE,
     FeedbackFilter,
     FinetuneExport,

@@ -10,8 +10,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
+from llm_conversations.conversations.export import full_records, select_conversations
 from llm_conversations.management.commands.export_conversations import users, write_output
-from llm_conversations.services.export import full_records, select_conversations
 
 
 class Command(BaseCommand):

@@ -12,9 +12,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from llm_conversations.conversations.importing import Importer
 from llm_conversations.exceptions import LLMConversationsError
 from llm_conversations.management.commands.export_conversations import users
-from llm_conversations.services.importing import Importer
 
 
 class Command(BaseCommand):

@@ -11,13 +11,13 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from llm_conversations.conf import conf
-from llm_conversations.management.progress import ProgressBar
-from llm_conversations.services.retention import (
+from llm_conversations.conversations.retention import (
     BATCH_SIZE,
     prunable_events,
     prune_events,
     retention_cutoff,
 )
+from llm_conversations.management.progress import ProgressBar
 
 
 class Command(BaseCommand):

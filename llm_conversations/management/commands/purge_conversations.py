@@ -14,15 +14,15 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from llm_conversations.conf import conf
-from llm_conversations.management.progress import ProgressBar
-from llm_conversations.models import Message
-from llm_conversations.services.attachments import purge_orphaned_attachments
-from llm_conversations.services.retention import (
+from llm_conversations.conversations.attachments import purge_orphaned_attachments
+from llm_conversations.conversations.retention import (
     CONVERSATION_BATCH_SIZE,
     conversation_cutoff,
     idle_conversations,
-    purge_conversations,
+    purge_idle_conversations,
 )
+from llm_conversations.management.progress import ProgressBar
+from llm_conversations.models import Message
 
 
 class Command(BaseCommand):
@@ -84,7 +84,7 @@ class Command(BaseCommand):
             self._orphans(purge_orphaned_attachments())
             return
         bar = ProgressBar(self, total)
-        deleted = purge_conversations(cutoff, batch_size=batch_size, progress=bar)
+        deleted = purge_idle_conversations(cutoff, batch_size=batch_size, progress=bar)
         bar.close()
         self.stdout.write(
             self.style.SUCCESS(

@@ -1,6 +1,6 @@
 """``manage.py reap_runs``: requeue runs whose worker died, or fail them.
 
-One pass of :func:`llm_conversations.services.leases.reap_runs` by default;
+One pass of :func:`llm_conversations.runs.reaper.reap_runs` by default;
 ``--loop SECONDS`` repeats it every SECONDS until interrupted (Ctrl-C or
 SIGTERM), for a deployment whose task worker cannot schedule the
 ``reap_lost_runs`` task itself (see ``docs/deployment.md``).
@@ -17,7 +17,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections
 
-from llm_conversations.services.leases import Reaped, reap_runs
+from llm_conversations.runs.reaper import Reaped, reap_runs
 
 logger = logging.getLogger("llm_conversations.leases")
 

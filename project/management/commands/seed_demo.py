@@ -13,10 +13,11 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
-from llm_conversations.messages import ChatMessage, ToolCall
+from llm_conversations.conversations import create_conversation
+from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.models import Conversation
 from llm_conversations.providers import EchoProvider
-from llm_conversations.services import ToolLoopService, create_conversation
+from llm_conversations.runs import ToolLoopService
 from llm_conversations.tools import ToolRegistry
 from project import tools
 

@@ -1,0 +1,90 @@
+"""What a provider returns: the parsed reply, its finish reason and token usage.
+
+This module imports nothing from Django and nothing from httpx.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from llm_conversations.core.messages import ChatMessage, ToolCall, check_tool_calls
+
+__all__ = ["CompletionResponse", "FinishReason", "Usage"]
+
+
+class FinishReason(StrEnum):
+    """Why the model stopped, normalised across providers."""
+
+    STOP = "stop"
+    LENGTH = "length"
+    TOOL_CALLS = "tool_calls"
+    CONTENT_FILTER = "content_filter"
+    OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token usage of one completion (or a sum of several).
+
+    ``total_tokens`` defaults to input plus output; ``cached_tokens`` is
+    ``None`` where the provider does not report it.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int | None = None
+    cached_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.total_tokens is None:
+            object.__setattr__(self, "total_tokens", self.input_tokens + self.output_tokens)
+
+    def __add__(self, other: Usage) -> Usage:
+        cached = (
+            None
+            if self.cached_tokens is None and other.cached_tokens is None
+            else (self.cached_tokens or 0) + (other.cached_tokens or 0)
+        )
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            total_tokens=(self.total_tokens or 0) + (other.total_tokens or 0),
+            cached_tokens=cached,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionResponse:
+    """One parsed provider reply.
+
+    ``raw`` is the provider's decoded response body, kept for inspection;
+    ``raw_finish_reason`` is the provider's own word for ``finish_reason``.
+    ``sanitized`` is true when the adapter changed the model's output so a
+    database can store it: NUL or lone surrogates replaced by U+FFFD in the
+    text, a call id or name, or a call's arguments kept as ``raw_arguments``
+    (the call is then ``malformed``) because their decoded form held such a
+    character or a non-finite number.
+    """
+
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: FinishReason = FinishReason.STOP
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    provider: str = ""
+    raw: Mapping[str, Any] | None = None
+    raw_finish_reason: str | None = None
+    sanitized: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        check_tool_calls(self.tool_calls)
+
+    def to_message(self) -> ChatMessage:
+        """The assistant turn this reply adds to the conversation."""
+        if self.tool_calls:
+            return ChatMessage.assistant_tool_calls(self.tool_calls, self.content)
+        return ChatMessage.assistant(self.content)

@@ -1,0 +1,181 @@
+"""What the app knows about a model: its context window, output limit and prices.
+
+A provider entry's ``MODEL_INFO`` maps model names to entries of the shape of
+:data:`DEFAULT_MODEL_INFO`; an entry there replaces the shipped default for
+that model whole. Prices are US dollars per million tokens, written as strings
+(or integers) so they are exact decimals, never binary floats.
+
+Every reader goes through :func:`llm_conversations.providers.model_catalog.model_info`;
+:func:`model_info_problems` holds the rules of one ``MODEL_INFO`` value, which the
+provider entry check reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from typing import Any
+
+__all__ = [
+    "COST_DECIMALS",
+    "COST_DIGITS",
+    "COST_PLACES",
+    "DEFAULT_MODEL_INFO",
+    "INFO_KEYS",
+    "PRICE_KEYS",
+    "ModelInfo",
+    "Prices",
+    "cost_of",
+    "cost_text",
+    "model_info_problems",
+    "parse_model_info",
+]
+
+INFO_KEYS = frozenset({"context_window", "max_output_tokens", "prices"})
+PRICE_KEYS = frozenset({"input", "cached_input", "output"})
+
+# Dollars a cost is stored to: a token at the cheapest shipped price costs
+# 7.5e-8, so ten places keep every turn's cost exact; twenty digits leave ten
+# for whole dollars, more than any sum of turns reaches.
+COST_DECIMALS = 10
+COST_DIGITS = 20
+COST_PLACES = Decimal(1).scaleb(-COST_DECIMALS)
+
+_MILLION = Decimal(1_000_000)
+
+# Taken from the providers' price pages: OpenAI (platform.openai.com/docs/pricing,
+# May 2026), Anthropic (docs.anthropic.com/en/docs/about-claude/pricing, March 2026),
+# Google (ai.google.dev/gemini-api/docs/pricing, June 2026). Settings override them.
+_DEFAULTS = (
+    # model, context window, max output tokens, input, cached input, output
+    ("gpt-4o", 128_000, 16_384, "2.50", "1.25", "10.00"),
+    ("gpt-4o-mini", 128_000, 16_384, "0.15", "0.075", "0.60"),
+    ("claude-sonnet-4-5", 200_000, 64_000, "3.00", "0.30", "15.00"),
+    ("claude-haiku-4-5", 200_000, 64_000, "1.00", "0.10", "5.00"),
+    ("gemini-2.5-flash", 1_048_576, 65_536, "0.30", "0.075", "2.50"),
+    ("gemini-2.5-pro", 1_048_576, 65_536, "1.25", "0.125", "10.00"),
+)
+DEFAULT_MODEL_INFO: dict[str, dict[str, Any]] = {
+    model: {
+        "context_window": window,
+        "max_output_tokens": output_limit,
+        "prices": {"input": price_in, "cached_input": price_cached, "output": price_out},
+    }
+    for model, window, output_limit, price_in, price_cached, price_out in _DEFAULTS
+}
+"""Model name -> info, in the shape of a ``MODEL_INFO`` setting."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """US dollars per million tokens."""
+
+    input: Decimal
+    cached_input: Decimal
+    """Input tokens read from the provider's prompt cache."""
+    output: Decimal
+
+
+@dataclass(frozen=True, slots=True)
+class ModelInfo:
+    """One model's limits and prices; ``None`` where not known."""
+
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    prices: Prices | None = None
+
+
+def cost_of(
+    prices: Prices, input_tokens: int, cached_tokens: int | None, output_tokens: int
+) -> Decimal:
+    """Dollars one call cost, to :data:`COST_PLACES`.
+
+    ``input_tokens`` includes the cached ones (every adapter reports it so);
+    those are billed at ``cached_input``, the rest at ``input``.
+    """
+    cached = min(cached_tokens or 0, input_tokens)
+    total = (
+        (input_tokens - cached) * prices.input
+        + cached * prices.cached_input
+        + output_tokens * prices.output
+    ) / _MILLION
+    return total.quantize(COST_PLACES, rounding=ROUND_HALF_UP)
+
+
+def cost_text(cost: Decimal | None) -> str | None:
+    """Dollars as shown: a decimal string with ten places, exact; ``None`` if unknown."""
+    return None if cost is None else f"{cost.quantize(COST_PLACES):f}"
+
+
+def _price(value: object) -> Decimal | None:
+    """A non-negative finite decimal, or ``None``; floats are refused as inexact."""
+    if isinstance(value, bool) or not isinstance(value, str | int | Decimal):
+        return None
+    try:
+        price = Decimal(value)
+    except InvalidOperation:
+        return None
+    return price if price.is_finite() and price >= 0 else None
+
+
+def _is_positive_integer(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and value > 0
+
+
+def model_info_problems(value: object, where: str) -> list[str]:
+    """Every problem of one ``MODEL_INFO`` value, each a sentence naming ``where``."""
+    if not isinstance(value, Mapping):
+        return [f"{where}['MODEL_INFO'] must be a dict of model name -> model info."]
+    problems: list[str] = []
+    for model, info in value.items():
+        at = f"{where}['MODEL_INFO'][{model!r}]"
+        if not isinstance(model, str) or not model:
+            problems.append(f"{at}: a model name must be a non-empty string.")
+        if not isinstance(info, Mapping):
+            problems.append(f"{at} must be a dict.")
+            continue
+        for key in sorted(set(info) - INFO_KEYS, key=str):
+            problems.append(f"{at} has an unknown key {key!r}.")
+        for key in ("context_window", "max_output_tokens"):
+            if key in info and not _is_positive_integer(info[key]):
+                problems.append(f"{at}[{key!r}] must be a positive integer; got {info[key]!r}.")
+        if "prices" in info:
+            problems.extend(_price_problems(info["prices"], f"{at}['prices']"))
+    return problems
+
+
+def _price_problems(prices: object, at: str) -> list[str]:
+    if not isinstance(prices, Mapping):
+        return [f"{at} must be a dict with 'input' and 'output' (and 'cached_input')."]
+    problems = [f"{at} has an unknown key {key!r}." for key in sorted(set(prices) - PRICE_KEYS)]
+    for key in ("input", "output"):
+        if key not in prices:
+            problems.append(f"{at} needs {key!r}.")
+    for key in sorted(PRICE_KEYS & set(prices)):
+        if _price(prices[key]) is None:
+            problems.append(
+                f"{at}[{key!r}] must be a non-negative decimal in a string, "
+                f"e.g. '2.50'; got {prices[key]!r}."
+            )
+    return problems
+
+
+def parse_model_info(info: Mapping[str, Any]) -> ModelInfo:
+    """A :class:`ModelInfo` from one valid entry (see :func:`model_info_problems`).
+
+    ``cached_input`` defaults to ``input`` where a provider has no cache price.
+    """
+    raw = info.get("prices")
+    prices = None
+    if isinstance(raw, Mapping):
+        prices = Prices(
+            input=Decimal(raw["input"]),
+            cached_input=Decimal(raw.get("cached_input", raw["input"])),
+            output=Decimal(raw["output"]),
+        )
+    return ModelInfo(
+        context_window=info.get("context_window"),
+        max_output_tokens=info.get("max_output_tokens"),
+        prices=prices,
+    )

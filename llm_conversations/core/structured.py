@@ -1,0 +1,235 @@
+"""Structured output: the JSON Schema a run's final answer must match, and judging an answer.
+
+A :class:`ResponseFormat` holds a JSON Schema whose root is an object (every
+provider's native mechanism takes one; OpenAI and Anthropic require it). The
+final answer of a run is read as JSON and validated with ``jsonschema``:
+:meth:`ResponseFormat.judge` gives the parsed value or what is wrong with it,
+in words meant for the model, which gets them in a repair round.
+
+This module imports nothing from Django and nothing from httpx.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+import jsonschema.exceptions
+import jsonschema.protocols
+
+from llm_conversations.core.messages import ChatMessage, Role
+from llm_conversations.core.text import json_problem
+from llm_conversations.exceptions import ParameterError
+
+__all__ = [
+    "REPAIR_PROMPT",
+    "ResponseFormat",
+    "Verdict",
+    "describes_object",
+    "json_schema_validator",
+    "map_subschemas",
+    "repairs_so_far",
+]
+
+# OpenAI's rule for a schema name; a title that breaks it is not used as the name.
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+DEFAULT_NAME = "response"
+# Problems quoted to the model and stored on the run are cut to this length.
+PROBLEM_LIMIT = 500
+REPAIR_PROMPT = (
+    "Your previous answer does not match the required JSON Schema: {problem} "
+    "Answer again with only the JSON value, matching the schema exactly."
+)
+
+# Keys whose values map names to schemas, and keys whose values are data, never schemas.
+_SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
+_DATA_KEYS = frozenset({"default", "enum", "const", "examples"})
+# A fenced block around the whole answer: ```json ... ``` (some models add one).
+_FENCE = re.compile(r"^```[A-Za-z]*\s*\n(.*)\n```$", re.DOTALL)
+
+
+def json_schema_validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
+    """A validator for ``schema`` (its ``$schema``, else Draft 2020-12).
+
+    Raises ``jsonschema.SchemaError`` when the schema itself is invalid.
+    """
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def map_subschemas(node: Any, change: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+    """A copy of a schema with ``change`` applied to it and to every subschema, innermost first.
+
+    Values that are data (``enum``, ``const``, ``default``, ``examples``) are
+    copied untouched; the values of ``properties`` and ``$defs`` are schemas.
+    """
+    if isinstance(node, list):
+        return [map_subschemas(item, change) for item in node]
+    if not isinstance(node, dict):
+        return node
+    copied: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DATA_KEYS:
+            copied[key] = value
+        elif key in _SCHEMA_MAPS and isinstance(value, dict):
+            copied[key] = {name: map_subschemas(item, change) for name, item in value.items()}
+        else:
+            copied[key] = map_subschemas(value, change)
+    return change(copied)
+
+
+def describes_object(schema: Mapping[str, Any]) -> bool:
+    """Whether a (sub)schema describes an object: its type, or properties."""
+    kind = schema.get("type")
+    return (
+        kind == "object" or (isinstance(kind, list) and "object" in kind) or "properties" in schema
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """How an answer fares against a schema: its parsed ``value``, or the ``problem``."""
+
+    value: Any = None
+    problem: str | None = None
+
+    @property
+    def valid(self) -> bool:
+        """Whether the answer matched."""
+        return self.problem is None
+
+    def repair_prompt(self) -> str:
+        """The user turn of a repair round: what was wrong, and what to do."""
+        return REPAIR_PROMPT.format(problem=self.problem)
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseFormat:
+    """A JSON Schema for a run's final answer; its root describes an object."""
+
+    schema: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.schema, dict) or not describes_object(self.schema):
+            raise ParameterError(
+                "invalid_response_format",
+                'response_format must be a JSON Schema of an object ("type": "object").',
+                field="response_format",
+            )
+        problem = json_problem(self.schema, "response_format")
+        if problem is not None:
+            raise ParameterError(
+                "invalid_response_format",
+                f"{problem.why} cannot be stored.",
+                field=problem.path,
+            )
+        try:
+            json_schema_validator(self.schema)
+        except jsonschema.SchemaError as exc:
+            raise ParameterError(
+                "invalid_response_format",
+                f"response_format is not valid JSON Schema: {exc.message}",
+                field="response_format",
+            ) from None
+
+    @classmethod
+    def from_input(cls, value: Any) -> ResponseFormat:
+        """A ``ResponseFormat``, a JSON Schema dict, or a pydantic model class.
+
+        A pydantic model is read through its ``model_json_schema()``; pydantic
+        itself is not imported here.
+        """
+        if isinstance(value, ResponseFormat):
+            return value
+        schema_of = getattr(value, "model_json_schema", None)
+        if isinstance(value, type) and callable(schema_of):
+            return cls(schema_of())
+        if isinstance(value, Mapping):
+            return cls(dict(value))
+        raise ParameterError(
+            "invalid_response_format",
+            "response_format must be a JSON Schema (an object) or a pydantic model class.",
+            field="response_format",
+        )
+
+    def to_stored(self) -> dict[str, Any]:
+        """The schema itself, as given: the form a run keeps and the API shows."""
+        return dict(self.schema)
+
+    @property
+    def name(self) -> str:
+        """The schema's ``title`` when it makes a valid name (pydantic sets the class name)."""
+        title = self.schema.get("title")
+        return title if isinstance(title, str) and _NAME.match(title) else DEFAULT_NAME
+
+    @property
+    def strict(self) -> bool:
+        """Whether the schema fits OpenAI's strict mode: every object closes
+        ``additionalProperties`` and requires every property."""
+        fits = True
+
+        def check(schema: dict[str, Any]) -> dict[str, Any]:
+            nonlocal fits
+            if describes_object(schema):
+                properties = schema.get("properties") or {}
+                fits = fits and (
+                    schema.get("additionalProperties") is False
+                    and sorted(schema.get("required") or []) == sorted(properties)
+                )
+            return schema
+
+        map_subschemas(self.schema, check)
+        return fits
+
+    def judge(self, text: str) -> Verdict:
+        """Read ``text`` as JSON (one surrounding code fence allowed) and validate it."""
+        stripped = text.strip()
+        fenced = _FENCE.match(stripped)
+        if fenced:
+            stripped = fenced.group(1).strip()
+        try:
+            value = json.loads(stripped, parse_constant=_refuse_constant)
+        except ValueError as exc:
+            return Verdict(problem=_cut(f"the answer is not valid JSON ({exc})."))
+        problem = json_problem(value)
+        if problem is not None:
+            return Verdict(problem=_cut(f"{problem.why} cannot be stored."))
+        error = jsonschema.exceptions.best_match(
+            json_schema_validator(self.schema).iter_errors(value)
+        )
+        if error is not None:
+            where = "/".join(str(part) for part in error.absolute_path)
+            at = f"at /{where}" if where else "at the top level"
+            return Verdict(problem=_cut(f"{at}: {error.message}."))
+        return Verdict(value=value)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= PROBLEM_LIMIT else text[: PROBLEM_LIMIT - 1] + "…"
+
+
+def repairs_so_far(history: Sequence[ChatMessage], iterations: int) -> int:
+    """How many repair rounds the run whose ``iterations`` model calls end ``history`` asked for.
+
+    A run stores one user turn first; after it, only repair prompts are user
+    turns. Walking back over the run's ``iterations`` assistant turns, the
+    user turns met before the run's first one are its repair prompts.
+    """
+    assistants = repairs = 0
+    for message in reversed(history):
+        if message.role is Role.ASSISTANT:
+            assistants += 1
+        elif message.role is Role.USER:
+            if assistants >= iterations:
+                break
+            repairs += 1
+    return repairs

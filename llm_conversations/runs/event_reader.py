@@ -1,0 +1,232 @@
+"""Reading a run's durable event log: pages of events after an id, and followers.
+
+The log is written by :mod:`llm_conversations.runs.event_log`, one run's
+events committed in id order, so a reader that resumes after the last id it
+saw misses nothing and repeats nothing.
+
+A follower reads a page, hands it on, and waits for more. It is woken by
+:mod:`llm_conversations.runs.event_listener` (on PostgreSQL, the process's
+one ``LISTEN``; on every database, events this process commits) and polls as
+well: every ``POLL_SECONDS``, or every ``LISTEN_POLL_SECONDS`` while
+notifications arrive, should one be lost with its connection.
+:func:`follow` is the synchronous follower (a thread waits); :func:`afollow`
+the asynchronous one (``asyncio`` waits; reads run on the loop's thread pool).
+Both stop after the event that ends a stream (``run.completed``,
+``run.failed``, ``run.cancelled`` or ``run.requires_action``), or at once
+when nothing is left to read of a run that no longer executes.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterable, Iterator
+from dataclasses import dataclass, field
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+
+from llm_conversations.models import Message, Run, RunEvent, RunEventType, RunStatus
+from llm_conversations.runs.event_listener import listener
+
+__all__ = [
+    "LISTEN_POLL_SECONDS",
+    "PAGE_SIZE",
+    "POLL_SECONDS",
+    "Page",
+    "afollow",
+    "events_after",
+    "follow",
+    "last_event_id",
+    "messages_of",
+    "read_page",
+    "started_call_ids",
+]
+
+POLL_SECONDS = 0.2
+LISTEN_POLL_SECONDS = 10.0
+PAGE_SIZE = 100
+
+# Statuses in which a run may still log events without anyone acting on it.
+_EXECUTING = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
+
+
+@dataclass(frozen=True)
+class Page:
+    """Events of one run in id order, with what rendering them needs.
+
+    ``run`` is read after the events, so it is at least as recent as the last
+    of them; ``messages`` are the stored turns the events name, by id.
+    ``ended``: the last event ends a stream. ``stopped``: the run no longer
+    executes (or no longer exists) and nothing is left to read.
+    """
+
+    run: Run | None
+    events: list[RunEvent]
+    messages: dict[str, Message] = field(default_factory=dict)
+    ended: bool = False
+    stopped: bool = False
+    full: bool = False
+
+    @property
+    def last_id(self) -> int | None:
+        return self.events[-1].id if self.events else None
+
+
+def events_after(run_id: uuid.UUID | str, after_id: int, limit: int = PAGE_SIZE) -> list[RunEvent]:
+    """At most ``limit`` events of the run with an id above ``after_id``, in order."""
+    return list(RunEvent.objects.filter(run_id=run_id, id__gt=after_id).order_by("id")[:limit])
+
+
+def last_event_id(run_id: uuid.UUID | str) -> int:
+    """The id of the run's last event so far (0 when it has none)."""
+    last = RunEvent.objects.filter(run_id=run_id).order_by("-id").values_list("id", flat=True)
+    return last.first() or 0
+
+
+def messages_of(events: Iterable[RunEvent]) -> dict[str, Message]:
+    """The messages the events name, by id, in one query (none if they name none)."""
+    ids = {
+        str(e.data["message"]) for e in events if isinstance(e.data, dict) and e.data.get("message")
+    }
+    if not ids:
+        return {}
+    return {str(m.pk): m for m in Message.objects.filter(pk__in=ids)}
+
+
+def read_page(run_id: uuid.UUID | str, after_id: int, limit: int = PAGE_SIZE) -> Page:
+    """The next events after ``after_id``, cut after the first one that ends a stream.
+
+    Two queries (events, run), three when the events name messages. When
+    nothing was found and the run no longer executes, the events are read once
+    more: the run's status is then older than that read, so an empty answer
+    means nothing more will be logged without someone acting on the run.
+    """
+    events = events_after(run_id, after_id, limit)
+    run = Run.objects.filter(pk=run_id).first()
+    stopped = run is None or run.status not in _EXECUTING
+    if not events and run is not None and stopped:
+        events = events_after(run_id, after_id, limit)
+    full = len(events) == limit
+    ended = False
+    for index, event in enumerate(events):
+        if RunEventType(event.type).ends_stream:
+            events, ended, full = events[: index + 1], True, False
+            break
+    return Page(
+        run=run,
+        events=events,
+        messages=messages_of(events),
+        ended=ended,
+        stopped=stopped and not events,
+        full=full,
+    )
+
+
+class _Clock:
+    """When the next heartbeat is due, and how long to wait until the next read."""
+
+    def __init__(self, heartbeat: float | None) -> None:
+        self._heartbeat = heartbeat
+        self._last = time.monotonic()
+
+    def sent(self) -> None:
+        self._last = time.monotonic()
+
+    def wait_for(self) -> float:
+        poll = LISTEN_POLL_SECONDS if listener.listening else POLL_SECONDS
+        if self._heartbeat is None:
+            return poll
+        due = self._last + self._heartbeat - time.monotonic()
+        return max(0.0, min(poll, due))
+
+    def heartbeat_due(self) -> bool:
+        return self._heartbeat is not None and time.monotonic() - self._last >= self._heartbeat
+
+
+def follow(
+    run_id: uuid.UUID | str,
+    after_id: int = 0,
+    *,
+    heartbeat: float | None = None,
+    limit: int = PAGE_SIZE,
+) -> Iterator[Page | None]:
+    """Pages of the run's events after ``after_id`` as they are logged, waiting between them.
+
+    Yields ``None`` when ``heartbeat`` seconds passed without a page. Ends
+    after the page that ends a stream, or when the run no longer executes and
+    nothing is left to read.
+    """
+    clock = _Clock(heartbeat)
+    with listener.subscribe(run_id) as waiter:
+        while True:
+            waiter.clear()  # before reading: a commit after the read wakes the wait
+            page = read_page(run_id, after_id, limit)
+            if page.events:
+                yield page
+                clock.sent()
+                after_id = page.events[-1].id
+                if page.ended:
+                    return
+                if page.full:
+                    continue
+            elif page.stopped:
+                return
+            waiter.wait(clock.wait_for())
+            if clock.heartbeat_due():
+                yield None
+                clock.sent()
+
+
+def _read_page_in_pool(run_id: uuid.UUID | str, after_id: int, limit: int) -> Page:
+    # A pool thread serves many streams: its connection follows CONN_MAX_AGE
+    # as a request's would, closed or kept after each read.
+    try:
+        return read_page(run_id, after_id, limit)
+    finally:
+        close_old_connections()
+
+
+async def afollow(
+    run_id: uuid.UUID | str,
+    after_id: int = 0,
+    *,
+    heartbeat: float | None = None,
+    limit: int = PAGE_SIZE,
+) -> AsyncIterator[Page | None]:
+    """:func:`follow` for an event loop: no thread is held while it waits.
+
+    Reads run on the event loop's shared thread pool rather than a thread of
+    the request's own, so many open streams share a few connections.
+    """
+    read = sync_to_async(_read_page_in_pool, thread_sensitive=False)
+    clock = _Clock(heartbeat)
+    with listener.subscribe(run_id) as waiter:
+        waiter.bind()
+        while True:
+            waiter.clear()
+            page = await read(run_id, after_id, limit)
+            if page.events:
+                yield page
+                clock.sent()
+                after_id = page.events[-1].id
+                if page.ended:
+                    return
+                if page.full:
+                    continue
+            elif page.stopped:
+                return
+            await waiter.await_(clock.wait_for())
+            if clock.heartbeat_due():
+                yield None
+                clock.sent()
+
+
+def started_call_ids(run_id: uuid.UUID | str) -> set[str]:
+    """Ids of the calls whose tool may have started in an earlier attempt of the run."""
+    return {
+        str(data["tool_call"]["id"])
+        for data in RunEvent.objects.filter(
+            run_id=run_id, type=RunEventType.TOOL_CALL_STARTED
+        ).values_list("data", flat=True)
+    }

@@ -1,0 +1,105 @@
+"""Final answers of a run that asks for structured output (a ``response_format``).
+
+The loop hands each final answer here. It is judged against the schema
+(:meth:`~llm_conversations.core.structured.ResponseFormat.judge`) and stored with
+its parsed value, or, when it does not match, with the problem in its
+``metadata["invalid_output"]``. An answer that does not match gets a repair
+round: a user turn (``metadata["repair"]``) telling the model what was wrong,
+up to ``STRUCTURED_OUTPUT_REPAIRS`` of them; then the run fails with
+``invalid_output``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from typing import Any
+
+from django.db.models import Q
+
+from llm_conversations.conf import conf
+from llm_conversations.core.completions import CompletionResponse, FinishReason
+from llm_conversations.core.messages import ChatMessage, Role
+from llm_conversations.core.parameters import RunParameters
+from llm_conversations.core.structured import ResponseFormat, Verdict, repairs_so_far
+from llm_conversations.exceptions import InvalidOutput
+from llm_conversations.models import Run, RunStatus, TerminationReason
+from llm_conversations.runs import transitions as runs
+from llm_conversations.runs.events import LoopEvent, MessageStored, RunCompleted, RunFailed
+
+__all__ = ["ends_with_answer", "judge", "repair_or_fail", "repairs", "resume_with_answer", "stored"]
+
+# A model that stopped for one of these reasons gave no answer to judge; the
+# run ends with that reason, as it does without a response_format.
+_NOT_AN_ANSWER = (FinishReason.CONTENT_FILTER, FinishReason.LENGTH)
+
+Steps = Generator[LoopEvent, None, bool]
+"""Events to yield; the return value says whether the loop goes on."""
+
+
+def judge(parameters: RunParameters, response: CompletionResponse) -> Verdict | None:
+    """The verdict on a final answer; ``None`` without a ``response_format``, or when
+    the model was cut off or refused."""
+    schema = parameters.response_format
+    if schema is None or response.finish_reason in _NOT_AN_ANSWER:
+        return None
+    return schema.judge(response.content)
+
+
+def stored(verdict: Verdict | None) -> dict[str, Any]:
+    """What the answer's row keeps: its parsed value, or why it has none."""
+    if verdict is None:
+        return {}
+    if verdict.valid:
+        return {"parsed": verdict.value}
+    return {"metadata": {"invalid_output": verdict.problem}}
+
+
+def repairs(parameters: RunParameters, history: Sequence[ChatMessage], iterations: int) -> int:
+    """The repair rounds a run has had so far (always 0 without a ``response_format``)."""
+    if parameters.response_format is None:
+        return 0
+    return repairs_so_far(history, iterations)
+
+
+def repair_or_fail(run: Run, verdict: Verdict, done: int, *, where: Q) -> Steps:
+    """Store a repair prompt while repair rounds are left (the loop goes on), else fail."""
+    if done < conf.STRUCTURED_OUTPUT_REPAIRS:
+        return (yield from _ask_again(run, verdict))
+    error = InvalidOutput(
+        f"the answer did not match the response_format after {done} repair round(s): "
+        f"{verdict.problem}"
+    )
+    reason = TerminationReason.INVALID_OUTPUT
+    yield RunFailed(runs.finish(run, RunStatus.FAILED, reason, error, where=where))
+    return False
+
+
+def ends_with_answer(run: Run, history: Sequence[ChatMessage]) -> bool:
+    """Whether the run is resumed with its final answer already stored."""
+    last = history[-1] if history else None
+    return (
+        run.iterations > 0
+        and last is not None
+        and last.role is Role.ASSISTANT
+        and not (last.tool_calls)
+    )
+
+
+def resume_with_answer(run: Run, schema: ResponseFormat, answer: ChatMessage, *, where: Q) -> Steps:
+    """A run resumed after its final answer was stored: a retry after ``invalid_output``
+    (which asks for one more repair round), or a crash before the run ended."""
+    verdict = schema.judge(answer.content)
+    if verdict.valid:
+        reason = TerminationReason.COMPLETED
+        yield RunCompleted(runs.finish(run, RunStatus.COMPLETED, reason, where=where))
+        return False
+    return (yield from _ask_again(run, verdict))
+
+
+def _ask_again(run: Run, verdict: Verdict) -> Steps:
+    """Store the repair prompt for ``verdict``; False when the run stopped meanwhile."""
+    row = runs.store_repair_prompt(run, ChatMessage.user(verdict.repair_prompt()))
+    if row is None:
+        return False
+    yield MessageStored(row)
+    return True

@@ -1,0 +1,229 @@
+"""One execution of a claimed run, round by round.
+
+Each round fits the history to the context window, checks the budgets, calls
+the model (no transaction held), stores its reply and runs the tools it asked
+for, until the run completes, fails or waits for someone to act. Every write
+is conditional on the run's lease (:mod:`llm_conversations.runs.transitions`);
+:class:`~llm_conversations.runs.service.ToolLoopService` claims the run and
+turns what escapes into the run's failure.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+
+from llm_conversations.conf import conf
+from llm_conversations.conversations.attachments import load_attachment_data
+from llm_conversations.conversations.store import load_messages
+from llm_conversations.core.completions import CompletionResponse, FinishReason
+from llm_conversations.core.messages import ChatMessage, Role, ToolCall, unanswered_tool_call_ids
+from llm_conversations.core.parameters import RunParameters
+from llm_conversations.core.tool_specs import ToolSpec
+from llm_conversations.exceptions import RunStateError
+from llm_conversations.models import Decision, Run, RunStatus, TerminationReason
+from llm_conversations.providers import Provider, ResponseCompleted
+from llm_conversations.runs import event_log as run_log
+from llm_conversations.runs import event_reader as run_events
+from llm_conversations.runs import final_answers as answers
+from llm_conversations.runs import leases, tool_answers
+from llm_conversations.runs import transitions as runs
+from llm_conversations.runs.budgets import BudgetGuard
+from llm_conversations.runs.context_window import ContextWindow
+from llm_conversations.runs.events import (
+    LoopEvent,
+    MessageStored,
+    RunCompleted,
+    RunFailed,
+    RunRequiresAction,
+    TextDelta,
+    ToolCallStarted,
+    ToolResultStored,
+)
+from llm_conversations.tools import ToolRegistry
+
+__all__ = ["execute_rounds"]
+
+
+def execute_rounds(
+    run: Run,
+    provider: Provider,
+    registry: ToolRegistry,
+    stream: bool,
+    deadline: float | None,
+    heartbeat: leases.Heartbeat,
+) -> Iterator[LoopEvent]:
+    """Round after round of a claimed run until it completes, fails or waits.
+
+    ``registry`` is read once (MCP tool lists may refresh meanwhile); the
+    history is read once and kept, every append checking it is still whole.
+    """
+    mine = runs.held(run)
+    specs = run.offered_tools
+    parameters = run.run_parameters
+    offered = ToolRegistry(registry.get(spec.name) for spec in specs if spec.name in registry)
+    # Read once: while this execution holds the lease only it appends, and
+    # every append checks that this copy is still the whole conversation.
+    history = load_messages(run.conversation_id)
+    # After a lost worker, a call an earlier attempt logged as started may have run.
+    ran_before = run_events.started_call_ids(run.pk) if run.attempts > 1 else set()
+    logged: set[str] = set()  # calls this execution logged as started
+    model = parameters.model or provider.model
+    window = ContextWindow.for_run(run, model, parameters)
+    guard = BudgetGuard.for_run(run, model)
+    while True:
+        # Every write below is conditional on the lease; the heartbeat
+        # notices a cancel or a takeover while nothing is written.
+        if heartbeat.lost.is_set():
+            return
+        if deadline is not None and time.monotonic() > deadline:
+            late = RunStateError(
+                "run_timeout",
+                f"the run took longer than RUN_TIMEOUT ({conf.RUN_TIMEOUT:g} s).",
+            )
+            yield RunFailed(runs.finish(run, RunStatus.FAILED, TerminationReason.TIMEOUT, late))
+            return
+        schema = parameters.response_format
+        if schema is not None and answers.ends_with_answer(run, history):
+            if (yield from answers.resume_with_answer(run, schema, history[-1], where=mine)):
+                history = load_messages(run.conversation_id)  # with the repair prompt
+                continue
+            return
+        pending = set(unanswered_tool_call_ids(history))
+        if pending:
+            calls = [c for c in _last_tool_calls(history) if c.id in pending]
+            waiting = tool_answers.waiting_calls(calls, offered, run)
+            if waiting:
+                yield RunRequiresAction(runs.pause(run, waiting))
+                return
+            started = [c for c in calls if run.decision(c.id) is not Decision.DENIED]
+            unlogged = [c for c in started if c.id not in logged]
+            if unlogged and run_log.record_live(run, runs.started_events(unlogged)) is None:
+                return
+            for call in started:
+                yield ToolCallStarted(call)
+            results = tool_answers.answer_calls(
+                calls, offered, run, stop=heartbeat.lost, ran_before=ran_before
+            )
+            rows = runs.store_results(run, results, history=history)
+            if rows is None:
+                return
+            history.extend(row.to_chat_message() for row in rows)
+            for row in rows:
+                yield ToolResultStored(row)
+            continue
+        # max_iterations counts model calls; the last one is offered no
+        # tools, so the model answers in words.
+        closing = run.iterations + 1 >= run.max_iterations
+        # Model calls that asked for tools (a repair round follows an answer).
+        repairs = answers.repairs(parameters, history, run.iterations)
+        worked = run.iterations > repairs
+        asked = parameters if run.iterations == 0 else parameters.after_first_call()
+        response: CompletionResponse | None = None
+        text = run_log.TextBuffer(run)
+        offer = [] if closing else specs
+        # Fitted to the context window before anything is sent; the stored
+        # conversation stays whole.
+        # A budget already spent stops the run before a summary is asked for.
+        sent = (
+            history
+            if window is None
+            else window.messages(
+                history,
+                offer,
+                asked,
+                before_summary=None if guard is None else guard.check_spent,
+            )
+        )
+        if guard is not None:
+            estimate = (
+                guard.estimate(history, offer, asked.instructions)
+                if window is None or window.cut is None
+                else window.cut.estimated
+            )
+            guard.check(estimate)
+        for event in _call(provider, sent, offer, stream, asked):
+            if isinstance(event, CompletionResponse):
+                response = event
+                written = text.flush()
+            else:
+                written = text.add(event.text)
+            if text.stopped or heartbeat.lost.is_set():
+                return  # cancelled or taken over: nothing more from this execution
+            if written:
+                yield TextDelta(written)
+        if response is None:
+            return
+        cut_short = closing and (worked or bool(response.tool_calls))
+        if closing and response.tool_calls:
+            # Offered no tools, a model may still answer with calls; keep its words only.
+            response = replace(
+                response,
+                content=response.content or "I stopped before finishing: too many tool rounds.",
+                tool_calls=(),
+            )
+        final = closing or not response.tool_calls
+        verdict = answers.judge(parameters, response) if final else None
+        # Calls that will run at once are logged as started with the turn.
+        calls = list(response.tool_calls)
+        starting = [] if tool_answers.waiting_calls(calls, offered, run) else calls
+        fitted = None if window is None else window.fields(response.usage.input_tokens)
+        reply = runs.store_reply(
+            run,
+            response,
+            history=history,
+            starting=starting,
+            context=fitted,
+            **answers.stored(verdict),
+        )
+        if reply is None:
+            return
+        history.append(reply.to_chat_message())
+        logged.update(call.id for call in starting)
+        yield MessageStored(reply)
+        if verdict is not None and not verdict.valid:
+            if (yield from answers.repair_or_fail(run, verdict, repairs, where=mine)):
+                history = load_messages(run.conversation_id)  # with the repair prompt
+                continue
+            return
+        if final:
+            reason = _end_reason(response, cut_short)
+            yield RunCompleted(runs.finish(run, RunStatus.COMPLETED, reason, where=mine))
+            return
+
+
+def _call(
+    provider: Provider,
+    history: list[ChatMessage],
+    specs: list[ToolSpec],
+    stream: bool,
+    parameters: RunParameters,
+) -> Iterator[TextDelta | CompletionResponse]:
+    tools = specs or None
+    # The bytes of images and files are read for each call, never kept.
+    history = load_attachment_data(history)
+    if not stream:
+        yield provider.complete(history, tools=tools, parameters=parameters)
+        return
+    for event in provider.stream(history, tools=tools, parameters=parameters):
+        if isinstance(event, TextDelta):
+            yield event
+        elif isinstance(event, ResponseCompleted):
+            yield event.response
+
+
+def _end_reason(response: CompletionResponse, cut_short: bool) -> TerminationReason:
+    """Why a run ends with this reply: the model's own stop, or the iteration limit."""
+    if response.finish_reason is FinishReason.CONTENT_FILTER:
+        return TerminationReason.CONTENT_FILTER
+    if response.finish_reason is FinishReason.LENGTH:
+        return TerminationReason.LENGTH
+    return TerminationReason.MAX_ITERATIONS if cut_short else TerminationReason.COMPLETED
+
+
+def _last_tool_calls(history: Sequence[ChatMessage]) -> tuple[ToolCall, ...]:
+    for message in reversed(history):
+        if message.role is Role.ASSISTANT:
+            return message.tool_calls or ()
+    return ()

@@ -1,0 +1,339 @@
+"""The tool loop: call the model, run the tools it asks for, store every turn.
+
+A run is executed as a function of its id: each round loads what it needs from
+the database, so a run can be executed by a task-queue worker, and a run
+interrupted by a crash resumes where its stored turns end (only the calls still
+unanswered are executed). No transaction is held across a provider call or a
+tool call. State changes of the run live in :mod:`llm_conversations.runs.transitions`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from functools import partial
+from typing import Any, Unpack
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from llm_conversations import telemetry
+from llm_conversations.background import enqueue, task
+from llm_conversations.conf import conf
+from llm_conversations.conversations.store import (
+    ConversationRef,
+    append_locked,
+    conversation_pk,
+    lock_idle_conversation,
+)
+from llm_conversations.core.messages import ChatMessage, InvalidMessage, MessageInput, Role
+from llm_conversations.core.parameters import RunParameterInput, RunParameters
+from llm_conversations.exceptions import (
+    BudgetExceeded,
+    ContextOverflow,
+    ConversationBusy,
+    RunStateError,
+    ToolError,
+)
+from llm_conversations.models import (
+    Decision,
+    Run,
+    RunStatus,
+    TerminationReason,
+)
+from llm_conversations.providers import (
+    Provider,
+    ProviderError,
+    get_provider,
+)
+from llm_conversations.runs import leases, policy, start_slots
+from llm_conversations.runs import transitions as runs
+from llm_conversations.runs.budgets import check_start
+from llm_conversations.runs.context_window import check_strategy
+from llm_conversations.runs.events import LoopEvent, RunEvent, RunFailed
+from llm_conversations.runs.rounds import execute_rounds
+from llm_conversations.tools import ToolRegistry, default_registry
+
+__all__ = ["RunRef", "ToolLoopService", "enqueue_run", "execute_run"]
+
+logger = logging.getLogger("llm_conversations.loop")
+
+RunRef = Run | uuid.UUID | str
+"""A run or its id."""
+
+
+def _run_pk(run: RunRef) -> uuid.UUID | str:
+    return run.pk if isinstance(run, Run) else run
+
+
+class ToolLoopService:
+    """Runs conversations through a provider and a set of tools.
+
+    ``provider`` is a name of ``LLM_CONVERSATIONS["PROVIDERS"]`` (the default
+    provider when ``None``) or a ``Provider`` instance; ``tools`` is the
+    registry tools are offered from (the settings' ``TOOLS`` when ``None``).
+    A worker that resumes runs must be built with the same tools.
+    """
+
+    def __init__(
+        self,
+        provider: str | Provider | None = None,
+        *,
+        tools: ToolRegistry | None = None,
+    ) -> None:
+        self._provider = provider
+        self._tools = tools
+
+    @property
+    def registry(self) -> ToolRegistry:
+        return self._tools if self._tools is not None else default_registry()
+
+    def _provider_for(self, name: str | None) -> tuple[str, Provider]:
+        """The provider called ``name``; ``None`` means this service's own.
+
+        A service built with an instance records it under its backend name.
+        """
+        if isinstance(self._provider, Provider) and name in (None, self._provider.backend):
+            return self._provider.backend, self._provider
+        chosen = name or (self._provider if isinstance(self._provider, str) else None)
+        chosen = chosen or conf.DEFAULT_PROVIDER
+        return chosen, get_provider(chosen)
+
+    # Starting --------------------------------------------------------------
+
+    def start(
+        self,
+        conversation: ConversationRef,
+        message: MessageInput | str,
+        *,
+        provider: str | None = None,
+        tools: Iterable[str] | None = None,
+        max_iterations: int | None = None,
+        background: bool = False,
+        user: Any = None,
+        context_strategy: str | None = None,
+        **parameters: Unpack[RunParameterInput],
+    ) -> Run:
+        """Store the user turn and a queued run, atomically; execute it with :meth:`execute`,
+        or with ``background=True`` let a task worker execute it (queued once committed).
+
+        ``message`` is the user turn: its text, a ``ChatMessage`` or its dict
+        form; ``parameters`` (``RunParameterInput``) are kept on the run for
+        its every model call. Errors name the argument in ``field``. Raises
+        ``ConversationBusy`` when another run is active, ``InvalidMessage``,
+        ``RunStateError`` (a bad limit), ``ToolError`` (an unknown tool),
+        ``ProviderNotConfigured`` or ``ParameterError``; nothing is stored then.
+
+        With a ``user`` the run policy applies (``RUN_POLICY``: omitted tools
+        and limit default to what it permits; ``RunNotPermitted`` for more)
+        and so does ``MAX_ACTIVE_RUNS_PER_USER`` (``TooManyActiveRuns``).
+        ``BudgetExceeded`` when the conversation's owner or the conversation has
+        spent a budget (docs/costs.md#budgets). ``context_strategy`` (``"error"``,
+        ``"truncate"``, ``"summarize"``)
+        overrides the provider entry's ``CONTEXT_STRATEGY`` for this run
+        (docs/context.md).
+        """
+        user_turn = _user_turn(message)
+        rules = None if user is None else policy.run_policy()
+        limit = policy.default_iterations(user, rules) if max_iterations is None else max_iterations
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise RunStateError(
+                "invalid_max_iterations",
+                "max_iterations must be an integer.",
+                field="max_iterations",
+            )
+        if not 1 <= limit <= conf.MAX_ITERATIONS_LIMIT:
+            raise RunStateError(
+                "invalid_max_iterations",
+                f"max_iterations must be between 1 and {conf.MAX_ITERATIONS_LIMIT}.",
+                field="max_iterations",
+            )
+        name, backend = self._provider_for(provider)
+        if tools is None and rules is not None:
+            tools = policy.permitted_tools(user, self.registry.names(), rules)
+        try:
+            offered = self.registry if tools is None else self.registry.subset(tools)
+        except ToolError as exc:
+            raise exc.within("tools") from None
+        chosen = RunParameters.from_input(parameters)
+        if rules is not None:
+            model = chosen.model or backend.model
+            asked = policy.RunRequest(name, model, tuple(offered.names()), limit)
+            policy.check_run(user, asked, rules)
+        backend.check_parameters(chosen, name=name, tools=offered.names())
+        strategy = check_strategy(context_strategy, name, chosen.model or backend.model)
+        conversation_id = conversation_pk(conversation)
+        check_start(conversation_id)
+        try:
+            with transaction.atomic():
+                # Under the conversation's lock, an active run is seen before
+                # the insert: concurrent starts queue here, not on the index.
+                count = lock_idle_conversation(conversation_id)
+                policy.lock_active_runs(user)
+                run = Run(
+                    conversation_id=conversation_id,
+                    provider=name,
+                    model=backend.model,
+                    max_iterations=limit,
+                    context_strategy=strategy,
+                    # Marked in the insert: enqueue_run need not update the row again.
+                    enqueued_at=timezone.now() if background else None,
+                )
+                run.offered_tools = offered.specs()
+                run.run_parameters = chosen
+                run.save(force_insert=True)
+                append_locked(conversation_id, count, [user_turn], run=run)
+                if background:
+                    transaction.on_commit(partial(enqueue_run, run.pk, marked=True))
+        except InvalidMessage as exc:
+            # The store names the turn messages[0]; here it is the message argument.
+            rest = (exc.field or "").removeprefix("messages[0]")
+            raise InvalidMessage(exc.code, exc.message, field=f"message{rest}") from None
+        except IntegrityError as exc:
+            # The one-active-run constraint, for a run inserted without the lock.
+            if Run.violates_one_active_run(exc):
+                raise ConversationBusy() from None
+            raise
+        return run
+
+    def send(
+        self, conversation: ConversationRef, message: MessageInput | str, **kwargs: Any
+    ) -> Run:
+        """:meth:`start` then :meth:`execute`: one user turn, answered."""
+        return self.execute(self.start(conversation, message, **kwargs))
+
+    # Executing -------------------------------------------------------------
+
+    def execute(self, run: RunRef) -> Run:
+        """Run until the run completes, fails, or waits for action; return it."""
+        last: LoopEvent | None = None
+        for last in self.events(run, stream=False):  # noqa: B007 - only the last one counts
+            pass
+        if isinstance(last, RunEvent):
+            return last.run
+        return Run.objects.get(pk=_run_pk(run))
+
+    def events(self, run: RunRef, *, stream: bool = True) -> Iterator[LoopEvent]:
+        """Execute the run, yielding :mod:`~llm_conversations.runs.events` as they happen.
+
+        With ``stream=True`` the provider is called in streaming mode and text
+        arrives as ``TextDelta`` events. Queued runs and runs left running by
+        a crash are executed; finished or waiting runs yield nothing.
+        """
+        row = Run.objects.get(pk=_run_pk(run))
+        if not leases.claim(row, leases.new_owner()):
+            return
+        # The request that prepared the run (if any) executes it without its start slot.
+        start_slots.give_back()
+        limit = conf.RUN_TIMEOUT
+        deadline = None if limit is None else time.monotonic() + limit
+        mine = runs.held(row)
+        try:
+            with leases.Heartbeat(row) as heartbeat:
+                _, provider = self._provider_for(row.provider or None)
+                rounds = execute_rounds(row, provider, self.registry, stream, deadline, heartbeat)
+                yield from telemetry.traced_run(row, rounds)
+        except ContextOverflow as exc:
+            reason = TerminationReason.CONTEXT_OVERFLOW
+            yield RunFailed(runs.finish(row, RunStatus.FAILED, reason, exc, where=mine))
+        except BudgetExceeded as exc:
+            reason = TerminationReason.BUDGET_EXCEEDED
+            yield RunFailed(runs.finish(row, RunStatus.FAILED, reason, exc, where=mine))
+        except ProviderError as exc:
+            reason = TerminationReason.PROVIDER_ERROR
+            yield RunFailed(runs.finish(row, RunStatus.FAILED, reason, exc, where=mine))
+        except Exception as exc:
+            logger.exception("Run %s failed", row.pk)
+            reason = TerminationReason.ERROR
+            yield RunFailed(runs.finish(row, RunStatus.FAILED, reason, exc, where=mine))
+        except GeneratorExit:
+            # The caller stopped early (a client went away): let another execution claim it.
+            leases.release(row)
+            raise
+
+    # Actions on a waiting run -------------------------------------------------
+
+    def _after_action(self, run: Run, resume: bool) -> Run:
+        if resume and run.status == RunStatus.QUEUED:
+            return self.execute(run)
+        return run
+
+    def approve(
+        self, run: RunRef, call_ids: Iterable[str] | None = None, *, resume: bool = True
+    ) -> Run:
+        """Approve waiting calls (all when ``call_ids`` is ``None``); resume when none waits."""
+        return self._after_action(runs.decide(_run_pk(run), call_ids, Decision.APPROVED), resume)
+
+    def deny(
+        self, run: RunRef, call_ids: Iterable[str] | None = None, *, resume: bool = True
+    ) -> Run:
+        """Deny waiting calls: each is answered with an error result saying so."""
+        return self._after_action(runs.decide(_run_pk(run), call_ids, Decision.DENIED), resume)
+
+    def submit_tool_outputs(
+        self, run: RunRef, outputs: Mapping[str, Any], *, resume: bool = True
+    ) -> Run:
+        """Store the results of client-side calls: ``{call_id: output}``.
+
+        An output is any value a tool may return, or ``{"output": ..., "is_error": bool}``.
+        """
+        return self._after_action(runs.submit_outputs(_run_pk(run), outputs), resume)
+
+    def retry(self, run: RunRef, *, background: bool = False, user: Any = None) -> Run:
+        """Run a failed run again from its stored turns, as a new attempt.
+
+        Raises ``RunStateError("run_not_failed")`` for a run that did not fail
+        and ``ConversationBusy`` when another run of the conversation is active;
+        with a ``user``, ``RunNotPermitted`` when the run policy no longer
+        permits what the run uses and ``TooManyActiveRuns``; ``BudgetExceeded``
+        when a budget of the conversation or its owner is spent.
+        """
+        row = Run.objects.get(pk=_run_pk(run))
+        if user is not None:
+            policy.check_run(user, policy.RunRequest.of_run(row))
+        check_start(row.conversation_id)
+        queued = runs.requeue_failed(row.pk, user=user)
+        if background:
+            transaction.on_commit(partial(enqueue_run, queued.pk))
+            return queued
+        return self.execute(queued)
+
+    def cancel(self, run: RunRef) -> Run:
+        """Cancel an active run; calls left unanswered get an error result so the
+        conversation stays valid."""
+        return runs.cancel_run(_run_pk(run))
+
+
+def _user_turn(message: MessageInput | str) -> ChatMessage:
+    """The user turn a run starts with; errors name the ``message`` argument."""
+    try:
+        if isinstance(message, str):
+            return ChatMessage.user(message)
+        turn = message if isinstance(message, ChatMessage) else ChatMessage.from_dict(message)
+    except InvalidMessage as exc:
+        raise exc.within("message") from None
+    if turn.role is not Role.USER:
+        raise InvalidMessage(
+            "user_message_required", "a run starts with a user message.", field="message.role"
+        )
+    return turn
+
+
+@task()
+def execute_run(run_id: str) -> str:
+    """Execute a queued run until it ends or waits; returns its status."""
+    return str(ToolLoopService().execute(run_id).status)
+
+
+def enqueue_run(run_id: uuid.UUID | str, *, marked: bool = False) -> Any:
+    """Queue :func:`execute_run` for a run on the configured task backend.
+
+    The run's ``enqueued_at`` is set first (unless ``marked``: the caller set it
+    as it stored the run), so the reaper can tell a run whose task was lost
+    from one still waiting its turn (``REQUEUE_SECONDS``).
+    """
+    if not marked:
+        Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(enqueued_at=timezone.now())
+    return enqueue(execute_run, str(run_id))

@@ -1,0 +1,349 @@
+"""State changes of a run, each one conditional so races resolve in the database.
+
+Every function here changes a run only when it is still in the state the change
+expects (a conditional ``UPDATE`` or a row lock), so a run cancelled while its
+provider or tools worked keeps no late turn, and a finished run is never
+revived. ``run_finished`` is sent once the end is committed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from decimal import Decimal
+from functools import partial
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+from django.utils.translation import gettext
+
+from llm_conversations import telemetry
+from llm_conversations.conf import conf
+from llm_conversations.conversations.store import (
+    append_completion,
+    append_messages,
+    pending_tool_call_ids,
+)
+from llm_conversations.core.completions import CompletionResponse
+from llm_conversations.core.messages import ChatMessage, ToolCall
+from llm_conversations.core.text import storable_text
+from llm_conversations.exceptions import (
+    ConversationBusy,
+    LLMConversationsError,
+    RunStateError,
+)
+from llm_conversations.models import (
+    ACTIVE_RUN_STATUSES,
+    Decision,
+    Message,
+    PendingCall,
+    Run,
+    RunEventType,
+    RunStatus,
+    TerminationReason,
+    WaitReason,
+)
+from llm_conversations.providers.model_catalog import call_cost
+from llm_conversations.runs import policy
+from llm_conversations.runs.event_log import EventItem, record
+from llm_conversations.signals import run_finished
+from llm_conversations.tools import tool_result_message
+
+__all__ = [
+    "cancel_run",
+    "decide",
+    "finish",
+    "held",
+    "lease_expiry",
+    "pause",
+    "requeue_failed",
+    "started_events",
+    "store_repair_prompt",
+    "store_reply",
+    "store_results",
+    "submit_outputs",
+]
+
+# What a call still unanswered when its run ends is answered with, by reason.
+UNANSWERED = {
+    TerminationReason.CANCELLED: "The run was cancelled before this tool call ran.",
+    TerminationReason.TIMEOUT: "The run ran out of time before this tool call ran.",
+}
+UNANSWERED_DEFAULT = "The run failed before this tool call was answered."
+# Stored instead of the text of an unexpected error, which may hold SQL or data.
+SERVER_ERROR = "The run failed on the server; the server log has the details."
+
+
+def held(run: Run) -> Q:
+    """The run while this process holds its lease (any holder when it has none)."""
+    return Q(pk=run.pk, lease_owner=run.lease_owner)
+
+
+def lease_expiry() -> datetime:
+    """When a lease taken or renewed now expires."""
+    return timezone.now() + timedelta(seconds=conf.LEASE_SECONDS)
+
+
+_RELEASED = {"lease_owner": "", "lease_expires_at": None}
+
+
+def pause(run: Run, waiting: Sequence[PendingCall]) -> Run:
+    """Wait for decisions or client-side outputs on ``waiting``; the lease is released."""
+    with transaction.atomic():
+        if Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
+            status=RunStatus.REQUIRES_ACTION,
+            pending_tool_calls=Run.stored_waiting(waiting),
+            **_RELEASED,
+        ):
+            record(run.pk, [(RunEventType.RUN_REQUIRES_ACTION, {})])
+    run.refresh_from_db()
+    return run
+
+
+def error_text(error: BaseException) -> str:
+    """What a run records (and clients see) about the error that ended it.
+
+    The library's own errors carry messages written for people (provider
+    errors are redacted at their source); anything else may hold SQL or data,
+    so it is logged by the caller and recorded as a stable sentence.
+    """
+    if isinstance(error, LLMConversationsError):
+        return storable_text(error.message)[:2000]
+    return SERVER_ERROR
+
+
+_END_EVENTS = {
+    RunStatus.COMPLETED: RunEventType.RUN_COMPLETED,
+    RunStatus.FAILED: RunEventType.RUN_FAILED,
+    RunStatus.CANCELLED: RunEventType.RUN_CANCELLED,
+}
+
+
+def finish(
+    run: Run,
+    status: RunStatus,
+    reason: TerminationReason,
+    error: BaseException | None = None,
+    *,
+    where: Q | None = None,
+) -> Run:
+    """End an active run; one that ended meanwhile keeps its state.
+
+    ``where`` narrows which state may be ended (the loop passes its lease, the
+    reaper an expired lease). In the same transaction, every call the
+    conversation leaves unanswered is answered with an error result, so the
+    conversation stays valid and usable whatever ended the run.
+    """
+    fields: dict[str, Any] = {
+        "status": status,
+        "termination_reason": reason,
+        "pending_tool_calls": [],
+        "finished_at": timezone.now(),
+        **_RELEASED,
+    }
+    if error is not None:
+        fields["error_type"] = type(error).__name__
+        fields["error_message"] = error_text(error)
+    with transaction.atomic():
+        ended = Run.objects.filter(where or Q(), pk=run.pk, status__in=ACTIVE_RUN_STATUSES).update(
+            **fields
+        )
+        pending = pending_tool_call_ids(run.conversation_id) if ended else ()
+        if pending:
+            text = UNANSWERED.get(reason, UNANSWERED_DEFAULT)
+            results = [tool_result_message(i, text, is_error=True) for i in pending]
+            append_messages(run.conversation_id, results, run=run)
+        if ended:
+            record(run.pk, [(_END_EVENTS[status], {})])
+    run.refresh_from_db()
+    if ended:
+        transaction.on_commit(partial(run_finished.send, sender=Run, run=run))
+    return run
+
+
+def store_reply(
+    run: Run,
+    response: CompletionResponse,
+    *,
+    history: Sequence[ChatMessage] | None = None,
+    starting: Sequence[ToolCall] = (),
+    parsed: Any = None,
+    metadata: dict[str, Any] | None = None,
+    context: Mapping[str, Any] | None = None,
+) -> Message | None:
+    """Count the model call and store its turn; ``None`` if the run stopped meanwhile.
+
+    One transaction: the conditional update that counts the call also renews
+    the lease, and ``starting`` (calls of this turn about to run) are logged
+    as ``tool_call.started`` with the turn. ``history``, the conversation as
+    the loop holds it, spares the store re-reading it. ``parsed`` and
+    ``metadata`` are what a judged final answer adds; ``context``, the ``Run``
+    columns recording what the call sent (``ContextWindow.fields``), are set in
+    the same update.
+    """
+    usage = response.usage
+    # Priced before the transaction: the prices in force when the reply came.
+    cost = call_cost(run.provider or None, response.model, usage)
+    telemetry.record_cost(cost, entry=run.provider, response=response)
+    with transaction.atomic():
+        # The conditional update locks the run; a run cancelled while the
+        # provider answered matches nothing and keeps no late reply.
+        counted = Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
+            iterations=F("iterations") + 1,
+            input_tokens=F("input_tokens") + usage.input_tokens,
+            output_tokens=F("output_tokens") + usage.output_tokens,
+            total_tokens=F("total_tokens") + (usage.total_tokens or 0),
+            cached_tokens=F("cached_tokens") + (usage.cached_tokens or 0),
+            cost=F("cost") + (cost or Decimal(0)),
+            lease_expires_at=lease_expiry(),
+            **(context or {}),
+        )
+        if not counted:
+            return None
+        row = append_completion(
+            run.conversation_id,
+            response,
+            run=run,
+            history=history,
+            parsed=parsed,
+            metadata=metadata,
+            cost=cost,
+        )
+        record(
+            run.pk,
+            [
+                (RunEventType.MESSAGE_STORED, {"message": str(row.pk)}),
+                *started_events(starting),
+            ],
+        )
+    run.iterations += 1
+    return row
+
+
+def started_events(calls: Iterable[ToolCall]) -> list[EventItem]:
+    """The ``tool_call.started`` events of calls about to run."""
+    return [(RunEventType.TOOL_CALL_STARTED, {"tool_call": call.to_wire()}) for call in calls]
+
+
+def store_results(
+    run: Run, results: list[ChatMessage], *, history: Sequence[ChatMessage] | None = None
+) -> list[Message] | None:
+    """Store tool turns; ``None`` if the run stopped meanwhile (its calls are answered).
+
+    Output no database can store is made storable and the turn flagged
+    ``metadata["sanitized"]``. The conditional update that says the run still
+    runs here also renews the lease; ``history`` as for :func:`store_reply`.
+    """
+    storable = [replace(m, content=storable_text(m.content)) for m in results]
+    metadata = [
+        {"sanitized": True} if s != m else {} for s, m in zip(storable, results, strict=True)
+    ]
+    with transaction.atomic():
+        # Lock the run; one cancelled while its tools ran has answered
+        # the calls already, so these late results are dropped.
+        if not Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
+            updated_at=timezone.now(), lease_expires_at=lease_expiry()
+        ):
+            return None
+        rows = append_messages(
+            run.conversation_id, storable, run=run, metadata=metadata, history=history
+        )
+        record(run.pk, [(RunEventType.TOOL_RESULT_STORED, {"message": str(r.pk)}) for r in rows])
+    return rows
+
+
+# Actions on a waiting run -----------------------------------------------------------
+
+
+def _locked_waiting_run(run_id: uuid.UUID | str) -> Run:
+    run = Run.objects.select_for_update().get(pk=run_id)
+    if run.status != RunStatus.REQUIRES_ACTION:
+        raise RunStateError(
+            "run_not_waiting",
+            gettext("the run is %(status)s, not waiting for action.") % {"status": run.status},
+        )
+    return run
+
+
+def decide(run_id: uuid.UUID | str, call_ids: Iterable[str] | None, decision: Decision) -> Run:
+    """Record ``decision`` for calls waiting for approval (all when ``None``)."""
+    with transaction.atomic():
+        run = _locked_waiting_run(run_id)
+        run.record_decisions(run.take_waiting(WaitReason.REQUIRES_APPROVAL, call_ids), decision)
+        run.save(update_fields=["decisions", "pending_tool_calls", "status", "updated_at"])
+    return run
+
+
+def _output_message(call_id: str, value: Any) -> ChatMessage:
+    if isinstance(value, Mapping) and set(value) <= {"output", "is_error"} and "output" in value:
+        return tool_result_message(call_id, value["output"], is_error=bool(value.get("is_error")))
+    return tool_result_message(call_id, value)
+
+
+def submit_outputs(run_id: uuid.UUID | str, outputs: Mapping[str, Any]) -> Run:
+    """Store the results of client-side calls waiting on the run."""
+    with transaction.atomic():
+        run = _locked_waiting_run(run_id)
+        submitted = run.take_waiting(WaitReason.CLIENT_SIDE, outputs)
+        results = [_output_message(call_id, outputs[call_id]) for call_id in submitted]
+        append_messages(run.conversation_id, results, run=run)
+        run.save(update_fields=["pending_tool_calls", "status", "updated_at"])
+    return run
+
+
+def requeue_failed(run_id: uuid.UUID | str, *, user: Any = None) -> Run:
+    """Queue a failed run again; its error is cleared and the next claim is a new attempt.
+
+    With a ``user``, ``MAX_ACTIVE_RUNS_PER_USER`` applies (``TooManyActiveRuns``).
+    """
+    try:
+        with transaction.atomic():
+            policy.lock_active_runs(user)
+            requeued = Run.objects.filter(pk=run_id, status=RunStatus.FAILED).update(
+                status=RunStatus.QUEUED,
+                termination_reason="",
+                error_type="",
+                error_message="",
+                finished_at=None,
+            )
+    except IntegrityError as exc:
+        if Run.violates_one_active_run(exc):
+            raise ConversationBusy() from None  # another run of the conversation is active
+        raise
+    run = Run.objects.get(pk=run_id)
+    if not requeued:
+        raise RunStateError(
+            "run_not_failed",
+            gettext("only a failed run can be retried; this one is %(status)s.")
+            % {"status": run.status},
+        )
+    return run
+
+
+def cancel_run(run_id: uuid.UUID | str) -> Run:
+    """Cancel an active run, answering its unanswered calls with an error result."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if not run.is_active:
+            raise RunStateError(
+                "run_not_active",
+                gettext("the run is already %(status)s.") % {"status": run.status},
+            )
+        return finish(run, RunStatus.CANCELLED, TerminationReason.CANCELLED)
+
+
+def store_repair_prompt(run: Run, prompt: ChatMessage) -> Message | None:
+    """Store the user turn of a repair round; ``None`` if the run stopped meanwhile."""
+    with transaction.atomic():
+        # Lock the run, as store_results does: a cancelled run gets no late turn.
+        if not Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
+            updated_at=timezone.now()
+        ):
+            return None
+        row = append_messages(run.conversation_id, [prompt], run=run, metadata={"repair": True})[0]
+        record(run.pk, [(RunEventType.MESSAGE_STORED, {"message": str(row.pk)})])
+    return row
