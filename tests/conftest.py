@@ -9,7 +9,7 @@ import pytest
 from django.db import connection, connections
 
 from llm_conversations.core.messages import ChatMessage, ToolCall
-from tests import title_server as titles
+from tests.support import title_server as titles
 
 
 def parallel_call_history() -> list[ChatMessage]:

@@ -99,9 +99,9 @@ LLM_CONVERSATIONS = {
     "DEFAULT_PROVIDER": "echo",
     "PROVIDERS": {"echo": {"BACKEND": "echo", "MODEL": "echo"}},
     "TOOLS": [
-        "tests.loop_tools.get_weather",
-        "tests.loop_tools.get_time",
-        "tests.loop_tools.delete_file",
-        "tests.loop_tools.pick_color",
+        "tests.support.loop_tools.get_weather",
+        "tests.support.loop_tools.get_time",
+        "tests.support.loop_tools.delete_file",
+        "tests.support.loop_tools.pick_color",
     ],
 }

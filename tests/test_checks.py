@@ -27,7 +27,7 @@ from llm_conversations.checks import (
 from llm_conversations.providers import registry as provider_registry
 from llm_conversations.tools import mcp_config
 
-FIXTURES = "tests.tools_fixtures"
+FIXTURES = "tests.support.tools_fixtures"
 ID = re.compile(r"llm_conversations\.[EW]\d{3}")
 
 
@@ -477,7 +477,7 @@ def test_e040_run_policy_must_name_a_policy_class(path: Any) -> None:
 
 
 def test_e040_accepts_a_policy_subclass() -> None:
-    with override_settings(LLM_CONVERSATIONS={"RUN_POLICY": "tests.test_policy.OnlyEcho"}):
+    with override_settings(LLM_CONVERSATIONS={"RUN_POLICY": "tests.runs.test_policy.OnlyEcho"}):
         assert check_run_limits() == []
 
 
@@ -524,9 +524,9 @@ def test_e060_budgets(name: str) -> None:
 
 
 def test_e061_budget_hook() -> None:
-    assert limit_ids({"BUDGET_HOOK": "tests.test_budgets.own_limits"}) == []
+    assert limit_ids({"BUDGET_HOOK": "tests.runs.test_budgets.own_limits"}) == []
     assert limit_ids({"BUDGET_HOOK": "own_limits"}) == ["llm_conversations.E061"]
-    assert limit_ids({"BUDGET_HOOK": "tests.test_budgets.REPLY"}) == ["llm_conversations.E061"]
+    assert limit_ids({"BUDGET_HOOK": "tests.runs.test_budgets.REPLY"}) == ["llm_conversations.E061"]
 
 
 @pytest.mark.parametrize("types", ["image/png", {"image/png": 1}, None])

@@ -2,7 +2,7 @@
 
 The blocks of one file run in document order in one namespace, so a later block
 may use names an earlier one defined, in a database test on the app's test
-settings (the echo provider, the tools of ``tests.loop_tools``). Before the
+settings (the echo provider, the tools of ``tests.support.loop_tools``). Before the
 first block the namespace holds only ``request``: a request whose ``user`` is a
 saved user, as a view would have.
 

@@ -25,7 +25,7 @@ from llm_conversations.core.messages import ChatMessage
 from llm_conversations.models import Message, Run
 from llm_conversations.providers import EchoProvider, OpenAIProvider
 from llm_conversations.runs import ToolLoopService
-from tests import loop_tools
+from tests.support import loop_tools
 
 pytestmark = pytest.mark.django_db
 

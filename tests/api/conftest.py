@@ -13,10 +13,10 @@ from llm_conversations.conversations import create_conversation
 from llm_conversations.models import Conversation
 
 TOOLS = [
-    "tests.loop_tools.get_weather",
-    "tests.loop_tools.get_time",
-    "tests.loop_tools.delete_file",
-    "tests.loop_tools.pick_color",
+    "tests.support.loop_tools.get_weather",
+    "tests.support.loop_tools.get_time",
+    "tests.support.loop_tools.delete_file",
+    "tests.support.loop_tools.pick_color",
 ]
 
 API_SETTINGS: dict[str, Any] = {

@@ -47,7 +47,7 @@ pytestmark = [
 def failing_tool(settings: Any) -> None:
     settings.LLM_CONVERSATIONS = {
         **API_SETTINGS,
-        "TOOLS": [*API_SETTINGS["TOOLS"], "tests.loop_tools.fail"],
+        "TOOLS": [*API_SETTINGS["TOOLS"], "tests.support.loop_tools.fail"],
     }
 
 

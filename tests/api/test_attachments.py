@@ -12,8 +12,7 @@ from rest_framework.test import APIClient
 
 from llm_conversations.conversations import create_conversation
 from llm_conversations.models import Attachment, Conversation, Message
-
-from ..attachment_files import bomb_bytes, image_bytes, pdf_bytes
+from tests.support.attachment_files import bomb_bytes, image_bytes, pdf_bytes
 
 URL = "/api/attachments/"
 

@@ -32,7 +32,7 @@ SETTINGS: dict[str, Any] = {
         },
     },
 }
-POLICY = {**SETTINGS, "RUN_POLICY": "tests.test_policy.OnlyEcho"}
+POLICY = {**SETTINGS, "RUN_POLICY": "tests.runs.test_policy.OnlyEcho"}
 
 
 @pytest.fixture(autouse=True)

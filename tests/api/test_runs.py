@@ -10,8 +10,8 @@ from rest_framework.test import APIClient
 from llm_conversations.conversations import load_messages
 from llm_conversations.core.messages import ChatMessage, Role, check_sequence
 from llm_conversations.models import Conversation, Message, Run, RunStatus
-from tests import loop_tools
 from tests.api.conftest import calls_text
+from tests.support import loop_tools
 
 pytestmark = pytest.mark.django_db
 

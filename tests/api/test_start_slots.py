@@ -24,7 +24,7 @@ from llm_conversations.tools import tool
 from tests.api.conftest import API_SETTINGS, TOOLS, calls_text
 from tests.api.test_runs import start
 from tests.conftest import requires_postgresql, run_together
-from tests.test_loop import TRANSACTION_CONTROL
+from tests.runs.test_loop import TRANSACTION_CONTROL
 
 pytestmark = pytest.mark.django_db
 

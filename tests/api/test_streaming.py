@@ -16,8 +16,8 @@ from llm_conversations.conversations import create_conversation, load_messages
 from llm_conversations.core.messages import Role, check_sequence
 from llm_conversations.models import Conversation, Message, Run, RunStatus
 from llm_conversations.runs import ToolLoopService
-from tests import loop_tools
 from tests.api.conftest import API_SETTINGS, calls_text, parse_sse
+from tests.support import loop_tools
 
 pytestmark = pytest.mark.django_db
 

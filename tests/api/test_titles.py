@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 from llm_conversations.conversations import after_response, create_conversation
 from llm_conversations.conversations.titles import write_title
 from llm_conversations.models import Conversation
-from tests.title_server import TitleServer, reply
+from tests.support.title_server import TitleServer, reply
 
 URL = "/api/conversations/"
 RUN_QUEUED = "llm_conversations.conversations.after_response.run"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.http_server import LocalHTTPServer, stop_event
+from tests.support.http_server import LocalHTTPServer, stop_event
 
 from .wire import Call, Protocol, Rendered, protocol_of
 

@@ -240,7 +240,7 @@ def test_e035_servers_without_the_sdk() -> None:
 
 @pytest.mark.usefixtures("without_sdk")
 def test_without_the_sdk_and_without_servers_the_registry_works() -> None:
-    with override_settings(LLM_CONVERSATIONS={"TOOLS": ["tests.loop_tools.get_time"]}):
+    with override_settings(LLM_CONVERSATIONS={"TOOLS": ["tests.support.loop_tools.get_time"]}):
         assert default_registry().names() == ["get_time"]
 
 

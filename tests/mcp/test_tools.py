@@ -17,8 +17,8 @@ from llm_conversations.tools import default_registry
 from llm_conversations.tools import mcp as mcp_module
 from llm_conversations.tools.mcp import McpTool
 from llm_conversations.tools.mcp_config import McpServer, configured_servers
-from tests.http_server import serving, stop_event
 from tests.mcp.conftest import everything_over_http, mcp_settings, sdk_module, stdio_entry
+from tests.support.http_server import serving, stop_event
 
 # Modules that need the SDK: without it this module skips (under CI: fails).
 client = sdk_module("llm_conversations.tools.mcp_client")
@@ -62,7 +62,7 @@ def test_a_stdio_server_s_tools_join_the_registry_under_its_prefix(node: str) ->
 
 def test_python_tools_come_first_and_include_limits_a_server(node: str) -> None:
     entry = stdio_entry(node, INCLUDE=["echo", "get-sum"])
-    with mcp_settings({"everything": entry}, TOOLS=["tests.loop_tools.get_time"]):
+    with mcp_settings({"everything": entry}, TOOLS=["tests.support.loop_tools.get_time"]):
         assert default_registry().names() == [
             "get_time",
             "everything__echo",

@@ -34,8 +34,8 @@ from llm_conversations.providers import (
     TextDelta,
     ToolCallCompleted,
 )
+from tests.support.http_server import Respond, serving, stop_event
 
-from ..http_server import Respond, serving, stop_event
 from .conftest import API_KEY, Recorder, sse
 
 HELLO = [ChatMessage.user("hello")]

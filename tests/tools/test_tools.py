@@ -27,9 +27,9 @@ from llm_conversations.tools import (
     tool_result_message,
     truncate_text,
 )
-from tests import tools_fixtures
+from tests.support import tools_fixtures
 
-FIXTURES = "tests.tools_fixtures"
+FIXTURES = "tests.support.tools_fixtures"
 
 
 def call(name: str, arguments: Any = None, call_id: str = "call_1") -> ToolCall:
@@ -671,7 +671,9 @@ def test_default_registry_is_rebuilt_when_settings_change() -> None:
 def test_default_registry_with_bad_entry_is_improperly_configured() -> None:
     with (
         tools_settings(f"{FIXTURES}.NOT_A_TOOL"),
-        pytest.raises(ImproperlyConfigured, match=r"'tests\.tools_fixtures\.NOT_A_TOOL' is a int"),
+        pytest.raises(
+            ImproperlyConfigured, match=r"'tests\.support\.tools_fixtures\.NOT_A_TOOL' is a int"
+        ),
     ):
         default_registry()
 

@@ -31,7 +31,7 @@ from llm_conversations.exceptions import LLMConversationsError
 from llm_conversations.models import Conversation, Feedback, Message, Rating, Run, RunStatus
 from llm_conversations.runs import ToolLoopService
 from llm_conversations.runs.forks import fork
-from tests.test_loop import calls_text, echo_service
+from tests.runs.test_loop import calls_text, echo_service
 
 pytestmark = pytest.mark.django_db
 

@@ -17,14 +17,14 @@ from django.test import Client, override_settings
 from llm_conversations.conversations import create_conversation
 from llm_conversations.core.messages import ChatMessage
 from llm_conversations.runs import ToolLoopService
-from tests import loop_tools
+from tests.support import loop_tools
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PROBE_SETTINGS: dict[str, Any] = {
     "DEFAULT_PROVIDER": "probe",
-    "PROVIDERS": {"probe": {"BACKEND": "tests.loop_tools.ProbeProvider", "MODEL": "probe"}},
-    "TOOLS": ["tests.loop_tools.probe"],
+    "PROVIDERS": {"probe": {"BACKEND": "tests.support.loop_tools.ProbeProvider", "MODEL": "probe"}},
+    "TOOLS": ["tests.support.loop_tools.probe"],
     # Inline, on the request's own connection: the case where a held transaction would show.
     "TOOL_TIMEOUT": None,
 }

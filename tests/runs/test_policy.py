@@ -18,10 +18,10 @@ from tests.conftest import requires_postgresql, run_together
 pytestmark = pytest.mark.django_db
 
 TOOLS = [
-    "tests.loop_tools.get_weather",
-    "tests.loop_tools.get_time",
-    "tests.loop_tools.delete_file",
-    "tests.loop_tools.pick_color",
+    "tests.support.loop_tools.get_weather",
+    "tests.support.loop_tools.get_time",
+    "tests.support.loop_tools.delete_file",
+    "tests.support.loop_tools.pick_color",
 ]
 
 
@@ -53,7 +53,7 @@ SETTINGS: dict[str, Any] = {
 
 @pytest.fixture(autouse=True)
 def policy_settings(settings: Any) -> None:
-    settings.LLM_CONVERSATIONS = {**SETTINGS, "RUN_POLICY": "tests.test_policy.OnlyEcho"}
+    settings.LLM_CONVERSATIONS = {**SETTINGS, "RUN_POLICY": "tests.runs.test_policy.OnlyEcho"}
 
 
 @pytest.fixture
@@ -148,7 +148,7 @@ def test_a_retry_is_refused_when_the_policy_no_longer_permits_the_run(
     settings.LLM_CONVERSATIONS = SETTINGS
     run = ToolLoopService().start(conversation, "hello", user=user, provider="other")
     Run.objects.filter(pk=run.pk).update(status=RunStatus.FAILED, termination_reason="error")
-    settings.LLM_CONVERSATIONS = {**SETTINGS, "RUN_POLICY": "tests.test_policy.OnlyEcho"}
+    settings.LLM_CONVERSATIONS = {**SETTINGS, "RUN_POLICY": "tests.runs.test_policy.OnlyEcho"}
     with pytest.raises(RunNotPermitted) as caught:
         ToolLoopService().retry(run.pk, user=user)
     assert caught.value.code == "provider_not_permitted"

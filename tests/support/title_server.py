@@ -81,7 +81,7 @@ def title_settings(base: dict[str, Any], **extra: Any) -> dict[str, Any]:
         "PROVIDERS": {
             **base["PROVIDERS"],
             "titles": {
-                "BACKEND": "tests.title_server.MockedOpenAI",
+                "BACKEND": "tests.support.title_server.MockedOpenAI",
                 "MODEL": "gpt-title",
                 "API_KEY": API_KEY,
                 "MAX_RETRIES": 0,

@@ -37,8 +37,7 @@ from llm_conversations.exceptions import InvalidAttachment, InvalidImport, Inval
 from llm_conversations.models import Attachment, Conversation, Message, MessageAttachment
 from llm_conversations.runs.forks import fork
 from llm_conversations.runs.service import ToolLoopService
-
-from .attachment_files import bomb_bytes, image_bytes, pdf_bytes
+from tests.support.attachment_files import bomb_bytes, image_bytes, pdf_bytes
 
 
 @pytest.fixture(autouse=True)

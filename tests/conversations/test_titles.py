@@ -30,7 +30,7 @@ from llm_conversations.models import Conversation, Run, TitleSource
 from llm_conversations.providers import EchoProvider
 from llm_conversations.runs import ToolLoopService
 from tests.conftest import TASKS_PACKAGE, task_backend
-from tests.title_server import API_KEY, TitleServer, reply
+from tests.support.title_server import API_KEY, TitleServer, reply
 
 QUESTION = "Is the ferry to Stavanger running?\nI need it today."
 

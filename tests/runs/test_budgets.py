@@ -215,7 +215,7 @@ def own_limits(user: Any) -> dict[str, Any]:
     return {"monthly": {"tokens": 1}}
 
 
-HOOKED = {"USER_DAILY_BUDGET": {"tokens": 10}, "BUDGET_HOOK": "tests.test_budgets.own_limits"}
+HOOKED = {"USER_DAILY_BUDGET": {"tokens": 10}, "BUDGET_HOOK": "tests.runs.test_budgets.own_limits"}
 
 
 @override_settings(LLM_CONVERSATIONS=HOOKED)
@@ -237,7 +237,7 @@ def bad_hook(user: Any) -> dict[str, Any]:
     return {"weekly": {"tokens": 1}}
 
 
-@override_settings(LLM_CONVERSATIONS={"BUDGET_HOOK": "tests.test_budgets.bad_hook"})
+@override_settings(LLM_CONVERSATIONS={"BUDGET_HOOK": "tests.runs.test_budgets.bad_hook"})
 def test_a_hook_returning_unknown_keys_is_a_configuration_error(user: Any) -> None:
     with pytest.raises(ImproperlyConfigured, match="unknown key 'weekly'"):
         limits_for(user)

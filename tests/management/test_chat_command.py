@@ -18,10 +18,10 @@ from llm_conversations.models import Conversation, Message, Run
 pytestmark = pytest.mark.django_db
 
 TOOLS = [
-    "tests.loop_tools.get_weather",
-    "tests.loop_tools.get_time",
-    "tests.loop_tools.fail",
-    "tests.loop_tools.delete_file",
+    "tests.support.loop_tools.get_weather",
+    "tests.support.loop_tools.get_time",
+    "tests.support.loop_tools.fail",
+    "tests.support.loop_tools.delete_file",
 ]
 
 
@@ -270,7 +270,7 @@ def test_user_option_owns_the_conversation_and_applies_the_run_policy() -> None:
             "other": {"BACKEND": "echo", "MODEL": "other"},
         },
         "TOOLS": TOOLS,
-        "RUN_POLICY": "tests.test_policy.OnlyEcho",
+        "RUN_POLICY": "tests.runs.test_policy.OnlyEcho",
     }
     with override_settings(LLM_CONVERSATIONS=config):
         chat("hi", user="alice")

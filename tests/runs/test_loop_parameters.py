@@ -23,8 +23,8 @@ from llm_conversations.providers import OllamaProvider, OpenAIProvider
 from llm_conversations.runs import ToolLoopService
 from llm_conversations.runs.events import MessageStored, RunFailed
 from llm_conversations.runs.service import enqueue_run
-from tests import loop_tools
-from tests.test_loop import openai_reply
+from tests.runs.test_loop import openai_reply
+from tests.support import loop_tools
 
 pytestmark = pytest.mark.django_db
 

@@ -16,8 +16,8 @@ from llm_conversations.conversations import append_messages, create_conversation
 from llm_conversations.conversations.attachments import create_attachment
 from llm_conversations.core.messages import ChatMessage, ImagePart, TextPart, ToolCall
 from llm_conversations.models import Attachment, Conversation
+from tests.support.attachment_files import image_bytes, pdf_bytes
 
-from .attachment_files import image_bytes, pdf_bytes
 from .test_admin import CHANGE_PAGE_QUERIES, change_url
 
 pytestmark = pytest.mark.django_db

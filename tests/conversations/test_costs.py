@@ -19,7 +19,7 @@ from llm_conversations.core.messages import ChatMessage
 from llm_conversations.core.model_info import Prices, cost_of
 from llm_conversations.models import Conversation, Message
 from llm_conversations.runs import ToolLoopService
-from tests import loop_tools
+from tests.support import loop_tools
 
 pytestmark = pytest.mark.django_db
 

@@ -34,8 +34,8 @@ from llm_conversations.runs.events import (
     ToolResultStored,
 )
 from llm_conversations.signals import message_appended, run_finished
-from tests import loop_tools
 from tests.conftest import requires_postgresql, run_together
+from tests.support import loop_tools
 
 pytestmark = pytest.mark.django_db
 

@@ -181,7 +181,7 @@ class StubSummarizer(EchoProvider):
 
 def providers(strategy: str | None, window: int = WINDOW) -> dict[str, Any]:
     entry: dict[str, Any] = {
-        "BACKEND": "tests.test_context.RecordingEcho",
+        "BACKEND": "tests.runs.test_context.RecordingEcho",
         "MODEL": "echo",
         "MODEL_INFO": {"echo": {"context_window": window}},
     }
@@ -190,7 +190,7 @@ def providers(strategy: str | None, window: int = WINDOW) -> dict[str, Any]:
     return {
         "PROVIDERS": {
             "default": entry,
-            "summarizer": {"BACKEND": "tests.test_context.StubSummarizer", "MODEL": "stub"},
+            "summarizer": {"BACKEND": "tests.runs.test_context.StubSummarizer", "MODEL": "stub"},
         },
         "SUMMARY_PROVIDER": "summarizer",
     }

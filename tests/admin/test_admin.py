@@ -23,8 +23,8 @@ from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.models import Conversation, Message, Run
 from llm_conversations.providers import EchoProvider
 from llm_conversations.runs import ToolLoopService
-from tests import loop_tools
-from tests.test_context import long_history, providers
+from tests.runs.test_context import long_history, providers
+from tests.support import loop_tools
 
 pytestmark = pytest.mark.django_db
 

@@ -56,8 +56,8 @@ def scripted_from_settings(settings: Any) -> None:
     """The scripted provider and ``noop`` as the settings' defaults, as a worker finds them."""
     settings.LLM_CONVERSATIONS = {
         **settings.LLM_CONVERSATIONS,
-        "TOOLS": ["tests.test_leases.noop"],
-        "PROVIDERS": {"s": {"BACKEND": "tests.test_leases.CallsThenAnswers", "MODEL": "s"}},
+        "TOOLS": ["tests.runs.test_leases.noop"],
+        "PROVIDERS": {"s": {"BACKEND": "tests.runs.test_leases.CallsThenAnswers", "MODEL": "s"}},
         "DEFAULT_PROVIDER": "s",
     }
 

@@ -23,7 +23,7 @@ from llm_conversations.models import Conversation, Message, Run, RunStatus
 from llm_conversations.providers import EchoProvider, ProviderNotConfigured
 from llm_conversations.runs import ToolLoopService
 from llm_conversations.runs.forks import edit_message, fork, regenerate
-from tests import loop_tools
+from tests.support import loop_tools
 
 pytestmark = pytest.mark.django_db
 

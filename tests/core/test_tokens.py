@@ -17,7 +17,7 @@ from llm_conversations.core.tokens import (
 )
 from llm_conversations.core.tool_calls import ToolCall
 from llm_conversations.core.tool_specs import ToolSpec
-from tests.token_corpus import corpus
+from tests.support.token_corpus import corpus
 
 # The largest error of the heuristic on one corpus conversation, measured
 # against cl100k_base: 19.4% (the log excerpt); the bound leaves a little room.
