@@ -1,15 +1,19 @@
 """Events of a run of the tool loop, in the order they happen.
 
-``ToolLoopService.events()`` yields them; the API turns them into
-Server-Sent Events. Stored rows are passed as ``Message`` and ``Run`` objects.
+``ToolLoopService.events()`` yields them as it executes a run; the run's
+durable log (:class:`~llm_conversations.models.RunEvent` rows, which the API
+serves) records the same happenings under the same types: :func:`log_type`
+names the :class:`~llm_conversations.models.RunEventType` of each. Stored rows
+are passed as ``Message`` and ``Run`` objects.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from llm_conversations.core.messages import ToolCall
-from llm_conversations.models import Message, Run
+from llm_conversations.models import Message, Run, RunEventType
 
 # The provider's own event: a piece of the assistant's text as it streams.
 from llm_conversations.providers.stream_events import TextDelta
@@ -18,12 +22,13 @@ __all__ = [
     "LoopEvent",
     "MessageStored",
     "RunCompleted",
-    "RunEvent",
+    "RunEnded",
     "RunFailed",
     "RunRequiresAction",
     "TextDelta",
     "ToolCallStarted",
     "ToolResultStored",
+    "log_type",
 ]
 
 
@@ -52,25 +57,25 @@ class MessageStored(_Stored):
 
 
 @dataclass(frozen=True, slots=True)
-class RunEvent:
-    """Where a run stands once the loop stops executing it (``run``)."""
+class RunEnded:
+    """Where a run stands once the loop stops executing it (``run``): it ended or waits."""
 
     run: Run
 
 
-class RunRequiresAction(RunEvent):
+class RunRequiresAction(RunEnded):
     """The run paused: ``run.waiting_calls`` need approval or outputs."""
 
     __slots__ = ()
 
 
-class RunCompleted(RunEvent):
+class RunCompleted(RunEnded):
     """The run ended normally (``termination_reason`` says how)."""
 
     __slots__ = ()
 
 
-class RunFailed(RunEvent):
+class RunFailed(RunEnded):
     """The run ended with an error (``run.error_type``, ``run.error_message``)."""
 
     __slots__ = ()
@@ -85,3 +90,19 @@ LoopEvent = (
     | RunCompleted
     | RunFailed
 )
+"""Any event the loop yields."""
+
+_LOG_TYPES: Final[dict[type[LoopEvent], RunEventType]] = {
+    TextDelta: RunEventType.TEXT_DELTA,
+    ToolCallStarted: RunEventType.TOOL_CALL_STARTED,
+    ToolResultStored: RunEventType.TOOL_RESULT_STORED,
+    MessageStored: RunEventType.MESSAGE_STORED,
+    RunRequiresAction: RunEventType.RUN_REQUIRES_ACTION,
+    RunCompleted: RunEventType.RUN_COMPLETED,
+    RunFailed: RunEventType.RUN_FAILED,
+}
+
+
+def log_type(event: LoopEvent) -> RunEventType:
+    """The type under which the run's log records what ``event`` says."""
+    return _LOG_TYPES[type(event)]

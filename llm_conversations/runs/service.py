@@ -52,7 +52,7 @@ from llm_conversations.runs import leases, policy, start_slots
 from llm_conversations.runs import transitions as runs
 from llm_conversations.runs.budgets import check_start
 from llm_conversations.runs.context_window import check_strategy
-from llm_conversations.runs.events import LoopEvent, RunEvent, RunFailed
+from llm_conversations.runs.events import LoopEvent, RunEnded, RunFailed
 from llm_conversations.runs.rounds import execute_rounds
 from llm_conversations.tools import ToolRegistry, default_registry
 
@@ -211,7 +211,7 @@ class ToolLoopService:
         last: LoopEvent | None = None
         for last in self.events(run, stream=False):  # noqa: B007 - only the last one counts
             pass
-        if isinstance(last, RunEvent):
+        if isinstance(last, RunEnded):
             return last.run
         return Run.objects.get(pk=_run_pk(run))
 

@@ -22,7 +22,7 @@ from llm_conversations.conversations import (
 from llm_conversations.core.completions import CompletionResponse, Usage
 from llm_conversations.core.messages import ChatMessage, Role, ToolCall
 from llm_conversations.exceptions import ConversationBusy, RunStateError
-from llm_conversations.models import Message, Run, RunStatus
+from llm_conversations.models import Message, Run, RunEvent, RunEventType, RunStatus
 from llm_conversations.providers import EchoProvider, OpenAIProvider
 from llm_conversations.runs import ToolLoopService
 from llm_conversations.runs.events import (
@@ -32,6 +32,7 @@ from llm_conversations.runs.events import (
     TextDelta,
     ToolCallStarted,
     ToolResultStored,
+    log_type,
 )
 from llm_conversations.signals import message_appended, run_finished
 from tests.conftest import requires_postgresql, run_together
@@ -132,6 +133,27 @@ def test_events_stream_in_order() -> None:
     assert "TextDelta" in kinds
     deltas = "".join(e.text for e in service.events(run.pk) if isinstance(e, TextDelta))
     assert deltas == ""  # a finished run yields nothing
+
+
+def test_the_loop_and_the_log_speak_the_same_event_types() -> None:
+    conversation = create_conversation()
+    service = echo_service()
+    run = service.start(conversation, ChatMessage.user(calls_text(("a", "get_time", {}))))
+    yielded = [log_type(event) for event in service.events(run.pk)]
+    logged = [
+        RunEventType(kind)
+        for kind in RunEvent.objects.filter(run=run).values_list("type", flat=True)
+        # Only the log knows when a worker claimed the run.
+        if kind != RunEventType.RUN_RUNNING
+    ]
+
+    def collapsed(types: list[RunEventType]) -> list[RunEventType]:
+        # The log buffers text deltas (TEXT_FLUSH_CHARS), the loop yields each one.
+        return [t for i, t in enumerate(types) if i == 0 or t != types[i - 1]]
+
+    assert collapsed(yielded) == collapsed(logged)
+    assert yielded[-1] is RunEventType.RUN_COMPLETED
+    assert RunEventType.TOOL_RESULT_STORED in yielded
 
 
 def test_stream_text_matches_the_stored_reply() -> None:
