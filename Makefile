@@ -46,6 +46,7 @@ test: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache --no-logo
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
 typecheck: install
