@@ -58,7 +58,8 @@ def json_schema_validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Val
     Raises ``jsonschema.SchemaError`` when the schema itself is invalid.
     """
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    cls.check_schema(schema)
+    # types-jsonschema narrows check_schema to dict; jsonschema takes any Mapping.
+    cls.check_schema(schema)  # type: ignore[arg-type]
     return cls(schema)
 
 
