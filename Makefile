@@ -59,4 +59,4 @@ wheel-check: install
 	bash .ci/wheel-check $(BIN)/python
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info db.sqlite3 test-artifacts tests/node_modules
+	rm -rf $(VENV) .venv-py312 .venv-py313 build dist *.egg-info db.sqlite3 test-artifacts tests/node_modules
