@@ -38,6 +38,7 @@ from llm_conversations.core.content_parts import IMAGE_TYPES, AttachedPart, Imag
 from llm_conversations.core.messages import ChatMessage
 from llm_conversations.exceptions import InvalidAttachment, InvalidMessage
 from llm_conversations.models import Attachment, Conversation, Message, MessageAttachment
+from llm_conversations.users import User
 
 __all__ = [
     "AttachmentInfo",
@@ -176,7 +177,7 @@ def _inspect_pdf(data: bytes) -> AttachmentInfo:
 
 
 def create_attachment(
-    owner: Any, data: bytes, *, filename: str = "", declared_type: str | None = None
+    owner: User | None, data: bytes, *, filename: str = "", declared_type: str | None = None
 ) -> tuple[Attachment, bool]:
     """Check and store an upload; ``(attachment, created)``.
 

@@ -16,6 +16,7 @@ from django.db.models.functions import Coalesce
 
 from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS
 from llm_conversations.models import Conversation, Message
+from llm_conversations.users import User
 
 __all__ = ["conversation_cost", "user_cost", "with_cost"]
 
@@ -51,7 +52,7 @@ def conversation_cost(conversation: Conversation | Any) -> Decimal:
     return result
 
 
-def user_cost(user: Any, *, since: datetime | None = None) -> Decimal:
+def user_cost(user: User, *, since: datetime | None = None) -> Decimal:
     """The dollars the turns of ``user``'s conversations cost, since ``since`` if given
     (one aggregate query)."""
     messages = Message.objects.filter(conversation__owner=user)

@@ -40,6 +40,7 @@ from llm_conversations.models import (
     Run,
     chat_message_from_row,
 )
+from llm_conversations.users import User
 
 __all__ = [
     "CHUNK_SIZE",
@@ -75,7 +76,7 @@ class FeedbackFilter(StrEnum):
 
 def select_conversations(
     *,
-    owners: Iterable[Any] = (),
+    owners: Iterable[User] = (),
     since: datetime | None = None,
     until: datetime | None = None,
     feedback: FeedbackFilter | None = None,

@@ -18,6 +18,7 @@ from llm_conversations.core.messages import Role
 from llm_conversations.core.text import text_problem
 from llm_conversations.exceptions import FeedbackError
 from llm_conversations.models import MAX_COMMENT_CHARS, Feedback, Message, Rating
+from llm_conversations.users import AnyUser, User
 
 __all__ = ["FEEDBACK_COLUMNS", "check_rating", "delete_feedback", "rate_message", "with_feedback"]
 
@@ -45,7 +46,7 @@ def check_rating(message: Message, rating: Any, comment: Any) -> None:
         raise FeedbackError("invalid_text", f"{problem} cannot be stored.", field="comment")
 
 
-def rate_message(message: Message, user: Any, rating: int, comment: str = "") -> Feedback:
+def rate_message(message: Message, user: User, rating: int, comment: str = "") -> Feedback:
     """Store ``user``'s rating of an assistant ``message``, or change the one stored.
 
     Raises :class:`~llm_conversations.exceptions.FeedbackError` and stores
@@ -59,13 +60,13 @@ def rate_message(message: Message, user: Any, rating: int, comment: str = "") ->
     return feedback
 
 
-def delete_feedback(message: Message, user: Any) -> bool:
+def delete_feedback(message: Message, user: User) -> bool:
     """Remove ``user``'s rating of ``message``; whether there was one."""
     deleted, _ = Feedback.objects.filter(message=message, user=user).delete()
     return bool(deleted)
 
 
-def with_feedback(rows: QuerySet[Message], user: Any) -> QuerySet[Message]:
+def with_feedback(rows: QuerySet[Message], user: AnyUser) -> QuerySet[Message]:
     """``rows`` with ``user``'s rating and comment as ``FEEDBACK_COLUMNS``, by one join.
 
     ``None`` where the user has not rated the message (or is anonymous). The

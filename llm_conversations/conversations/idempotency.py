@@ -20,6 +20,7 @@ from django.utils.translation import gettext
 from llm_conversations.conf import conf
 from llm_conversations.exceptions import IdempotencyKeyError
 from llm_conversations.models import IdempotencyKey
+from llm_conversations.users import User
 
 __all__ = ["claim", "complete", "expired_before", "release"]
 
@@ -29,7 +30,7 @@ def expired_before(now: datetime | None = None) -> datetime:
     return (now or timezone.now()) - timedelta(seconds=conf.IDEMPOTENCY_KEY_TTL)
 
 
-def claim(user: Any, key: str, request: str, body_hash: str) -> tuple[IdempotencyKey, bool]:
+def claim(user: User, key: str, request: str, body_hash: str) -> tuple[IdempotencyKey, bool]:
     """The key's row and whether this call claimed it (``False``: it holds an answer).
 
     Raises ``IdempotencyKeyError`` when the key named another request or body

@@ -58,6 +58,7 @@ from llm_conversations.models import (
     PendingCall,
     Run,
 )
+from llm_conversations.users import User
 
 __all__ = ["Imported", "Importer"]
 
@@ -111,14 +112,14 @@ class Importer:
     ``line`` is the number of the line being read, for error reports.
     """
 
-    def __init__(self, *, default_owner: Any = None, skip_existing: bool = False) -> None:
+    def __init__(self, *, default_owner: User | None = None, skip_existing: bool = False) -> None:
         self.default_owner = default_owner
         self.skip_existing = skip_existing
         self.line = 0
         self.imported = Imported()
         # The format version of the line being imported.
         self.version = FORMAT_VERSION
-        self._users: dict[str, Any] = {}
+        self._users: dict[str, User | None] = {}
 
     def import_lines(self, lines: Iterable[str]) -> Imported:
         """Import each non-blank line; raises :class:`InvalidImport` (or another
@@ -208,7 +209,7 @@ class Importer:
         source = uuid_value(value, "forked_from")
         return source if Conversation.objects.filter(pk=source).exists() else None
 
-    def _user(self, username: Any, field: str) -> Any:
+    def _user(self, username: Any, field: str) -> User | None:
         if not isinstance(username, str):
             raise invalid(field, "must be a username")
         if username not in self._users:
@@ -218,7 +219,7 @@ class Importer:
             ).first()
         return self._users[username]
 
-    def _owner(self, username: Any) -> Any:
+    def _owner(self, username: Any) -> User | None:
         if username is None:
             return None
         user = self._user(username, "owner")

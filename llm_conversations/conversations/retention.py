@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
@@ -45,6 +44,7 @@ from llm_conversations.models import (
     RunEvent,
     RunStatus,
 )
+from llm_conversations.users import User
 
 __all__ = [
     "BATCH_SIZE",
@@ -234,7 +234,7 @@ class UserDataDeleted:
     attachments: int = 0
 
 
-def delete_user_data(user: Any, *, batch_size: int = CONVERSATION_BATCH_SIZE) -> UserDataDeleted:
+def delete_user_data(user: User, *, batch_size: int = CONVERSATION_BATCH_SIZE) -> UserDataDeleted:
     """Delete every conversation ``user`` owns, every rating they gave and every
     attachment they uploaded (files included).
 

@@ -47,6 +47,7 @@ from llm_conversations.models import (
     chat_message_from_row,
 )
 from llm_conversations.signals import message_appended
+from llm_conversations.users import User
 
 __all__ = [
     "ConversationRef",
@@ -76,7 +77,7 @@ def conversation_pk(conversation: ConversationRef) -> uuid.UUID:
 
 def create_conversation(
     *,
-    owner: Any = None,
+    owner: User | None = None,
     title: str = "",
     metadata: dict[str, Any] | None = None,
     messages: Iterable[MessageInput] = (),

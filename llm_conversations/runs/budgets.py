@@ -36,6 +36,7 @@ from llm_conversations.core.tokens import (
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.models import Conversation, ConversationSummary, Message, Run
 from llm_conversations.providers.model_catalog import model_info
+from llm_conversations.users import User
 
 __all__ = ["BudgetGuard", "budgets_configured", "check_start", "limits_for", "spent"]
 
@@ -55,7 +56,7 @@ def budgets_configured() -> bool:
     )
 
 
-def limits_for(user: Any) -> Limits:
+def limits_for(user: User | None) -> Limits:
     """The limits of ``user`` (``None``: a conversation without owner): the
     settings, each replaced by the ``BUDGET_HOOK``'s value for a key it returns."""
     values: dict[str, Any] = {
@@ -64,7 +65,7 @@ def limits_for(user: Any) -> Limits:
         "conversation": conf.CONVERSATION_BUDGET,
     }
     if conf.BUDGET_HOOK and user is not None:
-        hook: Callable[[Any], Mapping[str, Any] | None] = import_string(conf.BUDGET_HOOK)
+        hook: Callable[[User], Mapping[str, Any] | None] = import_string(conf.BUDGET_HOOK)
         own = hook(user) or {}
         for key in set(own) - set(_KEYS):
             raise ImproperlyConfigured(f"BUDGET_HOOK returned an unknown key {key!r}.")
@@ -141,7 +142,7 @@ def check_start(conversation_id: Any) -> None:
         raise error
 
 
-def _owner(owner_id: Any) -> Any:
+def _owner(owner_id: Any) -> User | None:
     if owner_id is None:
         return None
     from django.contrib.auth import get_user_model
@@ -149,7 +150,7 @@ def _owner(owner_id: Any) -> Any:
     return get_user_model().objects.get(pk=owner_id)
 
 
-def _pk(user: Any) -> Any:
+def _pk(user: User | None) -> Any:
     return None if user is None else user.pk
 
 

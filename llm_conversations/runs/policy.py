@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.utils.module_loading import import_string
@@ -25,6 +24,7 @@ from llm_conversations.core.parameters import ParameterSupport
 from llm_conversations.exceptions import RunNotPermitted, TooManyActiveRuns
 from llm_conversations.models import ACTIVE_RUN_STATUSES, Run
 from llm_conversations.providers.registry import backend_class
+from llm_conversations.users import AnyUser
 
 __all__ = [
     "PermittedProvider",
@@ -47,19 +47,19 @@ class RunPolicy:
     user (``request.user`` in the API); ``None`` means no restriction.
     """
 
-    def allowed_providers(self, user: Any) -> Collection[str] | None:
+    def allowed_providers(self, user: AnyUser) -> Collection[str] | None:
         """Names of ``PROVIDERS`` the user may run with."""
         return None if user.is_authenticated else ()
 
-    def allowed_models(self, user: Any, provider: str) -> Collection[str] | None:
+    def allowed_models(self, user: AnyUser, provider: str) -> Collection[str] | None:
         """Models of ``provider`` (its ``MODEL`` and ``MODELS``) the user may ask for."""
         return None if user.is_authenticated else ()
 
-    def allowed_tools(self, user: Any) -> Collection[str] | None:
+    def allowed_tools(self, user: AnyUser) -> Collection[str] | None:
         """Names of tools (as ``GET tools/`` lists them) a run of the user may offer."""
         return None if user.is_authenticated else ()
 
-    def max_iterations(self, user: Any) -> int | None:
+    def max_iterations(self, user: AnyUser) -> int | None:
         """The highest ``max_iterations`` the user may ask for (``MAX_ITERATIONS_LIMIT`` bounds it
         anyway)."""
         return None if user.is_authenticated else 0
@@ -90,7 +90,7 @@ class RunRequest:
         return cls(run.provider, run.model, tuple(run.offered_tool_names), run.max_iterations)
 
 
-def check_run(user: Any, request: RunRequest, policy: RunPolicy | None = None) -> None:
+def check_run(user: AnyUser, request: RunRequest, policy: RunPolicy | None = None) -> None:
     """Raise :class:`RunNotPermitted` for the first thing ``request`` asks beyond the
     user's policy: provider, model, a tool, then the iteration limit."""
     policy = policy or run_policy()
@@ -121,7 +121,7 @@ def check_run(user: Any, request: RunRequest, policy: RunPolicy | None = None) -
         )
 
 
-def default_iterations(user: Any, policy: RunPolicy | None = None) -> int:
+def default_iterations(user: AnyUser | None, policy: RunPolicy | None = None) -> int:
     """``MAX_ITERATIONS``, lowered to what the user may ask for (at least 1); no
     user, no policy."""
     default = conf.MAX_ITERATIONS
@@ -131,7 +131,9 @@ def default_iterations(user: Any, policy: RunPolicy | None = None) -> int:
     return default if highest is None else max(1, min(default, highest))
 
 
-def permitted_tools(user: Any, names: Iterable[str], policy: RunPolicy | None = None) -> list[str]:
+def permitted_tools(
+    user: AnyUser, names: Iterable[str], policy: RunPolicy | None = None
+) -> list[str]:
     """The ones of ``names`` the user may offer, in order."""
     allowed = (policy or run_policy()).allowed_tools(user)
     return [name for name in names if _allows(allowed, name)]
@@ -152,7 +154,7 @@ class PermittedProvider:
     """The run parameters its adapter honours."""
 
 
-def permitted_providers(user: Any, policy: RunPolicy | None = None) -> list[PermittedProvider]:
+def permitted_providers(user: AnyUser, policy: RunPolicy | None = None) -> list[PermittedProvider]:
     """The providers the user may run with, in settings order, with their permitted models.
 
     Read from the entries and adapter classes: no provider is built and no
@@ -181,7 +183,7 @@ def permitted_providers(user: Any, policy: RunPolicy | None = None) -> list[Perm
     return found
 
 
-def lock_active_runs(user: Any) -> None:
+def lock_active_runs(user: AnyUser | None) -> None:
     """In a transaction: lock the user's row and refuse a new active run over
     ``MAX_ACTIVE_RUNS_PER_USER`` (:class:`TooManyActiveRuns`).
 

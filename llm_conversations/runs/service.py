@@ -55,6 +55,7 @@ from llm_conversations.runs.context_window import check_strategy
 from llm_conversations.runs.events import LoopEvent, RunEnded, RunFailed
 from llm_conversations.runs.rounds import execute_rounds
 from llm_conversations.tools import ToolRegistry, default_registry
+from llm_conversations.users import AnyUser
 
 __all__ = ["RunRef", "ToolLoopService", "enqueue_run", "execute_run"]
 
@@ -112,7 +113,7 @@ class ToolLoopService:
         tools: Iterable[str] | None = None,
         max_iterations: int | None = None,
         background: bool = False,
-        user: Any = None,
+        user: AnyUser | None = None,
         context_strategy: str | None = None,
         **parameters: Unpack[RunParameterInput],
     ) -> Run:
@@ -151,14 +152,14 @@ class ToolLoopService:
                 field="max_iterations",
             )
         name, backend = self._provider_for(provider)
-        if tools is None and rules is not None:
+        if tools is None and user is not None:
             tools = policy.permitted_tools(user, self.registry.names(), rules)
         try:
             offered = self.registry if tools is None else self.registry.subset(tools)
         except ToolError as exc:
             raise exc.within("tools") from None
         chosen = RunParameters.from_input(parameters)
-        if rules is not None:
+        if user is not None:
             model = chosen.model or backend.model
             asked = policy.RunRequest(name, model, tuple(offered.names()), limit)
             policy.check_run(user, asked, rules)
@@ -281,7 +282,7 @@ class ToolLoopService:
         """
         return self._after_action(runs.submit_outputs(_run_pk(run), outputs), resume)
 
-    def retry(self, run: RunRef, *, background: bool = False, user: Any = None) -> Run:
+    def retry(self, run: RunRef, *, background: bool = False, user: AnyUser | None = None) -> Run:
         """Run a failed run again from its stored turns, as a new attempt.
 
         Raises ``RunStateError("run_not_failed")`` for a run that did not fail

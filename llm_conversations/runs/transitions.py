@@ -52,6 +52,7 @@ from llm_conversations.runs import policy
 from llm_conversations.runs.event_log import EventItem, record
 from llm_conversations.signals import run_finished
 from llm_conversations.tools import tool_result_message
+from llm_conversations.users import AnyUser
 
 __all__ = [
     "cancel_run",
@@ -295,7 +296,7 @@ def submit_outputs(run_id: uuid.UUID | str, outputs: Mapping[str, Any]) -> Run:
     return run
 
 
-def requeue_failed(run_id: uuid.UUID | str, *, user: Any = None) -> Run:
+def requeue_failed(run_id: uuid.UUID | str, *, user: AnyUser | None = None) -> Run:
     """Queue a failed run again; its error is cleared and the next claim is a new attempt.
 
     With a ``user``, ``MAX_ACTIVE_RUNS_PER_USER`` applies (``TooManyActiveRuns``).

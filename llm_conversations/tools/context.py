@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from llm_conversations.exceptions import ToolError
+from llm_conversations.users import User
 
 if TYPE_CHECKING:
     from llm_conversations.models import Conversation, Run
@@ -34,7 +35,7 @@ class ToolContext:
     tool should read anything that changes from the database.
     """
 
-    user: Any
+    user: User | None
     conversation: Conversation
     run: Run
     call_id: str

@@ -24,6 +24,7 @@ from llm_conversations.conversations.export import (
     select_conversations,
     write_lines,
 )
+from llm_conversations.users import User
 
 
 def moment(value: str) -> datetime:
@@ -35,7 +36,7 @@ def moment(value: str) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def users(usernames: list[str]) -> list[Any]:
+def users(usernames: list[str]) -> list[User]:
     """The users named, or a ``CommandError`` naming one that does not exist."""
     model = get_user_model()
     found = []
