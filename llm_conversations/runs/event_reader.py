@@ -22,6 +22,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
+from enum import Enum
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
@@ -123,25 +124,46 @@ def read_page(run_id: uuid.UUID | str, after_id: int, limit: int = PAGE_SIZE) ->
     )
 
 
-class _Clock:
-    """When the next heartbeat is due, and how long to wait until the next read."""
+class _Next(Enum):
+    READ = "read"
+    WAIT = "wait"
+    END = "end"
 
-    def __init__(self, heartbeat: float | None) -> None:
+
+class _Cursor:
+    """Where a reader stands in a run's log, when its next heartbeat is due, and
+    what each page it read means: what :func:`follow` and :func:`afollow` share."""
+
+    def __init__(self, after_id: int, heartbeat: float | None) -> None:
+        self.after_id = after_id
         self._heartbeat = heartbeat
         self._last = time.monotonic()
 
-    def sent(self) -> None:
+    def advance(self, page: Page) -> _Next:
+        """Past ``page`` (yielded first when it has events): read again, wait, or end."""
+        if not page.events:
+            return _Next.END if page.stopped else _Next.WAIT
         self._last = time.monotonic()
+        self.after_id = page.events[-1].id
+        if page.ended:
+            return _Next.END
+        return _Next.READ if page.full else _Next.WAIT
 
     def wait_for(self) -> float:
+        """Seconds to wait for a wake-up before reading again."""
         poll = LISTEN_POLL_SECONDS if listener.listening else POLL_SECONDS
         if self._heartbeat is None:
             return poll
         due = self._last + self._heartbeat - time.monotonic()
         return max(0.0, min(poll, due))
 
-    def heartbeat_due(self) -> bool:
-        return self._heartbeat is not None and time.monotonic() - self._last >= self._heartbeat
+    def beat(self) -> bool:
+        """Whether a heartbeat is due now (it counts as sent)."""
+        now = time.monotonic()
+        if self._heartbeat is None or now - self._last < self._heartbeat:
+            return False
+        self._last = now
+        return True
 
 
 def follow(
@@ -157,25 +179,20 @@ def follow(
     after the page that ends a stream, or when the run no longer executes and
     nothing is left to read.
     """
-    clock = _Clock(heartbeat)
+    cursor = _Cursor(after_id, heartbeat)
     with listener.subscribe(run_id) as waiter:
         while True:
             waiter.clear()  # before reading: a commit after the read wakes the wait
-            page = read_page(run_id, after_id, limit)
+            page = read_page(run_id, cursor.after_id, limit)
             if page.events:
                 yield page
-                clock.sent()
-                after_id = page.events[-1].id
-                if page.ended:
-                    return
-                if page.full:
-                    continue
-            elif page.stopped:
+            following = cursor.advance(page)
+            if following is _Next.END:
                 return
-            waiter.wait(clock.wait_for())
-            if clock.heartbeat_due():
-                yield None
-                clock.sent()
+            if following is _Next.WAIT:
+                waiter.wait(cursor.wait_for())
+                if cursor.beat():
+                    yield None
 
 
 def _read_page_in_pool(run_id: uuid.UUID | str, after_id: int, limit: int) -> Page:
@@ -200,26 +217,21 @@ async def afollow(
     the request's own, so many open streams share a few connections.
     """
     read = sync_to_async(_read_page_in_pool, thread_sensitive=False)
-    clock = _Clock(heartbeat)
+    cursor = _Cursor(after_id, heartbeat)
     with listener.subscribe(run_id) as waiter:
         waiter.bind()
         while True:
             waiter.clear()
-            page = await read(run_id, after_id, limit)
+            page = await read(run_id, cursor.after_id, limit)
             if page.events:
                 yield page
-                clock.sent()
-                after_id = page.events[-1].id
-                if page.ended:
-                    return
-                if page.full:
-                    continue
-            elif page.stopped:
+            following = cursor.advance(page)
+            if following is _Next.END:
                 return
-            await waiter.await_(clock.wait_for())
-            if clock.heartbeat_due():
-                yield None
-                clock.sent()
+            if following is _Next.WAIT:
+                await waiter.await_(cursor.wait_for())
+                if cursor.beat():
+                    yield None
 
 
 def started_call_ids(run_id: uuid.UUID | str) -> set[str]:
