@@ -8,9 +8,18 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install run test lint typecheck bench wheel-check clean
+.PHONY: install run test lint typecheck bench wheel-check clean FORCE
 
-$(BIN)/.installed: requirements.txt pyproject.toml
+# requirements.txt installs the app editable in strict mode, a tree of links to
+# the package's files: when a file is added to or removed from the package, the
+# list below changes and the next make installs again to link it.
+PACKAGE_FILES := $(VENV)/.package-files
+$(PACKAGE_FILES): FORCE
+	@mkdir -p $(@D)
+	@find llm_conversations -name __pycache__ -prune -o -type f -print | LC_ALL=C sort >$@.new
+	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
+
+$(BIN)/.installed: requirements.txt pyproject.toml $(PACKAGE_FILES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check --upgrade pip
 	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.txt
@@ -60,3 +69,5 @@ wheel-check: install
 
 clean:
 	rm -rf $(VENV) .venv-py312 .venv-py313 build dist *.egg-info db.sqlite3 test-artifacts tests/node_modules
+
+FORCE:
