@@ -6,6 +6,13 @@ final answer of a run is read as JSON and validated with ``jsonschema``:
 :meth:`ResponseFormat.judge` gives the parsed value or what is wrong with it,
 in words meant for the model, which gets them in a repair round.
 
+Schemas come from clients (a run's ``response_format``) and from tool
+definitions, so validating with one must not reach out or run away: a
+schema may reference only its own definitions (``"$ref": "#/..."``; no
+reference is ever retrieved), its ``pattern`` and ``patternProperties``
+regexes run on the ``regex`` engine with a time budget, and a whole
+validation ends by a deadline (:data:`VALIDATION_SECONDS`).
+
 This module imports nothing from Django and nothing from httpx.
 """
 
@@ -13,13 +20,18 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
 import jsonschema.exceptions
 import jsonschema.protocols
+import jsonschema.validators
+import regex
+from referencing import Registry
 
 from llm_conversations.core.messages import ChatMessage, Role
 from llm_conversations.core.text import json_problem
@@ -27,11 +39,15 @@ from llm_conversations.exceptions import ParameterError
 
 __all__ = [
     "REPAIR_PROMPT",
+    "VALIDATION_SECONDS",
     "ResponseFormat",
+    "SchemaTimeout",
     "Verdict",
     "describes_object",
+    "errors_within",
     "json_schema_validator",
     "map_subschemas",
+    "reference_problem",
     "repairs_so_far",
 ]
 
@@ -52,15 +68,103 @@ _DATA_KEYS = frozenset({"default", "enum", "const", "examples"})
 _FENCE = re.compile(r"^```[A-Za-z]*\s*\n(.*)\n```$", re.DOTALL)
 
 
+# Seconds one validation may take in all, and so at most one regex search.
+VALIDATION_SECONDS = 1.0
+# Keywords whose string value is a reference to resolve.
+_REFERENCE_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
+
+_deadline: ContextVar[float | None] = ContextVar("llm_conversations_schema_deadline", default=None)
+
+
+class SchemaTimeout(TimeoutError):
+    """A validation ran past its deadline (a regex search included)."""
+
+
+def _search(pattern: str, text: str) -> bool:
+    deadline = _deadline.get()
+    budget = VALIDATION_SECONDS if deadline is None else deadline - time.monotonic()
+    if budget <= 0:
+        raise SchemaTimeout
+    try:
+        return regex.search(pattern, text, timeout=budget) is not None
+    except TimeoutError:
+        raise SchemaTimeout from None
+
+
+def _pattern(
+    validator: Any, pattern: str, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
+    if validator.is_type(instance, "string") and not _search(pattern, instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(
+    validator: Any, patterns: Mapping[str, Any], instance: Any, schema: Mapping[str, Any]
+) -> Iterator[jsonschema.ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def reference_problem(schema: Any) -> str | None:
+    """The first reference of ``schema`` to anything but its own definitions, described."""
+    found: list[str] = []
+
+    def check(node: dict[str, Any]) -> dict[str, Any]:
+        for key in _REFERENCE_KEYS:
+            target = node.get(key)
+            if key in node and not (isinstance(target, str) and target.startswith("#")):
+                found.append(f"{key} {target!r}")
+        return node
+
+    map_subschemas(schema, check)
+    return found[0] if found else None
+
+
 def json_schema_validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
     """A validator for ``schema`` (its ``$schema``, else Draft 2020-12).
 
-    Raises ``jsonschema.SchemaError`` when the schema itself is invalid.
+    Raises ``jsonschema.SchemaError`` when the schema itself is invalid, or
+    references anything but its own definitions. Its registry retrieves
+    nothing, and its regexes run with a time budget (:func:`errors_within`).
     """
+    problem = reference_problem(schema)
+    if problem is not None:
+        raise jsonschema.SchemaError(
+            f"{problem}: only references to the schema's own definitions (#...) are allowed"
+        )
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     # types-jsonschema narrows check_schema to dict; jsonschema takes any Mapping.
     cls.check_schema(schema)  # type: ignore[arg-type]
-    return cls(schema)
+    # types-jsonschema leaves extend() untyped; it returns a validator class like cls.
+    bounded = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+        cls, {"pattern": _pattern, "patternProperties": _pattern_properties}
+    )
+    validator: jsonschema.protocols.Validator = bounded(schema, registry=Registry())
+    return validator
+
+
+def errors_within(
+    validator: jsonschema.protocols.Validator,
+    instance: Any,
+    seconds: float = VALIDATION_SECONDS,
+) -> Iterator[jsonschema.ValidationError]:
+    """``validator``'s errors for ``instance``; :class:`SchemaTimeout` past ``seconds``.
+
+    The deadline holds between errors and inside each regex search.
+    """
+    deadline = time.monotonic() + seconds
+    token = _deadline.set(deadline)
+    try:
+        for error in validator.iter_errors(instance):
+            yield error
+            if time.monotonic() > deadline:
+                raise SchemaTimeout
+    finally:
+        _deadline.reset(token)
 
 
 def map_subschemas(node: Any, change: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
@@ -98,6 +202,8 @@ class Verdict:
 
     value: Any = None
     problem: str | None = None
+    # The answer could not be checked in time: another answer will fare no better.
+    timed_out: bool = False
 
     @property
     def valid(self) -> bool:
@@ -128,6 +234,14 @@ class ResponseFormat:
                 "invalid_response_format",
                 f"{problem.why} cannot be stored.",
                 field=problem.path,
+            )
+        reference = reference_problem(self.schema)
+        if reference is not None:
+            raise ParameterError(
+                "remote_schema_reference",
+                f"response_format may reference only its own definitions (#...); "
+                f"{reference} is not one.",
+                field="response_format",
             )
         try:
             json_schema_validator(self.schema)
@@ -200,9 +314,14 @@ class ResponseFormat:
         problem = json_problem(value)
         if problem is not None:
             return Verdict(problem=_cut(f"{problem.why} cannot be stored."))
-        error = jsonschema.exceptions.best_match(
-            json_schema_validator(self.schema).iter_errors(value)
-        )
+        validator = json_schema_validator(self.schema)
+        try:
+            error = jsonschema.exceptions.best_match(errors_within(validator, value))
+        except SchemaTimeout:
+            return Verdict(
+                problem=f"the answer could not be checked within {VALIDATION_SECONDS:g} s.",
+                timed_out=True,
+            )
         if error is not None:
             where = "/".join(str(part) for part in error.absolute_path)
             at = f"at /{where}" if where else "at the top level"

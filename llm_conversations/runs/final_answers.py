@@ -62,13 +62,24 @@ def repairs(parameters: RunParameters, history: Sequence[ChatMessage], iteration
 
 
 def repair_or_fail(run: Run, verdict: Verdict, done: int, *, where: Q) -> Steps:
-    """Store a repair prompt while repair rounds are left (the loop goes on), else fail."""
-    if done < conf.STRUCTURED_OUTPUT_REPAIRS:
+    """Store a repair prompt while repair rounds are left (the loop goes on), else fail.
+
+    An answer that could not be checked in time fails at once: the schema, not
+    the answer, is what takes too long.
+    """
+    if done < conf.STRUCTURED_OUTPUT_REPAIRS and not verdict.timed_out:
         return (yield from _ask_again(run, verdict))
-    error = InvalidOutput(
-        f"the answer did not match the response_format after {done} repair round(s): "
-        f"{verdict.problem}"
-    )
+    return (yield from _fail(run, verdict, done, where=where))
+
+
+def _fail(run: Run, verdict: Verdict, done: int, *, where: Q) -> Steps:
+    if verdict.timed_out:
+        error = InvalidOutput(f"the response_format could not judge the answer: {verdict.problem}")
+    else:
+        error = InvalidOutput(
+            f"the answer did not match the response_format after {done} repair round(s): "
+            f"{verdict.problem}"
+        )
     reason = TerminationReason.INVALID_OUTPUT
     yield RunFailed(runs.finish(run, RunStatus.FAILED, reason, error, where=where))
     return False
@@ -93,6 +104,8 @@ def resume_with_answer(run: Run, schema: ResponseFormat, answer: ChatMessage, *,
         reason = TerminationReason.COMPLETED
         yield RunCompleted(runs.finish(run, RunStatus.COMPLETED, reason, where=where))
         return False
+    if verdict.timed_out:
+        return (yield from _fail(run, verdict, 0, where=where))
     return (yield from _ask_again(run, verdict))
 
 

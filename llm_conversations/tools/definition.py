@@ -13,6 +13,7 @@ import pydantic
 from asgiref.sync import async_to_sync
 
 from llm_conversations.core.messages import ChatMessage, InvalidMessage, ToolCall
+from llm_conversations.core.structured import VALIDATION_SECONDS, SchemaTimeout, errors_within
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.exceptions import ToolArgumentsError, ToolError
 from llm_conversations.tools.context import ToolContext, context_parameter
@@ -169,7 +170,14 @@ class Tool:
             # Only arguments the model sent: the function's own defaults apply to the rest.
             aliases = {key: info.alias or key for key, info in type(validated).model_fields.items()}
             return {aliases[key]: getattr(validated, key) for key in validated.model_fields_set}
-        errors = sorted(self._validator.iter_errors(call.arguments), key=lambda e: list(e.path))
+        try:
+            errors = sorted(
+                errors_within(self._validator, call.arguments), key=lambda e: list(e.path)
+            )
+        except SchemaTimeout:
+            raise ToolArgumentsError(
+                f"{prefix}: the arguments could not be checked within {VALIDATION_SECONDS:g} s"
+            ) from None
         if errors:
             problems = [
                 cut(

@@ -19,7 +19,7 @@ Respond = Callable[[BaseHTTPRequestHandler], None]
 
 
 class LocalHTTPServer(ThreadingHTTPServer):
-    """Serves POST requests with ``respond``; each handler has the request ``body`` read.
+    """Serves POST (and GET) requests with ``respond``; each handler has the request ``body`` read.
 
     ``stop`` is set when the server closes, so a handler that drips or hangs
     stops waiting (wait on it rather than sleeping).
@@ -36,6 +36,9 @@ class LocalHTTPServer(ThreadingHTTPServer):
                 self.body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 with contextlib.suppress(OSError, ValueError):  # the client hung up
                     respond(self)
+
+            # A GET has no body; tests that must see any request at all serve it too.
+            do_GET = do_POST
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
