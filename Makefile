@@ -12,12 +12,13 @@ BIN := $(VENV)/bin
 
 # requirements.txt installs the app editable in strict mode, a tree of links to
 # the package's files: when a file is added to or removed from the package, the
-# list below changes and the next make installs again to link it.
+# list below changes and the next make installs again to link it (the list is
+# written through a file of the shell's own, for makes running side by side).
 PACKAGE_FILES := $(VENV)/.package-files
 $(PACKAGE_FILES): FORCE
 	@mkdir -p $(@D)
-	@find llm_conversations -name __pycache__ -prune -o -type f -print | LC_ALL=C sort >$@.new
-	@if cmp -s $@.new $@; then rm $@.new; else mv $@.new $@; fi
+	@find llm_conversations -name __pycache__ -prune -o -type f -print | LC_ALL=C sort >$@.$$$$ && \
+		if cmp -s $@.$$$$ $@; then rm $@.$$$$; else mv $@.$$$$ $@; fi
 
 $(BIN)/.installed: requirements.txt pyproject.toml $(PACKAGE_FILES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
