@@ -1,6 +1,6 @@
 """Fork a 5,000-message conversation.
 
-Prints the median time and the queries of ``services.forks.fork`` (one
+Prints the median time and the queries of ``runs.forks.fork`` (one
 ``INSERT ... SELECT`` in the store) for 50 and 5,000 messages, against a
 baseline that copies the same rows through Python: one read, then
 ``bulk_create`` in batches of 1,000 (what the ORM offers without raw SQL),

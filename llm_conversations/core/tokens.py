@@ -9,7 +9,7 @@ estimates them beforehand. Two counters exist:
   text outside ASCII by its UTF-8 bytes over :data:`WIDE_BYTES_PER_TOKEN` (a
   CJK character is three bytes and about one token). It reads each text once
   with C-speed string methods, so 5,000 messages take about 2 ms; measured
-  against ``cl100k_base`` on the corpus of ``tests/test_tokens.py`` its error
+  against ``cl100k_base`` on the corpus of ``tests/core/test_tokens.py`` its error
   on a conversation stays within 20% (the test prints the figures).
 - ``tiktoken`` (the ``tiktoken`` extra), used for OpenAI-style models when it is
   installed and its encoding files can be loaded (:func:`counter_for`).
@@ -58,7 +58,7 @@ __all__ = [
 Counter = Callable[[str], int]
 """Counts the tokens of one text."""
 
-# The heuristic's constants, tuned on the corpus of tests/test_tokens.py against
+# The heuristic's constants, tuned on the corpus of tests/core/test_tokens.py against
 # cl100k_base (prose, code, logs, JSON arguments, German and Japanese text).
 ASCII_CHARS_PER_TOKEN = 3.0
 """ASCII characters per token, spaces aside."""

@@ -23,7 +23,7 @@ from llm_conversations.core.parameters import RunParameters
 from llm_conversations.core.structured import ResponseFormat, Verdict, repairs_so_far
 from llm_conversations.exceptions import InvalidOutput
 from llm_conversations.models import Run, RunStatus, TerminationReason
-from llm_conversations.runs import transitions as runs
+from llm_conversations.runs import transitions
 from llm_conversations.runs.events import LoopEvent, MessageStored, RunCompleted, RunFailed
 
 __all__ = ["ends_with_answer", "judge", "repair_or_fail", "repairs", "resume_with_answer", "stored"]
@@ -81,7 +81,7 @@ def _fail(run: Run, verdict: Verdict, done: int, *, where: Q) -> Steps:
             f"{verdict.problem}"
         )
     reason = TerminationReason.INVALID_OUTPUT
-    yield RunFailed(runs.finish(run, RunStatus.FAILED, reason, error, where=where))
+    yield RunFailed(transitions.finish(run, RunStatus.FAILED, reason, error, where=where))
     return False
 
 
@@ -102,7 +102,7 @@ def resume_with_answer(run: Run, schema: ResponseFormat, answer: ChatMessage, *,
     verdict = schema.judge(answer.content)
     if verdict.valid:
         reason = TerminationReason.COMPLETED
-        yield RunCompleted(runs.finish(run, RunStatus.COMPLETED, reason, where=where))
+        yield RunCompleted(transitions.finish(run, RunStatus.COMPLETED, reason, where=where))
         return False
     if verdict.timed_out:
         return (yield from _fail(run, verdict, 0, where=where))
@@ -111,7 +111,7 @@ def resume_with_answer(run: Run, schema: ResponseFormat, answer: ChatMessage, *,
 
 def _ask_again(run: Run, verdict: Verdict) -> Steps:
     """Store the repair prompt for ``verdict``; False when the run stopped meanwhile."""
-    row = runs.store_repair_prompt(run, ChatMessage.user(verdict.repair_prompt()))
+    row = transitions.store_repair_prompt(run, ChatMessage.user(verdict.repair_prompt()))
     if row is None:
         return False
     yield MessageStored(row)

@@ -1,13 +1,11 @@
-"""Who executes a run: leases, their renewal, and recovering runs whose worker died.
+"""Who executes a run: leases and their renewal.
 
 A process claims a run with a conditional update that sets a lease (an owner
 and an expiry) and counts the attempt; it renews the lease between steps and,
 while a model or a tool works, from a heartbeat thread. Every write the loop
 makes is conditional on still holding the lease, so two processes never both
-execute one run. :func:`reap_runs` requeues runs whose lease expired, up to
-``MAX_ATTEMPTS`` attempts, then fails them with ``worker_lost``; it also
-enqueues another task for a background run still queued ``REQUEUE_SECONDS``
-after its last one was enqueued.
+execute one run. Runs whose lease expired are recovered by
+:mod:`llm_conversations.runs.reaper`.
 """
 
 from __future__ import annotations

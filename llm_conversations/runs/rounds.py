@@ -24,11 +24,14 @@ from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.exceptions import RunStateError
 from llm_conversations.models import Decision, Run, RunStatus, TerminationReason
 from llm_conversations.providers import Provider, ResponseCompleted
-from llm_conversations.runs import event_log as run_log
-from llm_conversations.runs import event_reader as run_events
-from llm_conversations.runs import final_answers as answers
-from llm_conversations.runs import leases, tool_answers
-from llm_conversations.runs import transitions as runs
+from llm_conversations.runs import (
+    event_log,
+    event_reader,
+    final_answers,
+    leases,
+    tool_answers,
+    transitions,
+)
 from llm_conversations.runs.budgets import BudgetGuard
 from llm_conversations.runs.context_window import ContextWindow
 from llm_conversations.runs.events import (
@@ -59,7 +62,7 @@ def execute_rounds(
     ``registry`` is read once (MCP tool lists may refresh meanwhile); the
     history is read once and kept, every append checking it is still whole.
     """
-    mine = runs.held(run)
+    mine = transitions.held(run)
     specs = run.offered_tools
     parameters = run.run_parameters
     offered = ToolRegistry(registry.get(spec.name) for spec in specs if spec.name in registry)
@@ -67,7 +70,7 @@ def execute_rounds(
     # every append checks that this copy is still the whole conversation.
     history = load_messages(run.conversation_id)
     # After a lost worker, a call an earlier attempt logged as started may have run.
-    ran_before = run_events.started_call_ids(run.pk) if run.attempts > 1 else set()
+    ran_before = event_reader.started_call_ids(run.pk) if run.attempts > 1 else set()
     logged: set[str] = set()  # calls this execution logged as started
     model = parameters.model or provider.model
     window = ContextWindow.for_run(run, model, parameters)
@@ -82,11 +85,13 @@ def execute_rounds(
                 "run_timeout",
                 f"the run took longer than RUN_TIMEOUT ({conf.RUN_TIMEOUT:g} s).",
             )
-            yield RunFailed(runs.finish(run, RunStatus.FAILED, TerminationReason.TIMEOUT, late))
+            yield RunFailed(
+                transitions.finish(run, RunStatus.FAILED, TerminationReason.TIMEOUT, late)
+            )
             return
         schema = parameters.response_format
-        if schema is not None and answers.ends_with_answer(run, history):
-            if (yield from answers.resume_with_answer(run, schema, history[-1], where=mine)):
+        if schema is not None and final_answers.ends_with_answer(run, history):
+            if (yield from final_answers.resume_with_answer(run, schema, history[-1], where=mine)):
                 history = load_messages(run.conversation_id)  # with the repair prompt
                 continue
             return
@@ -95,18 +100,21 @@ def execute_rounds(
             calls = [c for c in _last_tool_calls(history) if c.id in pending]
             waiting = tool_answers.waiting_calls(calls, offered, run)
             if waiting:
-                yield RunRequiresAction(runs.pause(run, waiting))
+                yield RunRequiresAction(transitions.pause(run, waiting))
                 return
             started = [c for c in calls if run.decision(c.id) is not Decision.DENIED]
             unlogged = [c for c in started if c.id not in logged]
-            if unlogged and run_log.record_live(run, runs.started_events(unlogged)) is None:
+            if (
+                unlogged
+                and event_log.record_live(run, transitions.started_events(unlogged)) is None
+            ):
                 return
             for call in started:
                 yield ToolCallStarted(call)
             results = tool_answers.answer_calls(
                 calls, offered, run, stop=heartbeat.lost, ran_before=ran_before
             )
-            rows = runs.store_results(run, results, history=history)
+            rows = transitions.store_results(run, results, history=history)
             if rows is None:
                 return
             history.extend(row.to_chat_message() for row in rows)
@@ -117,11 +125,11 @@ def execute_rounds(
         # tools, so the model answers in words.
         closing = run.iterations + 1 >= run.max_iterations
         # Model calls that asked for tools (a repair round follows an answer).
-        repairs = answers.repairs(parameters, history, run.iterations)
+        repairs = final_answers.repairs(parameters, history, run.iterations)
         worked = run.iterations > repairs
         asked = parameters if run.iterations == 0 else parameters.after_first_call()
         response: CompletionResponse | None = None
-        text = run_log.TextBuffer(run)
+        text = event_log.TextBuffer(run)
         offer = [] if closing else specs
         # Fitted to the context window before anything is sent; the stored
         # conversation stays whole.
@@ -164,18 +172,18 @@ def execute_rounds(
                 tool_calls=(),
             )
         final = closing or not response.tool_calls
-        verdict = answers.judge(parameters, response) if final else None
+        verdict = final_answers.judge(parameters, response) if final else None
         # Calls that will run at once are logged as started with the turn.
         calls = list(response.tool_calls)
         starting = [] if tool_answers.waiting_calls(calls, offered, run) else calls
         fitted = None if window is None else window.fields(response.usage.input_tokens)
-        reply = runs.store_reply(
+        reply = transitions.store_reply(
             run,
             response,
             history=history,
             starting=starting,
             context=fitted,
-            **answers.stored(verdict),
+            **final_answers.stored(verdict),
         )
         if reply is None:
             return
@@ -183,13 +191,13 @@ def execute_rounds(
         logged.update(call.id for call in starting)
         yield MessageStored(reply)
         if verdict is not None and not verdict.valid:
-            if (yield from answers.repair_or_fail(run, verdict, repairs, where=mine)):
+            if (yield from final_answers.repair_or_fail(run, verdict, repairs, where=mine)):
                 history = load_messages(run.conversation_id)  # with the repair prompt
                 continue
             return
         if final:
             reason = _end_reason(response, cut_short)
-            yield RunCompleted(runs.finish(run, RunStatus.COMPLETED, reason, where=mine))
+            yield RunCompleted(transitions.finish(run, RunStatus.COMPLETED, reason, where=mine))
             return
 
 

@@ -48,8 +48,7 @@ from llm_conversations.providers import (
     ProviderError,
     get_provider,
 )
-from llm_conversations.runs import leases, policy, start_slots
-from llm_conversations.runs import transitions as runs
+from llm_conversations.runs import leases, policy, start_slots, transitions
 from llm_conversations.runs.budgets import check_start
 from llm_conversations.runs.context_window import check_strategy
 from llm_conversations.runs.events import LoopEvent, RunEnded, RunFailed
@@ -230,7 +229,7 @@ class ToolLoopService:
         start_slots.give_back()
         limit = conf.RUN_TIMEOUT
         deadline = None if limit is None else time.monotonic() + limit
-        mine = runs.held(row)
+        mine = transitions.held(row)
         try:
             with leases.Heartbeat(row) as heartbeat:
                 _, provider = self._provider_for(row.provider or None)
@@ -238,17 +237,17 @@ class ToolLoopService:
                 yield from telemetry.traced_run(row, rounds)
         except ContextOverflow as exc:
             reason = TerminationReason.CONTEXT_OVERFLOW
-            yield RunFailed(runs.finish(row, RunStatus.FAILED, reason, exc, where=mine))
+            yield RunFailed(transitions.finish(row, RunStatus.FAILED, reason, exc, where=mine))
         except BudgetExceeded as exc:
             reason = TerminationReason.BUDGET_EXCEEDED
-            yield RunFailed(runs.finish(row, RunStatus.FAILED, reason, exc, where=mine))
+            yield RunFailed(transitions.finish(row, RunStatus.FAILED, reason, exc, where=mine))
         except ProviderError as exc:
             reason = TerminationReason.PROVIDER_ERROR
-            yield RunFailed(runs.finish(row, RunStatus.FAILED, reason, exc, where=mine))
+            yield RunFailed(transitions.finish(row, RunStatus.FAILED, reason, exc, where=mine))
         except Exception as exc:
             logger.exception("Run %s failed", row.pk)
             reason = TerminationReason.ERROR
-            yield RunFailed(runs.finish(row, RunStatus.FAILED, reason, exc, where=mine))
+            yield RunFailed(transitions.finish(row, RunStatus.FAILED, reason, exc, where=mine))
         except GeneratorExit:
             # The caller stopped early (a client went away): let another execution claim it.
             leases.release(row)
@@ -265,13 +264,17 @@ class ToolLoopService:
         self, run: RunRef, call_ids: Iterable[str] | None = None, *, resume: bool = True
     ) -> Run:
         """Approve waiting calls (all when ``call_ids`` is ``None``); resume when none waits."""
-        return self._after_action(runs.decide(_run_pk(run), call_ids, Decision.APPROVED), resume)
+        return self._after_action(
+            transitions.decide(_run_pk(run), call_ids, Decision.APPROVED), resume
+        )
 
     def deny(
         self, run: RunRef, call_ids: Iterable[str] | None = None, *, resume: bool = True
     ) -> Run:
         """Deny waiting calls: each is answered with an error result saying so."""
-        return self._after_action(runs.decide(_run_pk(run), call_ids, Decision.DENIED), resume)
+        return self._after_action(
+            transitions.decide(_run_pk(run), call_ids, Decision.DENIED), resume
+        )
 
     def submit_tool_outputs(
         self, run: RunRef, outputs: Mapping[str, Any], *, resume: bool = True
@@ -280,7 +283,7 @@ class ToolLoopService:
 
         An output is any value a tool may return, or ``{"output": ..., "is_error": bool}``.
         """
-        return self._after_action(runs.submit_outputs(_run_pk(run), outputs), resume)
+        return self._after_action(transitions.submit_outputs(_run_pk(run), outputs), resume)
 
     def retry(self, run: RunRef, *, background: bool = False, user: AnyUser | None = None) -> Run:
         """Run a failed run again from its stored turns, as a new attempt.
@@ -295,7 +298,7 @@ class ToolLoopService:
         if user is not None:
             policy.check_run(user, policy.RunRequest.of_run(row))
         check_start(row.conversation_id)
-        queued = runs.requeue_failed(row.pk, user=user)
+        queued = transitions.requeue_failed(row.pk, user=user)
         if background:
             transaction.on_commit(partial(enqueue_run, queued.pk))
             return queued
@@ -304,7 +307,7 @@ class ToolLoopService:
     def cancel(self, run: RunRef) -> Run:
         """Cancel an active run; calls left unanswered get an error result so the
         conversation stays valid."""
-        return runs.cancel_run(_run_pk(run))
+        return transitions.cancel_run(_run_pk(run))
 
 
 def _user_turn(message: MessageInput | str) -> ChatMessage:

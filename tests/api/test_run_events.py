@@ -20,8 +20,7 @@ from llm_conversations.conversations import create_conversation
 from llm_conversations.core.completions import CompletionResponse
 from llm_conversations.models import Conversation, Message, Run, RunEvent, RunEventType
 from llm_conversations.providers import CompletionRequest, EchoProvider
-from llm_conversations.runs import ToolLoopService
-from llm_conversations.runs import event_reader as run_events
+from llm_conversations.runs import ToolLoopService, event_reader
 from llm_conversations.runs.service import enqueue_run
 from tests.api.conftest import API_SETTINGS, calls_text, parse_sse_ids
 
@@ -406,7 +405,7 @@ def test_a_client_that_drops_a_foreground_stream_reattaches_and_gets_exactly_the
 
 
 def test_the_reader_waits_by_polling_without_postgresql() -> None:
-    assert run_events.POLL_SECONDS == 0.2
+    assert event_reader.POLL_SECONDS == 0.2
 
 
 # Retry --------------------------------------------------------------------------

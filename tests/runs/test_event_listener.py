@@ -12,7 +12,7 @@ from django.db import connection, connections, transaction
 
 from llm_conversations.conversations import create_conversation
 from llm_conversations.models import Run, RunEventType
-from llm_conversations.runs import event_reader as run_events
+from llm_conversations.runs import event_reader
 from llm_conversations.runs.event_listener import CHANNEL, EventListener, listener
 from llm_conversations.runs.event_log import record
 
@@ -151,7 +151,7 @@ def test_an_async_follower_is_woken_from_another_thread(monkeypatch: pytest.Monk
     got: list[int] = []
 
     async def follow() -> None:
-        async for page in run_events.afollow(run.pk, 0):
+        async for page in event_reader.afollow(run.pk, 0):
             assert page is not None
             got.extend(e.id for e in page.events)
             if len(got) == 2:

@@ -36,8 +36,7 @@ from llm_conversations.providers import (
     Provider,
     ProviderUnavailableError,
 )
-from llm_conversations.runs import ToolLoopService
-from llm_conversations.runs import transitions as run_state
+from llm_conversations.runs import ToolLoopService, transitions
 from llm_conversations.tools import Tool, ToolRegistry, tool
 
 pytestmark = pytest.mark.django_db
@@ -122,7 +121,7 @@ def test_every_fault_schedule_leaves_the_conversation_valid(
     script: list[tuple[str, list[str]]], store_fails_at: int | None, monkeypatch: Any
 ) -> None:
     stores = {"n": 0}
-    real_store = run_state.store_results
+    real_store = transitions.store_results
 
     def failing_store(run: Run, results: list[ChatMessage], **kwargs: Any) -> Any:
         stores["n"] += 1
@@ -131,7 +130,7 @@ def test_every_fault_schedule_leaves_the_conversation_valid(
         return real_store(run, results, **kwargs)
 
     with monkeypatch.context() as patch:
-        patch.setattr(run_state, "store_results", failing_store)
+        patch.setattr(transitions, "store_results", failing_store)
         conversation = create_conversation()
         service = ToolLoopService(ScriptedProvider(script), tools=registry())
         run = service.send(conversation, "go", max_iterations=5)
@@ -145,24 +144,24 @@ def test_every_fault_schedule_leaves_the_conversation_valid(
 
 def test_a_database_error_while_storing_results_answers_the_calls() -> None:
     conversation = create_conversation()
-    real_store = run_state.store_results
+    real_store = transitions.store_results
 
     def failing_store(run: Run, results: list[ChatMessage], **kwargs: Any) -> Any:
         raise OperationalError("could not write: SELECT secret FROM table")
 
-    run_state.store_results = failing_store  # type: ignore[assignment]
+    transitions.store_results = failing_store  # type: ignore[assignment]
     try:
         run = ToolLoopService(ScriptedProvider([("calls", ["ok", "ok"])]), tools=registry()).send(
             conversation, "go"
         )
     finally:
-        run_state.store_results = real_store  # type: ignore[assignment]
+        transitions.store_results = real_store  # type: ignore[assignment]
     assert (run.status, run.termination_reason, run.error_type) == (
         "failed",
         "error",
         "OperationalError",
     )
-    assert run.error_message == run_state.SERVER_ERROR
+    assert run.error_message == transitions.SERVER_ERROR
     history = load_messages(conversation)
     assert [m.role for m in history] == ["user", "assistant", "tool", "tool"]
     assert all(m.is_error and "failed before" in m.content for m in history[2:])

@@ -1,4 +1,4 @@
-"""A fixed corpus of conversations for measuring token estimates (tests/test_tokens.py)."""
+"""A fixed corpus of conversations for measuring token estimates (tests/core/test_tokens.py)."""
 
 from __future__ import annotations
 
