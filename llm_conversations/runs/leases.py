@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -112,20 +112,33 @@ class Heartbeat:
         renewed = time.monotonic()
         try:
             while not self._stop.wait(min(CHECK_SECONDS, renew_every)):
-                state = (
-                    Run.objects.filter(pk=self._run.pk).values_list("status", "lease_owner").first()
-                )
-                if state is None:
-                    continue  # not visible from this connection
-                if state != (RunStatus.RUNNING, self._run.lease_owner):
-                    self.lost.set()
-                    return
-                if time.monotonic() - renewed >= renew_every:
-                    renewed = time.monotonic()
-                    if not renew(self._run):
+                due = time.monotonic() - renewed >= renew_every
+                try:
+                    if self._lost(due):
                         self.lost.set()
                         return
+                except DatabaseError as exc:
+                    # A dropped connection or a restarting server: the lease is not
+                    # lost for that. Reconnect at the next look and go on renewing.
+                    logger.warning(
+                        "Renewing the lease of run %s failed (%s); retrying",
+                        self._run.pk,
+                        type(exc).__name__,
+                    )
+                    connections.close_all()
+                    continue
+                if due:
+                    renewed = time.monotonic()
         except Exception:
             logger.exception("Renewing the lease of run %s failed", self._run.pk)
         finally:
             connections.close_all()
+
+    def _lost(self, due: bool) -> bool:
+        """Whether the run stopped running or changed hands; renews the lease when ``due``."""
+        state = Run.objects.filter(pk=self._run.pk).values_list("status", "lease_owner").first()
+        if state is None:
+            return False  # not visible from this connection
+        if state != (RunStatus.RUNNING, self._run.lease_owner):
+            return True
+        return due and not renew(self._run)

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from llm_conversations.conversations import create_conversation, load_messages
@@ -16,11 +17,12 @@ from llm_conversations.core.messages import ChatMessage, ToolCall, check_sequenc
 from llm_conversations.exceptions import RunStateError
 from llm_conversations.models import Run, RunEvent, RunStatus
 from llm_conversations.providers import Provider
-from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs import ToolLoopService, leases
 from llm_conversations.runs.leases import claim, new_owner
 from llm_conversations.runs.reaper import reap_runs
 from llm_conversations.runs.service import enqueue_run
 from llm_conversations.tools import ToolRegistry, tool
+from tests.conftest import requires_postgresql
 
 
 class CallsThenAnswers(Provider):
@@ -296,6 +298,54 @@ class TestHeartbeat:
         types = list(RunEvent.objects.filter(run=run).values_list("type", flat=True))
         assert types[-1] == "run.cancelled"
         assert ChatMessage.tool_result("c1", "late") not in history
+
+    @requires_postgresql
+    def test_a_terminated_heartbeat_connection_keeps_the_lease(
+        self, settings: Any, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "LEASE_SECONDS": 1.5}
+        heartbeat_pids: list[int] = []
+        real_renew = leases.renew
+
+        def renew(run: Run) -> bool:
+            # Only the heartbeat thread renews: note which server process serves it.
+            heartbeat_pids.append(connection.connection.info.backend_pid)
+            return real_renew(run)
+
+        monkeypatch.setattr(leases, "renew", renew)
+        terminated = threading.Event()
+        executions: list[str] = []
+        reaped: list[Any] = []
+
+        @tool(name="slow")
+        def slow() -> str:
+            executions.append("slow")
+            assert terminated.wait(10)
+            # Three leases long: a lease that lapsed would be reaped meanwhile.
+            for _ in range(9):
+                time.sleep(0.5)
+                reaped.append(reap_runs())
+            return "done"
+
+        loop = service(CallsThenAnswers("slow"), slow)
+        run = loop.start(create_conversation(), "hi")
+        worker = threading.Thread(target=loop.execute, args=(run.pk,))
+        worker.start()
+        deadline = time.monotonic() + 10
+        while not heartbeat_pids and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert heartbeat_pids, "the heartbeat never renewed"
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [heartbeat_pids[0]])
+            assert cursor.fetchone() == (True,)
+        terminated.set()
+        worker.join(30)
+        run.refresh_from_db()
+        assert (run.status, run.attempts) == ("completed", 1)
+        assert executions == ["slow"]
+        assert all(not r.requeued and not r.failed for r in reaped)
+        # It reconnected: renewals went on from another server process.
+        assert set(heartbeat_pids) - {heartbeat_pids[0]}
 
 
 @pytest.mark.django_db
