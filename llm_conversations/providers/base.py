@@ -250,12 +250,12 @@ class Provider(HttpTransport):
                 f"{self.backend}: the stream stalled for more than {self.timeout:g}s.",
                 provider=self.backend,
             ) from None
-        except httpx.TransportError as exc:
+        except (httpx.TransportError, httpx.DecodingError) as exc:
             raise ProviderUnavailableError(
                 f"{self.backend}: the stream broke ({type(exc).__name__}).",
                 provider=self.backend,
             ) from None
-        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as exc:
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError, RecursionError) as exc:
             raise self._bad_response(exc) from None
         finally:
             response.close()

@@ -179,6 +179,14 @@ class HttpTransport:
                     f"{self.backend}: no answer within {self.timeout:g}s ({type(exc).__name__}).",
                     provider=self.backend,
                 )
+            except httpx.DecodingError as exc:
+                # A body whose content-encoding does not decode (corrupt gzip): a
+                # proxy or the provider failed mid-answer; another attempt may not.
+                error = ProviderUnavailableError(
+                    f"{self.backend}: the response body could not be decoded "
+                    f"({type(exc).__name__}).",
+                    provider=self.backend,
+                )
             except httpx.TransportError as exc:
                 # httpx messages name hosts, not headers; redact anyway.
                 detail = self.error_text(str(exc)) or type(exc).__name__
@@ -259,7 +267,7 @@ class HttpTransport:
         status = response.status_code
         try:
             data: object = json.loads(content)
-        except ValueError:
+        except (ValueError, RecursionError):
             data = None
         text = self.error_message(data) or _text(response, content) or response.reason_phrase
         provider_message = self.error_text(text)
@@ -274,7 +282,7 @@ class HttpTransport:
     def _decode(self: _Adapter, response: httpx.Response, content: bytes) -> Mapping[str, Any]:
         try:
             data = json.loads(content)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
             data = None
         if not isinstance(data, Mapping):
             raise InvalidResponseError(

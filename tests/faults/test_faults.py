@@ -29,6 +29,7 @@ from tests.api.conftest import parse_sse
 
 from .conftest import BACKENDS, MAX_REPLY_CHARS, TIMEOUT, Configure
 from .server import API_KEY, OK_TEXT, SECRET, Action, Exchange, FakeProvider
+from .wire import Rendered
 
 pytestmark = pytest.mark.django_db
 
@@ -101,6 +102,31 @@ def invalid_json(ex: Exchange) -> None:
 
 def missing_fields(ex: Exchange) -> None:
     ex.send(ex.protocol.missing_fields(ex.stream))
+
+
+def corrupt_gzip(ex: Exchange) -> None:
+    """A body that says it is gzip and is not: httpx cannot decode it."""
+    body = b"\x1f\x8b\x08\x00" + b"these bytes are not deflate data" * 4
+    length = None if ex.stream else len(body)
+    content_type = ex.render(OK_TEXT).content_type
+    ex.head(200, content_type, length=length, headers={"content-encoding": "gzip"})
+    ex.write(body)
+
+
+# Past Python's recursion limit for json.loads, and within the body size cap.
+DEEP_JSON = b"[" * 20_000 + b"]" * 20_000
+
+
+def deep_json(ex: Exchange) -> None:
+    """JSON nested 20,000 levels deep, as the body or as a stream's event."""
+    content_type = ex.render(OK_TEXT).content_type
+    if not ex.stream:
+        ex.send(Rendered(content_type, DEEP_JSON))
+    elif ex.protocol.name == "ollama":
+        ex.send(Rendered(content_type, DEEP_JSON + b"\n"))
+    else:
+        event = b"event: message_start\n" if ex.protocol.name == "anthropic" else b""
+        ex.send(Rendered(content_type, event + b"data: " + DEEP_JSON + b"\n\n"))
 
 
 # Scenarios --------------------------------------------------------------------
@@ -251,6 +277,24 @@ SCENARIOS: dict[str, Scenario] = {
     "invalid JSON": Scenario(
         every_time=invalid_json,
         check=lambda r: (attempts(1)(r), error_is("InvalidResponseError")(r)),
+    ),
+    "corrupt gzip body": Scenario(
+        every_time=corrupt_gzip,
+        # Retried like a broken connection; a stream fails once it has begun.
+        check=lambda r: (
+            attempts(2 if r.mode == "plain" else 1)(r),
+            error_is("ProviderUnavailableError", "decode" if r.mode == "plain" else "broke")(r),
+        ),
+    ),
+    "JSON nested 20,000 deep": Scenario(
+        every_time=deep_json,
+        check=lambda r: (
+            attempts(1)(r),
+            error_is(
+                "InvalidResponseError",
+                "not a JSON object" if r.mode == "plain" else "RecursionError",
+            )(r),
+        ),
     ),
     "JSON missing the protocol's fields": Scenario(
         every_time=missing_fields,
