@@ -325,7 +325,9 @@ class GeminiProvider(Provider):
         ids = CallIds(messages)
         reply = StreamAccumulator()
         finished = False
-        for sse in iter_sse(self.lines(response)):
+        # The connection's close ends the stream; one held open after the finishing
+        # chunk (which carries the usage) is ended when a read stalls.
+        for sse in iter_sse(self.lines(response, complete=lambda: bool(reply.raw_reason))):
             chunk = json.loads(sse.data)
             if chunk.get("error"):
                 raise self.stream_error(chunk)

@@ -100,6 +100,8 @@ class _Adapter(Protocol):
 
     def _read_body(self, response: httpx.Response, started: float) -> bytes: ...
 
+    def _lines(self, response: httpx.Response) -> Iterator[str]: ...
+
     def _timeouts(self) -> httpx.Timeout: ...
 
     def _retry_delay(self, error: ProviderError, attempt: int) -> float | None: ...
@@ -112,13 +114,30 @@ class _Adapter(Protocol):
 class HttpTransport:
     """Mixed into :class:`~llm_conversations.providers.base.Provider`: its HTTP."""
 
-    def lines(self: _Adapter, response: httpx.Response) -> Iterator[str]:
+    def lines(
+        self: _Adapter, response: httpx.Response, *, complete: Callable[[], bool] | None = None
+    ) -> Iterator[str]:
         """The text lines of a streamed body, its size capped.
 
         Lines end at CR, LF or CRLF (what both SSE and NDJSON allow). More
         than ``STREAM_BYTES_PER_CHAR * max_reply_chars`` decoded bytes raise
         :class:`InvalidResponseError`, so a runaway stream is not read whole.
+        A read that stalls once ``complete()`` holds (the reply and its usage
+        arrived, only the end marker is missing) ends the lines instead of
+        failing: the reply was paid for.
         """
+        try:
+            yield from self._lines(response)
+        except httpx.TimeoutException:
+            if complete is None or not complete():
+                raise
+            logger.warning(
+                "%s kept the stream open after the whole reply; ended it after %gs.",
+                self.backend,
+                self.timeout,
+            )
+
+    def _lines(self: _Adapter, response: httpx.Response) -> Iterator[str]:
         cap = STREAM_BYTES_PER_CHAR * self.max_reply_chars + BODY_ENVELOPE_BYTES
         decoder = codecs.getincrementaldecoder(response.encoding or "utf-8")(errors="replace")
         total = 0

@@ -154,8 +154,9 @@ class OpenAIProvider(Provider):
         The reply is complete when choice 0 has a ``finish_reason``; a usage
         chunk and ``data: [DONE]`` normally follow, and a stream that closes
         after the finish reason without them is accepted (usage is then
-        zero). A stream without a finish reason, or with ``[DONE]`` before
-        one, ended early and raises. Call fragments are gathered by their
+        zero), and so is one held open after both without ``[DONE]`` (once a read
+        stalls for ``TIMEOUT``). A stream without a finish reason, or with
+        ``[DONE]`` before one, ended early and raises. Call fragments are gathered by their
         ``index`` in any order (parallel calls may interleave, as the official
         SDK allows) and reported, in index order, when the choice finishes.
         """
@@ -164,7 +165,11 @@ class OpenAIProvider(Provider):
         # Fragments keyed by index: id and name come in the first one only.
         pending: dict[int, dict[str, str]] = {}
         finished = False
-        for event in iter_sse(self.lines(response)):
+        # Usage comes after the finish reason; with both, only [DONE] is missing.
+        lines = self.lines(
+            response, complete=lambda: bool(reply.raw_reason) and reply.usage is not None
+        )
+        for event in iter_sse(lines):
             if event.data == "[DONE]":
                 break
             chunk = json.loads(event.data)

@@ -104,6 +104,14 @@ def missing_fields(ex: Exchange) -> None:
     ex.send(ex.protocol.missing_fields(ex.stream))
 
 
+def held_after_the_end(ex: Exchange) -> None:
+    """A whole reply, usage included, then the connection held open (OpenAI: no ``[DONE]``)."""
+    rendered = ex.render(OK_TEXT)
+    ex.head(200, rendered.content_type)
+    ex.write(rendered.whole.removesuffix(b"data: [DONE]\n\n"))
+    ex.stop.wait(10)
+
+
 def corrupt_gzip(ex: Exchange) -> None:
     """A body that says it is gzip and is not: httpx cannot decode it."""
     body = b"\x1f\x8b\x08\x00" + b"these bytes are not deflate data" * 4
@@ -277,6 +285,13 @@ SCENARIOS: dict[str, Scenario] = {
     "invalid JSON": Scenario(
         every_time=invalid_json,
         check=lambda r: (attempts(1)(r), error_is("InvalidResponseError")(r)),
+    ),
+    "connection held open after the whole reply": Scenario(
+        every_time=held_after_the_end,
+        modes=("stream",),
+        entry={"MAX_RETRIES": 0},
+        outcome=COMPLETED,
+        check=lambda r: (stored_text(OK_TEXT)(r), attempts(1)(r)),
     ),
     "corrupt gzip body": Scenario(
         every_time=corrupt_gzip,
