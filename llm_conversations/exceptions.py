@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Self
 __all__ = [
     "AuthenticationError",
     "BudgetExceeded",
+    "CallInterrupted",
     "ContextOverflow",
     "ConversationBusy",
     "FeedbackError",
@@ -130,6 +131,20 @@ class BudgetExceeded(LLMConversationsError):
 
     def __init__(self, message: str) -> None:
         super().__init__("budget_exceeded", message)
+
+
+class CallInterrupted(LLMConversationsError):
+    """A provider call ended early because its run had to stop: the run's deadline
+    passed (``run_timeout``) or the run was cancelled or taken over meanwhile
+    (``run_stopped``). Never retried; what the call had sent is not stored."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(code, message)
+
+    @property
+    def timed_out(self) -> bool:
+        """Whether the run's deadline, not a stop, ended the call."""
+        return self.code == "run_timeout"
 
 
 class ContextOverflow(LLMConversationsError):

@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import httpx
@@ -43,6 +43,7 @@ from .errors import (
     RateLimitError,
 )
 from .http import HttpTransport, backoff_delay, parse_retry_after
+from .interrupts import NO_INTERRUPT, Interrupt
 from .stream_events import ResponseCompleted, StreamEvent, TextDelta
 
 __all__ = [
@@ -88,6 +89,8 @@ class CompletionRequest:
     stream: bool
     model: str = ""
     parameters: RunParameters = field(default_factory=RunParameters)
+    # The run's deadline and stop, checked while the call waits (providers/interrupts.py).
+    interrupt: Interrupt = NO_INTERRUPT
 
 
 class Provider(HttpTransport):
@@ -175,6 +178,7 @@ class Provider(HttpTransport):
         *,
         tools: Iterable[ToolInput] | None = None,
         parameters: RunParameters | Mapping[str, Any] | None = None,
+        interrupt: Interrupt = NO_INTERRUPT,
         **options: Any,
     ) -> CompletionResponse:
         """Send the conversation and return the parsed reply.
@@ -183,8 +187,11 @@ class Provider(HttpTransport):
         to this adapter's native fields over ``options``; one it cannot honour
         raises :class:`ParameterError` before anything is sent. ``options`` are
         sent as this adapter's own request fields (see ``docs/providers.md``).
+        ``interrupt`` (a run's deadline and stop) ends the call early with
+        :class:`~llm_conversations.exceptions.CallInterrupted`.
         """
         request = self._request(messages, tools, options, parameters, stream=False)
+        request = replace(request, interrupt=interrupt)
         with self._traced(request) as traced:
             response = self.send(request)
             traced.response(response)
@@ -196,6 +203,7 @@ class Provider(HttpTransport):
         *,
         tools: Iterable[ToolInput] | None = None,
         parameters: RunParameters | Mapping[str, Any] | None = None,
+        interrupt: Interrupt = NO_INTERRUPT,
         **options: Any,
     ) -> Iterator[StreamEvent]:
         """Send the conversation and yield events as the reply arrives.
@@ -206,6 +214,7 @@ class Provider(HttpTransport):
         ``max_reply_chars`` raises :class:`InvalidResponseError` at once.
         """
         request = self._request(messages, tools, options, parameters, stream=True)
+        request = replace(request, interrupt=interrupt)
         return telemetry.traced_stream(
             lambda: self._traced(request),
             lambda: self.send_stream(request),
@@ -226,7 +235,7 @@ class Provider(HttpTransport):
     def send(self, request: CompletionRequest) -> CompletionResponse:
         """Make the call :meth:`complete` describes (a hook for providers without HTTP)."""
         path, body = self.build_request(request)
-        response, content = self._post(path, body, stream=False)
+        response, content = self._post(path, body, stream=False, interrupt=request.interrupt)
         data = self._decode(response, content)
         try:
             return self.parse_response(data, request.messages)
@@ -236,7 +245,7 @@ class Provider(HttpTransport):
     def send_stream(self, request: CompletionRequest) -> Iterator[StreamEvent]:
         """Make the call :meth:`stream` describes (a hook for providers without HTTP)."""
         path, body = self.build_request(request)
-        response, _ = self._post(path, body, stream=True)
+        response, _ = self._post(path, body, stream=True, interrupt=request.interrupt)
         text_chars = 0
         try:
             for event in self.parse_stream(response, request.messages):

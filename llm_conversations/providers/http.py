@@ -27,6 +27,7 @@ from .errors import (
     ProviderTimeout,
     ProviderUnavailableError,
 )
+from .interrupts import NO_INTERRUPT, Interrupt
 
 __all__ = ["HttpTransport", "backoff_delay", "parse_retry_after"]
 
@@ -98,11 +99,13 @@ class _Adapter(Protocol):
 
     def _deadline_passed(self) -> ProviderTimeout: ...
 
-    def _read_body(self, response: httpx.Response, started: float) -> bytes: ...
+    def _read_body(
+        self, response: httpx.Response, started: float, interrupt: Interrupt
+    ) -> bytes: ...
 
     def _lines(self, response: httpx.Response) -> Iterator[str]: ...
 
-    def _timeouts(self) -> httpx.Timeout: ...
+    def _timeouts(self, interrupt: Interrupt = ...) -> httpx.Timeout: ...
 
     def _retry_delay(self, error: ProviderError, attempt: int) -> float | None: ...
 
@@ -126,9 +129,13 @@ class HttpTransport:
         arrived, only the end marker is missing) ends the lines instead of
         failing: the reply was paid for.
         """
+        interrupt = _interrupt_of(response)
         try:
             yield from self._lines(response)
         except httpx.TimeoutException:
+            if interrupt.passed():
+                # The wait was cut to the run's deadline, not to TIMEOUT.
+                interrupt.check()
             if complete is None or not complete():
                 raise
             logger.warning(
@@ -140,9 +147,12 @@ class HttpTransport:
     def _lines(self: _Adapter, response: httpx.Response) -> Iterator[str]:
         cap = STREAM_BYTES_PER_CHAR * self.max_reply_chars + BODY_ENVELOPE_BYTES
         decoder = codecs.getincrementaldecoder(response.encoding or "utf-8")(errors="replace")
+        interrupt = _interrupt_of(response)
         total = 0
         pending = ""
         for chunk in response.iter_bytes():
+            # Keep-alives and drips arrive as chunks too: a run that must stop stops here.
+            interrupt.check()
             total += len(chunk)
             if total > cap:
                 raise self._too_large(cap)
@@ -160,18 +170,28 @@ class HttpTransport:
         if pending:
             yield from _LINE_END.split(pending.removesuffix("\r"))
 
-    def _timeouts(self: _Adapter) -> httpx.Timeout:
-        # Each wait for the network (read, write, pool) is bounded by TIMEOUT;
-        # the attempt as a whole is bounded in _post and _read_body.
-        return httpx.Timeout(self.timeout, connect=self.connect_timeout)
+    def _timeouts(self: _Adapter, interrupt: Interrupt = NO_INTERRUPT) -> httpx.Timeout:
+        # Each wait for the network (read, write, pool) is bounded by TIMEOUT and
+        # by the time the run has left; the attempt as a whole is bounded in
+        # _post and _read_body.
+        left = interrupt.remaining()
+        wait = self.timeout if left is None else max(0.001, min(self.timeout, left))
+        return httpx.Timeout(wait, connect=min(self.connect_timeout, wait))
 
     def _post(
-        self: _Adapter, path: str, body: dict[str, Any], *, stream: bool
+        self: _Adapter,
+        path: str,
+        body: dict[str, Any],
+        *,
+        stream: bool,
+        interrupt: Interrupt = NO_INTERRUPT,
     ) -> tuple[httpx.Response, bytes]:
         """Send with retries: the response, and its body unless it is an open stream.
 
         Bodies are always received as a stream so their size is capped and the
-        attempt's deadline checked as bytes arrive.
+        attempt's deadline checked as bytes arrive; ``interrupt`` (the run's
+        deadline and stop) is checked before each attempt and as bytes arrive,
+        and raises :class:`CallInterrupted`, never retried.
         """
         assert self._client is not None, "this provider makes no HTTP calls"
         url = self.base_url + path
@@ -179,8 +199,9 @@ class HttpTransport:
         headers.update(self.auth_headers())
         attempt = 0
         while True:
+            interrupt.check()
             request = self._client.build_request(
-                "POST", url, json=body, headers=headers, timeout=self._timeouts()
+                "POST", url, json=body, headers=headers, timeout=self._timeouts(interrupt)
             )
             started = time.monotonic()
             error: ProviderError
@@ -191,9 +212,13 @@ class HttpTransport:
                         # The headers trickled in past the deadline for the first byte.
                         response.close()
                         raise self._deadline_passed()
+                    # Read back by lines(): the stream checks it as its bytes arrive.
+                    response.extensions[_INTERRUPT] = interrupt
                     return response, b""
-                content = self._read_body(response, started)
+                content = self._read_body(response, started, interrupt)
             except httpx.TimeoutException as exc:
+                # A wait cut to the run's deadline is the run's timeout, not the provider's.
+                interrupt.check()
                 error = ProviderTimeout(
                     f"{self.backend}: no answer within {self.timeout:g}s ({type(exc).__name__}).",
                     provider=self.backend,
@@ -232,12 +257,15 @@ class HttpTransport:
             )
             self._sleep(delay)
 
-    def _read_body(self: _Adapter, response: httpx.Response, started: float) -> bytes:
+    def _read_body(
+        self: _Adapter, response: httpx.Response, started: float, interrupt: Interrupt
+    ) -> bytes:
         """The whole (decoded) body, within the attempt's deadline and the size cap."""
         cap = BODY_BYTES_PER_CHAR * self.max_reply_chars + BODY_ENVELOPE_BYTES
         content = bytearray()
         try:
             for chunk in response.iter_bytes():
+                interrupt.check()
                 content += chunk
                 if len(content) > cap:
                     raise self._too_large(cap)
@@ -317,6 +345,15 @@ class HttpTransport:
             f"{type(exc).__name__}: {self.error_text(str(exc))}",
             provider=self.backend,
         )
+
+
+# The key under which an open stream's response keeps its call's Interrupt.
+_INTERRUPT = "llm_conversations.interrupt"
+
+
+def _interrupt_of(response: httpx.Response) -> Interrupt:
+    found = response.extensions.get(_INTERRUPT)
+    return found if isinstance(found, Interrupt) else NO_INTERRUPT
 
 
 def _text(response: httpx.Response, content: bytes) -> str:

@@ -21,9 +21,10 @@ from llm_conversations.core.completions import CompletionResponse, FinishReason
 from llm_conversations.core.messages import ChatMessage, Role, ToolCall, unanswered_tool_call_ids
 from llm_conversations.core.parameters import RunParameters
 from llm_conversations.core.tool_specs import ToolSpec
-from llm_conversations.exceptions import RunStateError
+from llm_conversations.exceptions import CallInterrupted, RunStateError
 from llm_conversations.models import Decision, Run, RunStatus, TerminationReason
 from llm_conversations.providers import Provider, ResponseCompleted
+from llm_conversations.providers.interrupts import Interrupt
 from llm_conversations.runs import (
     event_log,
     event_reader,
@@ -81,13 +82,7 @@ def execute_rounds(
         if heartbeat.lost.is_set():
             return
         if deadline is not None and time.monotonic() > deadline:
-            late = RunStateError(
-                "run_timeout",
-                f"the run took longer than RUN_TIMEOUT ({conf.RUN_TIMEOUT:g} s).",
-            )
-            yield RunFailed(
-                transitions.finish(run, RunStatus.FAILED, TerminationReason.TIMEOUT, late)
-            )
+            yield _timed_out(run)
             return
         schema = parameters.response_format
         if schema is not None and final_answers.ends_with_answer(run, history):
@@ -151,16 +146,24 @@ def execute_rounds(
                 else window.cut.estimated
             )
             guard.check(estimate)
-        for event in _call(provider, sent, offer, stream, asked):
-            if isinstance(event, CompletionResponse):
-                response = event
-                written = text.flush()
-            else:
-                written = text.add(event.text)
-            if text.stopped or heartbeat.lost.is_set():
-                return  # cancelled or taken over: nothing more from this execution
-            if written:
-                yield TextDelta(written)
+        # The call itself stops at the run's deadline or a cancel, whatever the
+        # provider sends meanwhile (keep-alives, a drip of text).
+        interrupt = Interrupt(deadline, heartbeat.lost)
+        try:
+            for event in _call(provider, sent, offer, stream, asked, interrupt):
+                if isinstance(event, CompletionResponse):
+                    response = event
+                    written = text.flush()
+                else:
+                    written = text.add(event.text)
+                if text.stopped or heartbeat.lost.is_set():
+                    return  # cancelled or taken over: nothing more from this execution
+                if written:
+                    yield TextDelta(written)
+        except CallInterrupted as stopped:
+            if stopped.timed_out:
+                yield _timed_out(run)
+            return
         if response is None:
             return
         cut_short = closing and (worked or bool(response.tool_calls))
@@ -207,18 +210,29 @@ def _call(
     specs: list[ToolSpec],
     stream: bool,
     parameters: RunParameters,
+    interrupt: Interrupt,
 ) -> Iterator[TextDelta | CompletionResponse]:
     tools = specs or None
     # The bytes of images and files are read for each call, never kept.
     history = load_attachment_data(history)
     if not stream:
-        yield provider.complete(history, tools=tools, parameters=parameters)
+        yield provider.complete(history, tools=tools, parameters=parameters, interrupt=interrupt)
         return
-    for event in provider.stream(history, tools=tools, parameters=parameters):
+    for event in provider.stream(history, tools=tools, parameters=parameters, interrupt=interrupt):
+        # A provider without HTTP (echo, a test's) is checked here, between its events.
+        interrupt.check()
         if isinstance(event, TextDelta):
             yield event
         elif isinstance(event, ResponseCompleted):
             yield event.response
+
+
+def _timed_out(run: Run) -> RunFailed:
+    """End the run for its ``RUN_TIMEOUT``."""
+    late = RunStateError(
+        "run_timeout", f"the run took longer than RUN_TIMEOUT ({conf.RUN_TIMEOUT:g} s)."
+    )
+    return RunFailed(transitions.finish(run, RunStatus.FAILED, TerminationReason.TIMEOUT, late))
 
 
 def _end_reason(response: CompletionResponse, cut_short: bool) -> TerminationReason:
