@@ -91,6 +91,15 @@ def totals(rows: Sequence[UsageRow]) -> list[Totals]:
     return [Totals(k, t, i, o, cost_text(c) or "") for k, (t, i, o, c) in ranked]
 
 
+# A cell starting with one of these is a formula to a spreadsheet (OWASP's CSV injection).
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(text: str) -> str:
+    """``text`` as a CSV cell no spreadsheet runs: a leading formula character is quoted."""
+    return f"'{text}" if text.startswith(_FORMULA_STARTS) else text
+
+
 def csv_response(dimension: Dimension, window: UsageWindow) -> HttpResponse:
     """The rows of one dimension as CSV: one line per day and key, costs exact."""
     response = HttpResponse(content_type="text/csv; charset=utf-8")
@@ -102,7 +111,7 @@ def csv_response(dimension: Dimension, window: UsageWindow) -> HttpResponse:
         writer.writerow(
             (
                 row.day.isoformat(),
-                row.key,
+                spreadsheet_safe(row.key),
                 row.turns,
                 row.input_tokens,
                 row.output_tokens,

@@ -34,6 +34,7 @@ from django.http import FileResponse
 from django.utils import timezone
 
 from llm_conversations.conf import conf
+from llm_conversations.conversations.png import png_is_whole
 from llm_conversations.core.content_parts import IMAGE_TYPES, AttachedPart, ImagePart, attached
 from llm_conversations.core.messages import ChatMessage
 from llm_conversations.exceptions import InvalidAttachment, InvalidMessage
@@ -145,6 +146,11 @@ def _inspect_image(data: bytes, mime_type: str) -> AttachmentInfo:
                         field="file",
                     )
                 image.load()
+        # Pillow pads a PNG whose data ends early but cleanly; count its rows.
+        if mime_type == "image/png" and not png_is_whole(data):
+            raise InvalidAttachment(
+                "invalid_image", "the file is not a complete image/png image.", field="file"
+            )
     except InvalidAttachment:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):

@@ -22,6 +22,7 @@ from llm_conversations.core.text import text_problem
 from llm_conversations.exceptions import ParameterError
 
 __all__ = [
+    "OUTPUT_TOKENS_RANGE",
     "PARAMETER_NAMES",
     "REASONING_EFFORTS",
     "SAMPLING",
@@ -40,6 +41,9 @@ SAMPLING = ("temperature", "top_p", "max_output_tokens", "stop", "seed")
 TEMPERATURE_RANGE = (0.0, 2.0)
 TOP_P_RANGE = (0.0, 1.0)
 SEED_RANGE = (-(2**63), 2**63 - 1)
+# The largest output any provider takes is far below this; a signed 32-bit integer
+# is what their APIs declare, so a larger number is a mistake, refused here.
+OUTPUT_TOKENS_RANGE = (1, 2**31 - 1)
 # The Run.model column.
 MAX_MODEL_CHARS = 200
 
@@ -228,7 +232,7 @@ _READERS: dict[str, Any] = {
     "model": lambda v: _text("model", v, MAX_MODEL_CHARS),
     "temperature": lambda v: _number("temperature", v, TEMPERATURE_RANGE),
     "top_p": lambda v: _number("top_p", v, TOP_P_RANGE),
-    "max_output_tokens": lambda v: _integer("max_output_tokens", v, 1),
+    "max_output_tokens": lambda v: _integer("max_output_tokens", v, *OUTPUT_TOKENS_RANGE),
     "stop": _stop,
     "seed": lambda v: _integer("seed", v, *SEED_RANGE),
     "reasoning_effort": lambda v: _choice("reasoning_effort", v, REASONING_EFFORTS),

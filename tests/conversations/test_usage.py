@@ -292,6 +292,25 @@ def test_csv_holds_the_same_rows_in_one_query(
     ]
 
 
+@pytest.mark.usefixtures("frozen_now")
+@pytest.mark.parametrize("model", ['=HYPERLINK("http://evil.example","x")', "+1", "-2", "@SUM(A1)"])
+def test_csv_cells_never_start_a_formula(staff_client: Client, model: str) -> None:
+    turn(
+        create_conversation(),
+        at=NOW,
+        provider="openai",
+        model=model,
+        tokens=(1, 1),
+        cost="0.01",
+    )
+    _header, *lines = csv_rows(staff_client.get(reverse(USAGE), {"format": "csv", "by": "model"}))
+    keys = {line[1] for line in lines if line[2] != "0"}
+    assert len(keys) == 1
+    (key,) = keys
+    assert key.startswith("'")
+    assert key.removeprefix("'").startswith(model)
+
+
 def test_csv_refuses_an_unknown_dimension(staff_client: Client) -> None:
     response = staff_client.get(reverse(USAGE), {"format": "csv", "by": "day"})
     assert response.status_code == 400

@@ -59,6 +59,8 @@ def test_every_parameter_round_trips_through_its_stored_form() -> None:
         ({"top_p": -0.1}, "top_p", "invalid_parameter"),
         ({"max_output_tokens": 0}, "max_output_tokens", "invalid_parameter"),
         ({"max_output_tokens": 1.5}, "max_output_tokens", "invalid_parameter"),
+        ({"max_output_tokens": 2**70}, "max_output_tokens", "invalid_parameter"),
+        ({"max_output_tokens": 2**31}, "max_output_tokens", "invalid_parameter"),
         ({"seed": 2**63}, "seed", "invalid_parameter"),
         ({"stop": []}, "stop", "invalid_parameter"),
         ({"stop": ["ok", ""]}, "stop[1]", "invalid_parameter"),
