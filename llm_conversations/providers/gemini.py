@@ -29,7 +29,7 @@ from ._wire import (
     tool_names_by_id,
 )
 from .base import CompletionRequest, Provider
-from .errors import AuthenticationError, ProviderError
+from .errors import AuthenticationError, InvalidResponseError, ProviderError
 from .stream import StreamAccumulator
 from .stream_events import StreamEvent
 
@@ -65,6 +65,9 @@ _PARAMETER_KEYS = {
 _NONE = RunParameters()
 _FILTERED = {
     "SAFETY",
+    "MODEL_ARMOR",
+    "IMAGE_PROHIBITED_CONTENT",
+    "IMAGE_RECITATION",
     "RECITATION",
     "BLOCKLIST",
     "PROHIBITED_CONTENT",
@@ -230,6 +233,10 @@ def gemini_usage(data: object) -> Usage:
     )
 
 
+# The model tried to call a function and failed: nothing it said can be used.
+_UNUSABLE_CALLS = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"})
+
+
 def _finish(raw: object, has_calls: bool) -> FinishReason:
     # Gemini says STOP even when the reply calls functions.
     if raw in ("STOP", None) and has_calls:
@@ -304,6 +311,7 @@ class GeminiProvider(Provider):
         self, data: Mapping[str, Any], messages: Sequence[ChatMessage]
     ) -> CompletionResponse:
         texts, calls, raw_reason = self._parts(data, CallIds(messages))
+        self._refuse_unusable(raw_reason)
         reply = StreamAccumulator(model=data.get("modelVersion"), raw_reason=raw_reason)
         for piece in texts:
             reply.text(piece)
@@ -314,6 +322,14 @@ class GeminiProvider(Provider):
         else:
             finish = _finish(raw_reason, reply.has_calls)
         return reply.response(self, finish, gemini_usage(data.get("usageMetadata")), raw=data)
+
+    def _refuse_unusable(self, raw_reason: object) -> None:
+        # Completing with an empty answer would hide that the call failed.
+        if raw_reason in _UNUSABLE_CALLS:
+            raise InvalidResponseError(
+                f"{self.backend}: the model's function call could not be used ({raw_reason}).",
+                provider=self.backend,
+            )
 
     def parse_stream(
         self, response: httpx.Response, messages: Sequence[ChatMessage]
@@ -333,6 +349,7 @@ class GeminiProvider(Provider):
                 raise self.stream_error(chunk)
             reply.chunk(chunk)
             texts, calls, reason = self._parts(chunk, ids, stream=True)
+            self._refuse_unusable(reason)
             for piece in texts:
                 if text := reply.text(piece):
                     yield text

@@ -6,6 +6,7 @@ from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.providers import (
     AuthenticationError,
     GeminiProvider,
+    InvalidResponseError,
     ResponseCompleted,
     TextDelta,
     ToolCallCompleted,
@@ -177,6 +178,33 @@ def test_blocked_prompt_is_a_content_filter(make_provider):
     response = provider.complete([ChatMessage.user("w")])
     assert response.finish_reason is FinishReason.CONTENT_FILTER
     assert response.raw_finish_reason == "SAFETY"
+
+
+@pytest.mark.parametrize("reason", ["MODEL_ARMOR", "IMAGE_PROHIBITED_CONTENT", "IMAGE_RECITATION"])
+def test_blocking_finish_reasons_are_a_content_filter(make_provider, reason):
+    reply = {"candidates": [{"content": {"parts": [], "role": "model"}, "finishReason": reason}]}
+    provider, _ = make_provider(GeminiProvider, Recorder(httpx.Response(200, json=reply)))
+    response = provider.complete([ChatMessage.user("w")])
+    assert response.finish_reason is FinishReason.CONTENT_FILTER
+    assert response.raw_finish_reason == reason
+
+
+@pytest.mark.parametrize("reason", ["MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_unusable_function_call_is_an_invalid_response_not_an_empty_answer(
+    make_provider, reason, stream
+):
+    chunk = {
+        "candidates": [{"content": {"parts": [], "role": "model"}, "finishReason": reason}],
+        "usageMetadata": {"promptTokenCount": 9},
+    }
+    body = sse((None, chunk)) if stream else httpx.Response(200, json=chunk)
+    provider, _ = make_provider(GeminiProvider, Recorder(body))
+    with pytest.raises(InvalidResponseError, match=reason):
+        if stream:
+            list(provider.stream([ChatMessage.user("w")], tools=TOOLS))
+        else:
+            provider.complete([ChatMessage.user("w")], tools=TOOLS)
 
 
 def test_invalid_key_is_an_authentication_error(make_provider):
