@@ -38,7 +38,6 @@ from llm_conversations.exceptions import (
     ToolError,
 )
 from llm_conversations.models import (
-    Decision,
     Run,
     RunStatus,
     TerminationReason,
@@ -255,35 +254,47 @@ class ToolLoopService:
 
     # Actions on a waiting run -------------------------------------------------
 
-    def _after_action(self, run: Run, resume: bool) -> Run:
-        if resume and run.status == RunStatus.QUEUED:
-            return self.execute(run)
-        return run
+    def answer(
+        self,
+        run: RunRef,
+        *,
+        approve: Iterable[str] | None = (),
+        deny: Iterable[str] | None = (),
+        outputs: Mapping[str, Any] | None = None,
+        resume: bool = True,
+    ) -> Run:
+        """Answer a waiting run's calls at once; with ``resume``, execute it when none waits.
+
+        ``approve`` and ``deny`` name calls waiting for approval (``None``: every
+        one of them; a denied call is answered with an error result saying so);
+        ``outputs`` are the results of client-side calls, ``{call_id: output}``,
+        an output being any value a tool may return or ``{"output": ...,
+        "is_error": bool}``. Everything is stored in one transaction, or nothing:
+        ``RunStateError`` ``run_not_waiting``, or ``unknown_tool_call`` for a call
+        that does not wait for that answer (or no call named at all).
+        """
+        answered = transitions.answer_waiting(_run_pk(run), approve, deny, outputs)
+        if resume and answered.status == RunStatus.QUEUED:
+            return self.execute(answered)
+        return answered
 
     def approve(
         self, run: RunRef, call_ids: Iterable[str] | None = None, *, resume: bool = True
     ) -> Run:
         """Approve waiting calls (all when ``call_ids`` is ``None``); resume when none waits."""
-        return self._after_action(
-            transitions.decide(_run_pk(run), call_ids, Decision.APPROVED), resume
-        )
+        return self.answer(run, approve=call_ids, resume=resume)
 
     def deny(
         self, run: RunRef, call_ids: Iterable[str] | None = None, *, resume: bool = True
     ) -> Run:
         """Deny waiting calls: each is answered with an error result saying so."""
-        return self._after_action(
-            transitions.decide(_run_pk(run), call_ids, Decision.DENIED), resume
-        )
+        return self.answer(run, deny=call_ids, resume=resume)
 
     def submit_tool_outputs(
         self, run: RunRef, outputs: Mapping[str, Any], *, resume: bool = True
     ) -> Run:
-        """Store the results of client-side calls: ``{call_id: output}``.
-
-        An output is any value a tool may return, or ``{"output": ..., "is_error": bool}``.
-        """
-        return self._after_action(transitions.submit_outputs(_run_pk(run), outputs), resume)
+        """Store the results of client-side calls: ``{call_id: output}`` (see :meth:`answer`)."""
+        return self.answer(run, outputs=outputs, resume=resume)
 
     def retry(self, run: RunRef, *, background: bool = False, user: AnyUser | None = None) -> Run:
         """Run a failed run again from its stored turns, as a new attempt.

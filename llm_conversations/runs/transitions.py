@@ -55,8 +55,8 @@ from llm_conversations.tools import tool_result_message
 from llm_conversations.users import AnyUser
 
 __all__ = [
+    "answer_waiting",
     "cancel_run",
-    "decide",
     "finish",
     "held",
     "lease_expiry",
@@ -66,7 +66,6 @@ __all__ = [
     "store_repair_prompt",
     "store_reply",
     "store_results",
-    "submit_outputs",
 ]
 
 # What a call still unanswered when its run ends is answered with, by reason.
@@ -270,11 +269,35 @@ def _locked_waiting_run(run_id: uuid.UUID | str) -> Run:
     return run
 
 
-def decide(run_id: uuid.UUID | str, call_ids: Iterable[str] | None, decision: Decision) -> Run:
-    """Record ``decision`` for calls waiting for approval (all when ``None``)."""
+def answer_waiting(
+    run_id: uuid.UUID | str,
+    approve: Iterable[str] | None,
+    deny: Iterable[str] | None,
+    outputs: Mapping[str, Any] | None,
+) -> Run:
+    """Answer calls of a waiting run in one transaction: decisions on calls waiting for
+    approval (``None``: every one of them) and the results of client-side calls.
+
+    The run is queued once no call waits. Naming no call at all is
+    ``unknown_tool_call``, as naming one that does not wait is.
+    """
+    decisions: list[tuple[list[str] | None, Decision]] = []
+    for ids, decision in ((approve, Decision.APPROVED), (deny, Decision.DENIED)):
+        chosen = None if ids is None else list(ids)
+        if chosen is None or chosen:
+            decisions.append((chosen, decision))
     with transaction.atomic():
         run = _locked_waiting_run(run_id)
-        run.record_decisions(run.take_waiting(WaitReason.REQUIRES_APPROVAL, call_ids), decision)
+        if not decisions and not outputs:
+            # take_waiting refuses an empty choice, naming the calls that wait.
+            asked = WaitReason.REQUIRES_APPROVAL if outputs is None else WaitReason.CLIENT_SIDE
+            run.take_waiting(asked, ())
+        for chosen, decision in decisions:
+            run.record_decisions(run.take_waiting(WaitReason.REQUIRES_APPROVAL, chosen), decision)
+        if outputs:
+            submitted = run.take_waiting(WaitReason.CLIENT_SIDE, outputs)
+            results = [_output_message(call_id, outputs[call_id]) for call_id in submitted]
+            append_messages(run.conversation_id, results, run=run)
         run.save(update_fields=["decisions", "pending_tool_calls", "status", "updated_at"])
     return run
 
@@ -283,17 +306,6 @@ def _output_message(call_id: str, value: Any) -> ChatMessage:
     if isinstance(value, Mapping) and set(value) <= {"output", "is_error"} and "output" in value:
         return tool_result_message(call_id, value["output"], is_error=bool(value.get("is_error")))
     return tool_result_message(call_id, value)
-
-
-def submit_outputs(run_id: uuid.UUID | str, outputs: Mapping[str, Any]) -> Run:
-    """Store the results of client-side calls waiting on the run."""
-    with transaction.atomic():
-        run = _locked_waiting_run(run_id)
-        submitted = run.take_waiting(WaitReason.CLIENT_SIDE, outputs)
-        results = [_output_message(call_id, outputs[call_id]) for call_id in submitted]
-        append_messages(run.conversation_id, results, run=run)
-        run.save(update_fields=["pending_tool_calls", "status", "updated_at"])
-    return run
 
 
 def requeue_failed(run_id: uuid.UUID | str, *, user: AnyUser | None = None) -> Run:

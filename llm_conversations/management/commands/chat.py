@@ -338,12 +338,7 @@ class Command(BaseCommand):
             (approved if answer.strip().lower() in APPROVE else denied).append(call.id)
         else:
             try:
-                if approved:
-                    service.approve(run.pk, approved, resume=False)
-                if denied:
-                    service.deny(run.pk, denied, resume=False)
-                if outputs:
-                    service.submit_tool_outputs(run.pk, outputs, resume=False)
+                service.answer(run.pk, approve=approved, deny=denied, outputs=outputs, resume=False)
             except RunStateError as exc:
                 self.stderr.write(f"Could not continue the run: {exc.message}")
                 return False
