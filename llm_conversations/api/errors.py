@@ -3,13 +3,16 @@
 Every error is ``{"error": {"code", "message", "field", "details"}}``. ``code``
 is stable (safe to branch on); ``field`` names the offending request field,
 dotted for nested ones (``message.content``, ``tool_outputs[1].tool_call_id``),
-or is ``null``. The handler is installed on the API's base view, so the host
-project's ``REST_FRAMEWORK`` settings need no change.
+or is ``null``: the handler names it once, as the request sent it
+(:func:`sent_field`), whether a serializer or a service refused the value. The
+status of each code is chosen here only. The handler is installed on the API's
+base view, so the host project's ``REST_FRAMEWORK`` settings need no change.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist, RequestDataTooBig
@@ -20,9 +23,17 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from llm_conversations.exceptions import LLMConversationsError
+from llm_conversations.exceptions import LLMConversationsError, join_field
+from llm_conversations.models import Run, RunStatus, TerminationReason
 
-__all__ = ["ApiError", "api_exception_handler", "as_api_error", "error_body"]
+__all__ = [
+    "ApiError",
+    "api_exception_handler",
+    "as_api_error",
+    "error_body",
+    "failed_run_error",
+    "sent_field",
+]
 
 logger = logging.getLogger("llm_conversations.api")
 
@@ -31,6 +42,9 @@ logger = logging.getLogger("llm_conversations.api")
 PUBLIC_VALIDATION_CODES = frozenset(
     {
         "duplicate_tool_output",
+        "invalid_number",
+        "invalid_text",
+        "too_deep",
         "too_large",
         "too_many_messages",
         "too_many_metadata_keys",
@@ -41,8 +55,8 @@ PUBLIC_VALIDATION_CODES = frozenset(
 
 # The status of each library error code that is not a 400: the run policy
 # refuses it (403), the conversation or run is in the wrong state (409), too
-# many runs are active (429), or the provider failed (502). Every other code
-# describes bad input.
+# many runs are active (429), the run failed on the server (500) or upstream
+# (502). Every other code describes bad input.
 _STATUS_BY_CODE = {
     "provider_not_permitted": 403,
     "model_not_permitted": 403,
@@ -56,10 +70,26 @@ _STATUS_BY_CODE = {
     "run_not_failed": 409,
     "idempotency_key_in_use": 409,
     "idempotency_key_reused": 422,
+    "run_failed": 500,
     "provider_error": 502,
     "invalid_output": 502,
     "server_busy": 503,
 }
+
+# What a failed run is answered with, by why it failed: the provider's failure,
+# or an answer that never matched the response_format, is upstream's; any other
+# reason is a failure on the server (the run's error and the log say what).
+_FAILED_RUNS: dict[str, tuple[str, str]] = {
+    TerminationReason.PROVIDER_ERROR: (
+        "provider_error",
+        "The provider failed; run {run} records the error.",
+    ),
+    TerminationReason.INVALID_OUTPUT: (
+        "invalid_output",
+        "The model's answer did not match the response_format; run {run} records the error.",
+    ),
+}
+_RUN_FAILED = ("run_failed", "Run {run} failed on the server.")
 
 # Seconds a client should wait before retrying a request refused for now: the
 # database could not serve it (a pool or lock timeout, a lost connection), or
@@ -93,6 +123,29 @@ def error_body(
 ) -> dict[str, Any]:
     """The JSON body of an error response."""
     return {"error": {"code": code, "message": message, "field": field, "details": details}}
+
+
+def failed_run_error(run: Run, data: Any) -> ApiError | None:
+    """The error that answers ``run`` when it failed (``data``, its representation, is in
+    ``details.run``); ``None`` when it did not."""
+    if run.status != RunStatus.FAILED:
+        return None
+    code, text = _FAILED_RUNS.get(run.termination_reason, _RUN_FAILED)
+    return ApiError(_STATUS_BY_CODE[code], code, text.format(run=run.pk), details={"run": data})
+
+
+def sent_field(field: str | None, names: Mapping[str, str]) -> str | None:
+    """``field`` named as the request sent the value: a name in ``names`` that ``field`` is or
+    starts with (``messages[0]``, then ``.`` or ``[``) is replaced by the request's own
+    (``""``: the body itself)."""
+    if field is None:
+        return None
+    for name, sent in names.items():
+        rest = field.removeprefix(name)
+        if rest == field or rest[:1] not in ("", ".", "["):
+            continue
+        return join_field(sent, rest.removeprefix(".") or None)
+    return field
 
 
 def _first_error(detail: Any, path: str = "") -> tuple[str, exceptions.ErrorDetail | str]:
@@ -202,6 +255,9 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     if error is None:
         return None
     set_rollback()
+    sent_names = getattr(context.get("view"), "sent_names", None)
+    if callable(sent_names):
+        error.field = sent_field(error.field, sent_names())
     headers: dict[str, str] = {}
     if isinstance(exc, exceptions.APIException):
         # Keep WWW-Authenticate and Retry-After, which DRF's own handler sets.

@@ -4,7 +4,7 @@
 ``too_large`` beyond), refuses nesting deeper than
 :data:`~llm_conversations.core.text.MAX_JSON_DEPTH` without recursing into it
 unprotected, and applies the one storable-text policy
-(:func:`~llm_conversations.api.inputs.check_text`) to the whole body.
+(:func:`check_text`) to the whole body.
 Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE`` applies too, when it is smaller.
 
 :class:`BodyRequest` hands the parser a body sent without a ``Content-Length``
@@ -29,11 +29,10 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 
 from llm_conversations.api.errors import ApiError
-from llm_conversations.api.inputs import check_text
 from llm_conversations.conf import conf
-from llm_conversations.core.text import MAX_JSON_DEPTH
+from llm_conversations.core.text import MAX_JSON_DEPTH, json_problem
 
-__all__ = ["BodyRequest", "BoundedJSONParser", "body_limit", "body_too_large"]
+__all__ = ["BodyRequest", "BoundedJSONParser", "body_limit", "body_too_large", "check_text"]
 
 _CHUNK = 64 * 1024
 
@@ -55,6 +54,22 @@ def body_too_large(limit: int | None = None) -> ApiError:
         f"The request body may have at most {limit} bytes.",
         details={"limit": limit},
     )
+
+
+def check_text(value: Any, path: str = "") -> None:
+    """Refuse request data that no supported database stores, naming the field.
+
+    Applies the one storable-text policy (:func:`llm_conversations.core.text.json_problem`):
+    NUL characters and lone surrogates (``invalid_text``), numbers that are not
+    finite (``invalid_number``, e.g. ``1e400``) and nesting deeper than
+    ``MAX_JSON_DEPTH`` (``too_deep``), anywhere in ``value``, keys included.
+    The same request is then a 400 on every database, never a server error.
+    """
+    problem = json_problem(value, path)
+    if problem is not None:
+        raise ApiError(
+            400, problem.code, f"{problem.why} is not allowed.", field=problem.path or None
+        )
 
 
 def _declared_length(request: HttpRequest) -> int | None:

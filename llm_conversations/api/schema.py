@@ -1,10 +1,11 @@
 """OpenAPI descriptions that serializers cannot express on their own.
 
-Every limit the server enforces is stated, read from the settings when the
-schema is generated: ``MAX_MESSAGE_CHARS`` (``maxLength`` of content, of a
-run's message text and instructions, and of a tool's text output), ``MAX_MESSAGES_PER_REQUEST``
-(``maxItems``), ``MAX_METADATA_KEYS`` (``maxProperties``) and
-``MAX_ITERATIONS_LIMIT`` (``maximum``).
+Limits are not declared here: each is a validator of the field it bounds
+(:class:`~llm_conversations.api.serializers.common.Limit`), which drf-spectacular
+states by itself on fields of one JSON type. The extensions below describe
+fields of more than one type (one message or a list, text or an object, any
+JSON value), reading the field's own limit (:func:`declared_limit`) for the
+branch it bounds.
 
 An event stream is described one event at a time: ``event`` names it and
 ``data`` is JSON text whose decoded form is a ``StreamEvent`` object
@@ -16,28 +17,25 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
-from drf_spectacular.plumbing import build_basic_type
 from drf_spectacular.settings import spectacular_settings
-from drf_spectacular.types import OpenApiTypes
 from rest_framework import serializers
 
 from llm_conversations.api.ai_sdk import AI_SDK_FORMAT, PROTOCOL_HEADER, PROTOCOL_VERSION
-from llm_conversations.api.inputs import message_input_schema, messages_input_schema
 from llm_conversations.api.serializers import (
-    MaxIterationsField,
+    MessageContentField,
+    MessageInputSerializer,
     MessagesInputSerializer,
-    MetadataField,
     StreamEventSerializer,
     ToolOutputField,
     UserMessageField,
+    declared_limit,
 )
+from llm_conversations.api.serializers.messages import MessageListField
 from llm_conversations.api.serializers.parameters import (
-    InstructionsField,
     ResponseFormatField,
     StopField,
     ToolChoiceField,
 )
-from llm_conversations.conf import conf
 from llm_conversations.core.parameters import TOOL_CHOICE_MODES
 from llm_conversations.models import RunEventType
 
@@ -95,76 +93,77 @@ def _described(field: Any, schema: dict[str, Any]) -> dict[str, Any]:
     return {**schema, "description": str(help_text)} if help_text else schema
 
 
-class MetadataFieldExtension(OpenApiSerializerFieldExtension):
-    """Metadata: an object of any JSON values, at most ``MAX_METADATA_KEYS`` keys."""
+def _text(field: Any, description: str | None = None) -> dict[str, Any]:
+    """The text branch of a field of more than one type, within the field's limit."""
+    schema: dict[str, Any] = {"type": "string"}
+    if description:
+        schema["description"] = description
+    limit = declared_limit(field)
+    return schema if limit is None else {**schema, "maxLength": limit}
 
-    target_class = MetadataField
+
+_CONTENT_PARTS: dict[str, Any] = {
+    "type": "array",
+    "description": (
+        "Content parts (user and tool turns): text parts, and images and files by the id "
+        "of an uploaded attachment (docs/attachments.md)."
+    ),
+    "minItems": 1,
+    "items": {
+        "type": "object",
+        "properties": {
+            "type": {"type": "string", "enum": ["text", "image", "file"]},
+            "text": {"type": "string"},
+            "attachment_id": {"type": "string", "format": "uuid"},
+        },
+        "required": ["type"],
+    },
+}
+
+
+class MessageContentFieldExtension(OpenApiSerializerFieldExtension):
+    """A message's content: text within its limit, or content parts."""
+
+    target_class = MessageContentField
 
     def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
-        return _described(
-            self.target,
-            {
-                "type": "object",
-                "additionalProperties": {},
-                "maxProperties": conf.MAX_METADATA_KEYS,
-            },
-        )
-
-
-class MaxIterationsFieldExtension(OpenApiSerializerFieldExtension):
-    """``max_iterations``: 1 to ``MAX_ITERATIONS_LIMIT``."""
-
-    target_class = MaxIterationsField
-
-    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
-        schema = build_basic_type(OpenApiTypes.INT) or {"type": "integer"}
-        return _described(
-            self.target, {**schema, "minimum": 1, "maximum": conf.MAX_ITERATIONS_LIMIT}
-        )
+        return {"oneOf": [_text(self.target), _CONTENT_PARTS]}
 
 
 class ToolOutputFieldExtension(OpenApiSerializerFieldExtension):
-    """Any JSON value; ``maxLength`` constrains only a text output, as the server does."""
+    """Any JSON value; ``maxLength`` constrains only a text output, as the field does."""
 
     target_class = ToolOutputField
 
     def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
-        text = {"type": "string", "maxLength": conf.MAX_MESSAGE_CHARS}
         others = [{"type": name} for name in ("object", "array", "number", "boolean")]
-        return _described(self.target, {"anyOf": [text, *others]})
+        return {"anyOf": [_text(self.target), *others]}
 
 
 class UserMessageFieldExtension(OpenApiSerializerFieldExtension):
-    """A run's user turn: its text or a message object, within ``MAX_MESSAGE_CHARS``."""
+    """A run's user turn: its text (within the text field's limit) or a message object."""
 
     target_class = UserMessageField
 
     def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
-        text = {
-            "type": "string",
-            "description": "The text of a user message.",
-            "maxLength": conf.MAX_MESSAGE_CHARS,
-        }
-        return _described(self.target, {"oneOf": [text, message_input_schema()]})
+        field: UserMessageField = self.target
+        text = _text(field.text, "The text of a user message.")
+        message = auto_schema.resolve_serializer(field.message, direction)
+        return {"oneOf": [text, message.ref]}
 
 
 class MessagesInputExtension(OpenApiSerializerExtension):
-    """A message POST body: one message or a list of 1 to ``MAX_MESSAGES_PER_REQUEST``."""
+    """A message POST body: one message, or a list within the list field's limits."""
 
     target_class = MessagesInputSerializer
 
     def map_serializer(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
-        return messages_input_schema()
-
-
-class InstructionsFieldExtension(OpenApiSerializerFieldExtension):
-    """A run's instructions: text within ``MAX_MESSAGE_CHARS``."""
-
-    target_class = InstructionsField
-
-    def map_serializer_field(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
-        schema = {"type": "string", "minLength": 1, "maxLength": conf.MAX_MESSAGE_CHARS}
-        return _described(self.target, schema)
+        field: MessageListField = self.target.fields["messages"]
+        one = auto_schema.resolve_serializer(MessageInputSerializer, direction).ref
+        listed = {"type": "array", "items": one}
+        # The list field's own validators, as drf-spectacular states them on a field.
+        auto_schema._insert_field_validators(field, listed)
+        return {"oneOf": [one, listed]}
 
 
 class StopFieldExtension(OpenApiSerializerFieldExtension):

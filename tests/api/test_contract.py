@@ -112,6 +112,15 @@ def find(schema: dict[str, Any], path: str, method: str) -> dict[str, Any]:
     return operation
 
 
+def resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    """``node``, or the component its ``$ref`` names."""
+    ref = node.get("$ref")
+    if ref is None:
+        return node
+    found: dict[str, Any] = schema["components"]["schemas"][ref.rsplit("/", 1)[-1]]
+    return found
+
+
 def test_the_schema_states_the_limits_of_the_current_settings(settings: Any) -> None:
     settings.LLM_CONVERSATIONS = {
         **API_SETTINGS,
@@ -123,15 +132,19 @@ def test_the_schema_states_the_limits_of_the_current_settings(settings: Any) -> 
     schema = SchemaGenerator().get_schema(request=None, public=True)
     components = schema["components"]["schemas"]
     messages = components["MessagesInput"]["oneOf"]
-    assert messages[0]["properties"]["content"]["oneOf"][0]["maxLength"] == 1234
-    assert messages[0]["properties"]["tool_call_id"]["maxLength"] == 255
+    one = resolve(schema, messages[0])
+    assert one["properties"]["content"]["oneOf"][0]["maxLength"] == 1234
+    assert one["properties"]["tool_call_id"]["maxLength"] == 255
     assert (messages[1]["minItems"], messages[1]["maxItems"]) == (1, 7)
+    assert resolve(schema, messages[1]["items"]) == one
     conversation = components["Conversation"]["properties"]
     assert conversation["title"]["maxLength"] == 200
     assert conversation["metadata"]["maxProperties"] == 9
     assert conversation["metadata"]["additionalProperties"] == {}
     run = components["RunCreate"]["properties"]
     assert run["message"]["oneOf"][0]["maxLength"] == 1234
+    assert resolve(schema, run["message"]["oneOf"][1]) == one
+    assert run["instructions"]["maxLength"] == 1234
     assert (run["max_iterations"]["minimum"], run["max_iterations"]["maximum"]) == (1, 11)
     output = components["ToolOutput"]["properties"]["output"]
     assert {"type": "string", "maxLength": 1234} in output["anyOf"]

@@ -7,7 +7,7 @@ import uuid
 import pytest
 from django.urls import resolve, reverse
 
-from llm_conversations.api.errors import as_api_error
+from llm_conversations.api.errors import as_api_error, sent_field
 from llm_conversations.api.schema import ServerSentEventSerializer, describe_run_events
 from llm_conversations.exceptions import (
     ConversationBusy,
@@ -109,3 +109,27 @@ def test_library_errors_get_a_status_by_code(
     error = as_api_error(exc)
     assert error is not None
     assert (error.status_code, error.code, error.field) == (status, code, field)
+
+
+@pytest.mark.parametrize(
+    ("field", "names", "sent"),
+    [
+        # A message posted on its own: the body is the message.
+        ("messages[0].content", {"messages[0]": ""}, "content"),
+        ("messages[0].tool_calls[1].id", {"messages[0]": ""}, "tool_calls[1].id"),
+        ("messages[0]", {"messages[0]": ""}, None),
+        ("messages[1].content", {"messages[0]": ""}, "messages[1].content"),
+        ("messages[10].content", {"messages[1]": ""}, "messages[10].content"),
+        # A run's user turn sent as its text, or taken from a chat's UI messages.
+        ("message.content", {"message.content": "message"}, "message"),
+        ("message.contents", {"message.content": "message"}, "message.contents"),
+        ("message.content", {"message.content": "messages"}, "messages"),
+        ("message.role", {"message.content": "message"}, "message.role"),
+        (None, {"messages[0]": ""}, None),
+        ("content", {}, "content"),
+    ],
+)
+def test_error_fields_are_named_as_the_request_sent_them(
+    field: str | None, names: dict[str, str], sent: str | None
+) -> None:
+    assert sent_field(field, names) == sent

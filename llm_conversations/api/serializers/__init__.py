@@ -1,8 +1,10 @@
 """Serializers: the shape of request input and one declaration per response shape.
 
-Input serializers shape types and apply the API's own size limits; the rules
-about messages, runs, providers and tools belong to the services, which raise
-errors the API translates once (:mod:`llm_conversations.api.errors`).
+Input serializers check types and the API's own size limits, each declared
+once on its field (:class:`~llm_conversations.api.serializers.common.Limit`),
+where the schema reads it too; the rules about messages, runs, providers and
+tools belong to the services, which raise errors the API translates once
+(:mod:`llm_conversations.api.errors`).
 
 :class:`RunSerializer` represents a run from its declared fields.
 :class:`MessageSerializer` declares a message's fields and represents a row
@@ -16,12 +18,14 @@ from llm_conversations.api.serializers.chat import (
     UIMessageSerializer,
 )
 from llm_conversations.api.serializers.common import (
+    BackgroundField,
     ErrorSerializer,
+    Limit,
     MaxIterationsField,
-    MessagesInputSerializer,
     MetadataField,
+    NamesSentFields,
     StrictTypes,
-    ToolOutputField,
+    declared_limit,
 )
 from llm_conversations.api.serializers.conversations import (
     ORDERING_FIELDS,
@@ -39,23 +43,31 @@ from llm_conversations.api.serializers.forks import (
     EditSerializer,
     ForkCreateSerializer,
     RegenerateSerializer,
-    run_options,
+)
+from llm_conversations.api.serializers.messages import (
+    MessageContentField,
+    MessageInputSerializer,
+    MessagesInputSerializer,
+    MessageTextField,
+    ToolOutputField,
+    UserMessageField,
 )
 from llm_conversations.api.serializers.runs import (
     RunCreateSerializer,
     RunEventsQuerySerializer,
     RunListQuerySerializer,
+    RunOptionsSerializer,
     RunRetrySerializer,
     RunSerializer,
     StreamEventSerializer,
     SubmitToolOutputsSerializer,
     ToolDecisionSerializer,
     ToolSerializer,
-    UserMessageField,
 )
 
 __all__ = [
     "ORDERING_FIELDS",
+    "BackgroundField",
     "ChatRequestSerializer",
     "ConversationListQuerySerializer",
     "ConversationSerializer",
@@ -63,17 +75,23 @@ __all__ = [
     "ErrorSerializer",
     "FeedbackSerializer",
     "ForkCreateSerializer",
+    "Limit",
     "MaxIterationsField",
+    "MessageContentField",
     "MessageFeedbackSerializer",
+    "MessageInputSerializer",
     "MessageListQuerySerializer",
     "MessagePageSerializer",
     "MessageSerializer",
+    "MessageTextField",
     "MessagesInputSerializer",
     "MetadataField",
+    "NamesSentFields",
     "RegenerateSerializer",
     "RunCreateSerializer",
     "RunEventsQuerySerializer",
     "RunListQuerySerializer",
+    "RunOptionsSerializer",
     "RunRetrySerializer",
     "RunSerializer",
     "StreamEventSerializer",
@@ -85,5 +103,5 @@ __all__ = [
     "UIMessageChunkEventSerializer",
     "UIMessageSerializer",
     "UserMessageField",
-    "run_options",
+    "declared_limit",
 ]

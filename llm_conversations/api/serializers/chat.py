@@ -3,14 +3,30 @@ events of the stream it reads back."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rest_framework import serializers
 
-from llm_conversations.api.serializers.common import StrictTypes
+from llm_conversations.api.serializers.common import BackgroundField, StrictTypes
+from llm_conversations.api.serializers.messages import MessageTextField
 from llm_conversations.api.serializers.runs import RunOptionsSerializer
 
-__all__ = ["ChatRequestSerializer", "UIMessageChunkEventSerializer", "UIMessageSerializer"]
+__all__ = [
+    "ChatRequestSerializer",
+    "UIMessageChunkEventSerializer",
+    "UIMessageSerializer",
+    "user_text",
+]
+
+
+def user_text(message: dict[str, Any]) -> str:
+    """The text of a UI message: its ``text`` parts, joined by blank lines."""
+    texts = [
+        part["text"]
+        for part in message["parts"]
+        if part.get("type") == "text" and isinstance(part.get("text"), str)
+    ]
+    return "\n\n".join(texts)
 
 
 class UIMessageSerializer(StrictTypes[Any]):
@@ -32,11 +48,16 @@ class UIMessageSerializer(StrictTypes[Any]):
 class ChatRequestSerializer(RunOptionsSerializer):
     """``{id, messages, trigger, messageId}``, as ``DefaultChatTransport`` posts it.
 
-    The last message is the new user turn; the conversation's stored history
-    is the one the model sees, whatever the other messages say. Fields added
-    with the transport's ``body`` option choose the run's provider, tools and
-    iteration limit.
+    The last message is the new user turn (its text, ``text`` once validated)
+    or decisions on a waiting run; the conversation's stored history is the one
+    the model sees, whatever the other messages say. Fields added with the
+    transport's ``body`` option choose the run's provider, tools and iteration
+    limit.
     """
+
+    request_fields: ClassVar[frozenset[str]] = frozenset(
+        {"id", "messages", "trigger", "messageId", "text"}
+    )
 
     id = serializers.CharField(
         required=False, allow_blank=True, trim_whitespace=False, help_text="The chat's id."
@@ -55,10 +76,23 @@ class ChatRequestSerializer(RunOptionsSerializer):
     messageId = serializers.CharField(
         required=False, allow_null=True, allow_blank=True, trim_whitespace=False
     )
-    background = serializers.BooleanField(
-        required=False,
+    background = BackgroundField(
         help_text="Execute in a task worker and stream its log; `BACKGROUND_RUNS` when omitted.",
     )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """A user turn's text within ``MAX_MESSAGE_CHARS``; it came from ``messages``."""
+        last = attrs["messages"][-1]
+        if last["role"] == "user":
+            try:
+                attrs["text"] = MessageTextField(allow_blank=True).run_validation(user_text(last))
+            except serializers.ValidationError as exc:
+                raise serializers.ValidationError({"messages": exc.detail}) from None
+        return attrs
+
+    def sent_names(self) -> dict[str, str]:
+        # The run's user turn is the text of the last UI message.
+        return {"message.content": "messages"}
 
 
 class UIMessageChunkEventSerializer(serializers.Serializer[Any]):

@@ -1,12 +1,25 @@
-"""Strict input types, shared fields, and the error body."""
+"""Strict input types, size limits, shared fields, and the error body.
+
+A limit of the HTTP surface (``MAX_MESSAGE_CHARS``, ``MAX_MESSAGES_PER_REQUEST``,
+``MAX_METADATA_KEYS``) is declared once, as a :class:`Limit` on the field it
+bounds, which reads its setting whenever it is applied. drf-spectacular states
+every such validator in the schema (``maxLength``, ``maxItems`` or
+``maxProperties``, by the field's type), reading the same setting then, so
+validation and the schema cannot disagree.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, TypeVar
 
+from django.core.validators import MaxLengthValidator
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ErrorDetail
+
+from llm_conversations.conf import conf
 
 _T = TypeVar("_T")
 
@@ -55,23 +68,104 @@ class StrictTypes(serializers.Serializer[_T]):
         return super().to_internal_value(data)
 
 
+# Limits -----------------------------------------------------------------------
+
+
+class Limit(MaxLengthValidator):
+    """At most the setting ``setting`` of a request value, measured by ``measure``; refused
+    with ``code`` (a stable error code) and ``message`` (``%(limit_value)d`` and
+    ``%(show_value)d`` are the limit and the value's size).
+
+    The setting is read each time (``limit_value`` is a callable, as Django's
+    validators and drf-spectacular allow), so a field built before the
+    settings changed still applies and states the current limit.
+    """
+
+    def __init__(
+        self,
+        setting: str,
+        *,
+        code: str,
+        message: str,
+        measure: Callable[[Any], int] = len,
+    ) -> None:
+        super().__init__(partial(getattr, conf, setting), message)
+        self.setting = setting
+        self.code = code
+        self.measure = measure
+
+    def clean(self, x: Any) -> int:
+        return self.measure(x)
+
+    def limit(self) -> int:
+        """The limit the settings give now."""
+        value: int = getattr(conf, self.setting)
+        return value
+
+
+def declared_limit(field: serializers.Field[Any, Any, Any, Any]) -> int | None:
+    """The :class:`Limit` a field declares, for schema extensions that state it themselves
+    (fields of more than one JSON type, where drf-spectacular cannot place it)."""
+    limits = [v.limit() for v in field.validators if isinstance(v, Limit)]
+    return min(limits) if limits else None
+
+
+# Any JSON value, null included (the child's allow_null would make the schema an
+# ambiguous oneOf); maxProperties comes from the field's Limit.
+@extend_schema_field({"type": "object", "additionalProperties": {}})
 class MetadataField(serializers.DictField):
     """A JSON object of any values (``null`` included), at most ``MAX_METADATA_KEYS`` keys."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(child=serializers.JSONField(allow_null=True), **kwargs)
+        self.validators.append(
+            Limit(
+                "MAX_METADATA_KEYS",
+                code="too_many_metadata_keys",
+                message="metadata may have at most %(limit_value)d keys; got %(show_value)d.",
+            )
+        )
 
 
 class MaxIterationsField(serializers.IntegerField):
-    """``max_iterations``: 1 to ``MAX_ITERATIONS_LIMIT`` (checked by the service)."""
+    """``max_iterations``: 1 to ``MAX_ITERATIONS_LIMIT``.
+
+    The range is the run service's rule (``invalid_max_iterations``, for every
+    caller); the field states it for the schema (``minimum``, ``maximum``, read
+    when the field is built: each serializer instance builds its own) and
+    leaves the check to the service.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # Set after DRF's own validators are built, so none is added for them.
+        self.min_value, self.max_value = 1, conf.MAX_ITERATIONS_LIMIT
 
 
-class ToolOutputField(serializers.JSONField):
-    """A tool's output: any JSON value; text within ``MAX_MESSAGE_CHARS``."""
+def background_default() -> bool:
+    """What ``background`` is when a request omits it: ``BACKGROUND_RUNS``."""
+    return conf.BACKGROUND_RUNS
 
 
-class MessagesInputSerializer(serializers.Serializer[Any]):
-    """A message POST body: one message object or a list of them (schema only)."""
+class BackgroundField(serializers.BooleanField):
+    """Whether the run a request starts goes to a task worker; ``BACKGROUND_RUNS`` when
+    omitted (read when the request is validated)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(required=False, default=background_default, **kwargs)
+
+
+class NamesSentFields:
+    """A request body that tells how the services it is handed to name its values.
+
+    The exception handler names an error's field as the request sent it
+    (:func:`~llm_conversations.api.errors.sent_field`) from :meth:`sent_names`.
+    """
+
+    def sent_names(self) -> dict[str, str]:
+        """Field names the services give (``messages[0]``, ``message.content``) mapped to the
+        request's own for that value (``""`` for the body itself)."""
+        return {}
 
 
 # Errors ---------------------------------------------------------------------

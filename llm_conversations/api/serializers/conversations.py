@@ -8,14 +8,10 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
-from llm_conversations.api.inputs import ROLE_CHOICES
 from llm_conversations.api.representations import message_data, message_row
-from llm_conversations.api.serializers.common import (
-    MetadataField,
-    StrictTypes,
-)
+from llm_conversations.api.serializers.common import MetadataField, StrictTypes
 from llm_conversations.api.serializers.feedback import MessageFeedbackSerializer
-from llm_conversations.conf import conf
+from llm_conversations.api.serializers.messages import ROLE_CHOICES
 from llm_conversations.conversations.search import MAX_SEARCH_CHARS
 from llm_conversations.core.completions import FinishReason
 from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS, cost_text
@@ -105,16 +101,6 @@ class ConversationSerializer(StrictTypes[Conversation], serializers.ModelSeriali
         """The ``cost`` annotation of ``services.costs.with_cost``; a conversation
         just created has none and has cost nothing."""
         return cost_text(getattr(instance, "cost", Decimal(0)))
-
-    def validate_metadata(self, value: dict[str, Any]) -> dict[str, Any]:
-        """Refuse more keys than ``MAX_METADATA_KEYS``."""
-        limit = conf.MAX_METADATA_KEYS
-        if len(value) > limit:
-            raise serializers.ValidationError(
-                f"metadata may have at most {limit} keys; got {len(value)}.",
-                code="too_many_metadata_keys",
-            )
-        return value
 
 
 # Messages ---------------------------------------------------------------------

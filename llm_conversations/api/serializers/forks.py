@@ -11,14 +11,10 @@ from typing import Any
 from rest_framework import serializers
 
 from llm_conversations.api.serializers.common import StrictTypes
-from llm_conversations.api.serializers.runs import RunCreateSerializer, UserMessageField
+from llm_conversations.api.serializers.messages import UserMessageField
+from llm_conversations.api.serializers.runs import RunCreateSerializer
 
-__all__ = [
-    "EditSerializer",
-    "ForkCreateSerializer",
-    "RegenerateSerializer",
-    "run_options",
-]
+__all__ = ["EditSerializer", "ForkCreateSerializer", "RegenerateSerializer"]
 
 
 # A message id as uuid.UUID reads it, stated in the schema (a bare "format: uuid"
@@ -66,17 +62,3 @@ class RegenerateSerializer(RunCreateSerializer):
 
     message_id = message_id_field("The assistant turn to make again.")
     message = None  # type: ignore[assignment]  # the user turn is the one answered before
-
-
-# Body fields that are not options of ToolLoopService.start.
-_NOT_START_OPTIONS = frozenset({"message", "message_id", "stream", "background"})
-
-
-def run_options(validated: dict[str, Any]) -> dict[str, Any]:
-    """The options of ``ToolLoopService.start`` that a body sent (``provider``, ``tools``,
-    ``max_iterations``, and whatever ``POST runs/`` accepts besides)."""
-    return {
-        name: value
-        for name, value in validated.items()
-        if name not in _NOT_START_OPTIONS and value is not None
-    }

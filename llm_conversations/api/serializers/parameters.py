@@ -11,11 +11,11 @@ from typing import Any
 
 from rest_framework import serializers
 
-from llm_conversations.api.inputs import too_large
 from llm_conversations.api.serializers.common import StrictTypes
-from llm_conversations.conf import conf
+from llm_conversations.api.serializers.messages import MessageTextField
 from llm_conversations.core.parameters import (
     MAX_MODEL_CHARS,
+    OUTPUT_TOKENS_RANGE,
     PARAMETER_NAMES,
     REASONING_EFFORTS,
     SEED_RANGE,
@@ -27,7 +27,6 @@ from llm_conversations.models import Run
 
 __all__ = [
     "RUN_OPTION_NAMES",
-    "InstructionsField",
     "ResponseFormatField",
     "RunParameterFields",
     "RunParametersSerializer",
@@ -37,16 +36,6 @@ __all__ = [
 
 # The parameters kept in Run.parameters: instructions and model have fields of their own.
 RUN_OPTION_NAMES = tuple(name for name in PARAMETER_NAMES if name not in ("instructions", "model"))
-
-
-class InstructionsField(serializers.CharField):
-    """A run's system prompt, within ``MAX_MESSAGE_CHARS``."""
-
-    def to_internal_value(self, data: Any) -> str:
-        value = super().to_internal_value(data)
-        if len(value) > conf.MAX_MESSAGE_CHARS:
-            raise too_large("instructions")
-        return value
 
 
 class StopField(serializers.JSONField):
@@ -81,10 +70,9 @@ class ResponseFormatField(serializers.DictField):
 class RunParameterFields(StrictTypes[Any]):
     """The parameters of ``POST runs/``; omitted ones take the provider's defaults."""
 
-    instructions = InstructionsField(
+    instructions = MessageTextField(
         required=False,
         min_length=1,
-        trim_whitespace=False,
         help_text="A system prompt for this run: sent first on every model call, "
         "kept on the run, not added to the conversation.",
     )
@@ -102,7 +90,10 @@ class RunParameterFields(StrictTypes[Any]):
         required=False, min_value=TOP_P_RANGE[0], max_value=TOP_P_RANGE[1]
     )
     max_output_tokens = serializers.IntegerField(
-        required=False, min_value=1, help_text="The most tokens one model call may write."
+        required=False,
+        min_value=OUTPUT_TOKENS_RANGE[0],
+        max_value=OUTPUT_TOKENS_RANGE[1],
+        help_text="The most tokens one model call may write.",
     )
     stop = StopField(required=False, help_text="Sequences that end the model's output.")
     seed = serializers.IntegerField(
@@ -126,11 +117,6 @@ class RunParameterFields(StrictTypes[Any]):
         help_text="A JSON Schema of an object: the final answer must match it; the parsed "
         "answer is the assistant message's `parsed`.",
     )
-
-    def parameters(self) -> dict[str, Any]:
-        """The validated parameters that were sent, by name."""
-        data = self.validated_data
-        return {name: data[name] for name in PARAMETER_NAMES if name in data}
 
 
 class RunParametersSerializer(serializers.Serializer[Run]):

@@ -3,28 +3,27 @@
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from llm_conversations.api.errors import ApiError
-from llm_conversations.api.inputs import content_chars, too_large
 from llm_conversations.api.serializers.common import (
+    BackgroundField,
     MaxIterationsField,
+    NamesSentFields,
     StrictTypes,
-    ToolOutputField,
 )
 from llm_conversations.api.serializers.conversations import (
     MessageSerializer,
     ToolCallSerializer,
     UsageSerializer,
 )
+from llm_conversations.api.serializers.messages import ToolOutputField, UserMessageField
 from llm_conversations.api.serializers.parameters import (
     RunParameterFields,
     RunParametersSerializer,
 )
-from llm_conversations.conf import conf
 from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS
 from llm_conversations.models import (
     MAX_ID_CHARS,
@@ -38,30 +37,14 @@ from llm_conversations.models import (
 # Runs -------------------------------------------------------------------------
 
 
-class UserMessageField(serializers.JSONField):
-    """A user message: its text, or the message object, passed on as sent.
+class RunOptionsSerializer(NamesSentFields, StrictTypes[Any]):
+    """How a new run executes: its provider, its tools, its iteration limit.
 
-    Only the type and the size limit are checked here; the service that
-    starts the run validates the message.
+    :meth:`start_options` are the validated options of ``ToolLoopService.start``
+    (``background`` included): a body's every other field is in ``request_fields``.
     """
 
-    def to_internal_value(self, data: Any) -> str | dict[str, Any]:  # type: ignore[override]
-        data = super().to_internal_value(data)
-        if isinstance(data, str):
-            if len(data) > conf.MAX_MESSAGE_CHARS:
-                raise too_large("message")
-            return data
-        if not isinstance(data, dict):
-            raise ApiError(
-                400, "invalid", "message must be a string or an object.", field="message"
-            )
-        if content_chars(data.get("content")) > conf.MAX_MESSAGE_CHARS:
-            raise too_large("message.content")
-        return data
-
-
-class RunOptionsSerializer(StrictTypes[Any]):
-    """How a new run executes: its provider, its tools, its iteration limit."""
+    request_fields: ClassVar[frozenset[str]] = frozenset({"message", "message_id", "stream"})
 
     provider = serializers.CharField(
         required=False,
@@ -80,6 +63,14 @@ class RunOptionsSerializer(StrictTypes[Any]):
         help_text="Model calls before the loop closes the run: 1 to `MAX_ITERATIONS_LIMIT`.",
     )
 
+    def start_options(self) -> dict[str, Any]:
+        """The options of ``ToolLoopService.start`` the body set; omitted ones are the service's."""
+        return {
+            name: value
+            for name, value in self.validated_data.items()
+            if name not in self.request_fields and value is not None
+        }
+
 
 class RunStartFields(RunOptionsSerializer):
     """What a run answers and how it is executed (its parameters come after)."""
@@ -88,13 +79,16 @@ class RunStartFields(RunOptionsSerializer):
     stream = serializers.BooleanField(
         required=False, default=False, help_text="Answer with Server-Sent Events."
     )
-    background = serializers.BooleanField(
-        required=False,
+    background = BackgroundField(
         help_text=(
             "Queue the run for a task worker and answer 202 with the queued run (with "
             "`stream`: its events as they are logged); `BACKGROUND_RUNS` when omitted."
         ),
     )
+
+    def sent_names(self) -> dict[str, str]:
+        data = getattr(self, "_validated_data", None) or {}
+        return UserMessageField.sent_names(data.get("message"))
 
 
 class RunCreateSerializer(RunStartFields, RunParameterFields):
@@ -113,8 +107,7 @@ class RunCreateSerializer(RunStartFields, RunParameterFields):
 class RunRetrySerializer(StrictTypes[Any]):
     """Run a failed run again, from its stored turns, as a new attempt."""
 
-    background = serializers.BooleanField(
-        required=False,
+    background = BackgroundField(
         help_text="Queue the retry for a task worker (202); `BACKGROUND_RUNS` when omitted.",
     )
 
@@ -307,17 +300,20 @@ class SubmitToolOutputsSerializer(StrictTypes[Any]):
     stream = serializers.BooleanField(required=False, default=False)
 
     def validate_tool_outputs(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """One output per call, each within ``MAX_MESSAGE_CHARS``."""
+        """One output per call."""
         ids = [item["tool_call_id"] for item in value]
         if len(set(ids)) != len(ids):
             raise serializers.ValidationError(
                 "each tool_call_id may appear once.", code="duplicate_tool_output"
             )
-        for index, item in enumerate(value):
-            output = item["output"]
-            if isinstance(output, str) and len(output) > conf.MAX_MESSAGE_CHARS:
-                raise too_large(f"tool_outputs[{index}].output")
         return value
+
+    def outputs(self) -> dict[str, dict[str, Any]]:
+        """The outputs by call id, as ``ToolLoopService.answer`` takes them."""
+        return {
+            item["tool_call_id"]: {"output": item["output"], "is_error": item["is_error"]}
+            for item in self.validated_data["tool_outputs"]
+        }
 
 
 # Tools ------------------------------------------------------------------------

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import FileResponse, Http404, HttpRequest
+from django.db.models import QuerySet
+from django.http import FileResponse, HttpRequest
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status, viewsets
@@ -19,7 +20,7 @@ from llm_conversations.api.serializers.attachments import (
     AttachmentUploadSerializer,
     attachment_data,
 )
-from llm_conversations.api.views.base import ApiView, error_responses, parse_uuid
+from llm_conversations.api.views.base import ApiView, error_responses
 from llm_conversations.conf import conf
 from llm_conversations.conversations.attachments import create_attachment, file_response
 from llm_conversations.exceptions import InvalidAttachment
@@ -46,10 +47,12 @@ def _too_large(size: int) -> InvalidAttachment:
     )
 
 
-class AttachmentViewSet(ApiView, viewsets.ViewSet):
+class AttachmentViewSet(ApiView, viewsets.GenericViewSet[Attachment]):
     """Images and PDFs the caller uploads, for messages to show by id."""
 
     parser_classes = [MultiPartParser]
+    queryset = Attachment.objects.all()
+    serializer_class = AttachmentSerializer
 
     def initialize_request(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Request:
         drf_request = super().initialize_request(request, *args, **kwargs)
@@ -61,11 +64,9 @@ class AttachmentViewSet(ApiView, viewsets.ViewSet):
             parser_context=drf_request.parser_context,
         )
 
-    def _owned(self, pk: Any) -> Attachment:
-        try:
-            return Attachment.objects.get(pk=parse_uuid(pk), owner_id=self.request.user.pk)
-        except Attachment.DoesNotExist:
-            raise Http404 from None
+    def get_queryset(self) -> QuerySet[Attachment]:
+        """The caller's attachments (another user's do not exist: 404)."""
+        return super().get_queryset().filter(owner_id=self.request.user.pk)
 
     @extend_schema(
         summary="Upload an attachment",
@@ -108,7 +109,7 @@ class AttachmentViewSet(ApiView, viewsets.ViewSet):
     )
     def retrieve(self, request: Request, pk: str) -> Response:
         """The caller's attachment (another user's is 404)."""
-        return Response(attachment_data(self._owned(pk)))
+        return Response(attachment_data(self.get_object()))
 
     @extend_schema(
         summary="Download an attachment",
@@ -117,4 +118,4 @@ class AttachmentViewSet(ApiView, viewsets.ViewSet):
     @action(detail=True, methods=["get"])
     def content(self, request: Request, pk: str) -> FileResponse:
         """The bytes, with the detected type (another user's attachment is 404)."""
-        return file_response(self._owned(pk))
+        return file_response(self.get_object())

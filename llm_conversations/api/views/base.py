@@ -1,9 +1,16 @@
-"""What every API view shares: error format, permissions, parsers, owner scoping."""
+"""What every API view shares: error format, permissions, parsers, owner scoping.
+
+Every viewset reads a real queryset scoped to the caller: their conversations
+(:func:`owned_conversations`), and the messages, runs and forks of the one the
+URL names (:meth:`ApiView.get_conversation`), so DRF's own ``get_object``,
+pagination and filters, and the schema, work on them and another user's objects
+do not exist (404).
+"""
 
 from __future__ import annotations
 
 import uuid
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import Http404, HttpRequest
@@ -17,11 +24,9 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from llm_conversations.api.errors import api_exception_handler
-from llm_conversations.api.inputs import check_text
-from llm_conversations.api.parsers import BodyRequest, BoundedJSONParser
+from llm_conversations.api.parsers import BodyRequest, BoundedJSONParser, check_text
 from llm_conversations.api.permissions import authentication_classes, permission_classes
-from llm_conversations.api.serializers import ErrorSerializer
-from llm_conversations.conf import conf
+from llm_conversations.api.serializers import ErrorSerializer, NamesSentFields
 from llm_conversations.conversations.costs import with_cost
 from llm_conversations.models import ACTIVE_RUN_STATUSES, Conversation, Run
 from llm_conversations.runs.start_slots import Slot, slots
@@ -31,10 +36,13 @@ __all__ = [
     "ApiView",
     "RunStartingView",
     "error_responses",
+    "owned",
     "owned_conversations",
     "parse_uuid",
     "valid_query",
 ]
+
+_S = TypeVar("_S", bound=serializers.BaseSerializer[Any])
 
 _ERROR_DESCRIPTIONS = {
     400: "Invalid request: `invalid`, a message rule code, or a size limit.",
@@ -70,11 +78,6 @@ _ERROR_DESCRIPTIONS = {
 
 BODY_ERRORS = (400, 411, 413, 415)
 """What any request with a JSON body may be refused with."""
-
-
-def in_background(requested: bool | None) -> bool:
-    """Whether a run the API starts goes to a task worker: as asked, else ``BACKGROUND_RUNS``."""
-    return conf.BACKGROUND_RUNS if requested is None else requested
 
 
 def error_responses(*codes: int, media_type: str | None = None) -> dict[Any, OpenApiResponse]:
@@ -114,7 +117,7 @@ def valid_query(
     return query
 
 
-def _owned(request: Request) -> QuerySet[Conversation]:
+def owned(request: Request) -> QuerySet[Conversation]:
     """The caller's conversations (none for an anonymous caller).
 
     Every view finds conversations here, and runs and messages through the
@@ -133,7 +136,7 @@ def owned_conversations(request: Request) -> QuerySet[Conversation]:
     active = Run.objects.filter(
         conversation_id=OuterRef("pk"), status__in=ACTIVE_RUN_STATUSES
     ).values("pk")[:1]
-    return with_cost(_owned(request).annotate(active_run=Subquery(active)))
+    return with_cost(owned(request).annotate(active_run=Subquery(active)))
 
 
 class ApiView(APIView):
@@ -149,6 +152,8 @@ class ApiView(APIView):
     # The router matches any segment as an id; the views answer 404 for one
     # that is not a UUID, in the API's error format.
     lookup_value_regex = "[^/]+"
+    body_serializer: serializers.BaseSerializer[Any] | None = None
+    _conversation: Conversation | None = None
 
     def get_exception_handler(self) -> Any:
         return api_exception_handler
@@ -181,13 +186,29 @@ class ApiView(APIView):
             _ = request.data
 
     def get_conversation(self) -> Conversation:
-        """The caller's conversation named by the URL, or 404; not annotated: the
-        nested views only need it to scope their objects."""
-        pk = parse_uuid(self.kwargs["conversation_pk"])
-        try:
-            return _owned(self.request).get(pk=pk)
-        except Conversation.DoesNotExist:
-            raise Http404 from None
+        """The caller's conversation named by the URL, or 404 (read once a request); not
+        annotated: the nested views only need it to scope their objects."""
+        if self._conversation is None:
+            pk = parse_uuid(self.kwargs["conversation_pk"])
+            try:
+                self._conversation = owned(self.request).get(pk=pk)
+            except Conversation.DoesNotExist:
+                raise Http404 from None
+        return self._conversation
+
+    def validated_body(self, serializer_class: type[_S]) -> _S:
+        """The request body, validated by ``serializer_class`` (400 otherwise)."""
+        serializer = serializer_class(data=self.request.data)
+        # Kept so that errors name fields as this body does (sent_names).
+        self.body_serializer = serializer
+        serializer.is_valid(raise_exception=True)
+        return serializer
+
+    def sent_names(self) -> dict[str, str]:
+        """How the validated body names values a service names otherwise, for the exception
+        handler (:func:`~llm_conversations.api.errors.sent_field`)."""
+        body = self.body_serializer
+        return body.sent_names() if isinstance(body, NamesSentFields) else {}
 
 
 class RunStartingView(ApiView):

@@ -19,39 +19,29 @@ messages only the last one is read:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from django.db import transaction
+from django.db.models import QuerySet
 from django.http import HttpResponseBase
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from rest_framework import viewsets
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 
 from llm_conversations.api.ai_sdk import PROTOCOL_HEADER, PROTOCOL_VERSION
-from llm_conversations.api.inputs import too_large
 from llm_conversations.api.serializers import ChatRequestSerializer, UIMessageChunkEventSerializer
-from llm_conversations.api.sse import EVENT_STREAM, event_stream_response, log_stream_response
-from llm_conversations.api.throttling import RunStartThrottle
+from llm_conversations.api.sse import EVENT_STREAM, event_stream_response
 from llm_conversations.api.views.base import (
     BODY_ERRORS,
     CONVERSATION_ID,
-    ApiView,
-    RunStartingView,
     error_responses,
-    in_background,
+    owned,
 )
-from llm_conversations.conf import conf
-from llm_conversations.core.messages import InvalidMessage
+from llm_conversations.api.views.runs import RunViews
 from llm_conversations.exceptions import RunStateError
 from llm_conversations.models import Conversation, Run, RunStatus, WaitReason
 from llm_conversations.runs import ToolLoopService
 
-if TYPE_CHECKING:
-    from rest_framework.decorators import ViewSetAction
-    from rest_framework.views import AsView, GenericView
-
-__all__ = ["ChatViewSet", "decisions_of", "user_text"]
+__all__ = ["ChatViewSet", "decisions_of"]
 
 _CHAT_STREAM = OpenApiResponse(
     UIMessageChunkEventSerializer,
@@ -60,16 +50,6 @@ _CHAT_STREAM = OpenApiResponse(
         "one JSON chunk per `data:` line, `data: [DONE]` last. See docs/ai-sdk.md."
     ),
 )
-
-
-def user_text(message: dict[str, Any]) -> str:
-    """The text of a UI message: its ``text`` parts, joined by blank lines."""
-    texts = [
-        part["text"]
-        for part in message["parts"]
-        if part.get("type") == "text" and isinstance(part.get("text"), str)
-    ]
-    return "\n\n".join(texts)
 
 
 def decisions_of(
@@ -98,25 +78,19 @@ def decisions_of(
     return approved, denied, outputs
 
 
-class ChatViewSet(RunStartingView, viewsets.GenericViewSet[Conversation]):
+class ChatViewSet(RunViews[Conversation]):
     """A conversation as the AI SDK's chat endpoint; outside ``ATOMIC_REQUESTS`` (runs
-    call providers and tools)."""
+    call providers and tools). ``RUN_RATE`` counts its starts like ``POST runs/``."""
 
+    # Its answers are streams, or errors in JSON.
     renderer_classes = [JSONRenderer]
     serializer_class = ChatRequestSerializer
     start_actions = frozenset({"create"})
-    # A chat message starts a run: RUN_RATE counts it like POST runs/.
-    throttle_classes = [*ApiView.throttle_classes, RunStartThrottle]
+    queryset = Conversation.objects.all()
 
-    @classmethod
-    def as_view(
-        cls, actions: dict[str, str | ViewSetAction[Any]] | None = None, **initkwargs: Any
-    ) -> AsView[GenericView]:
-        """The router's view, excluded from ``ATOMIC_REQUESTS``."""
-        return transaction.non_atomic_requests(super().as_view(actions, **initkwargs))
-
-    def get_queryset(self) -> Any:
-        return Conversation.objects.none()  # schema generation only
+    def get_queryset(self) -> QuerySet[Conversation]:
+        """The caller's conversations."""
+        return owned(self.request)
 
     @extend_schema(
         summary="Chat (AI SDK)",
@@ -130,39 +104,12 @@ class ChatViewSet(RunStartingView, viewsets.GenericViewSet[Conversation]):
     def create(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
         """Answer the last UI message: a new user turn, or decisions on a waiting run."""
         conversation = self.get_conversation()
-        serializer = ChatRequestSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        options = serializer.validated_data
-        last = options["messages"][-1]
+        body = self.validated_body(ChatRequestSerializer)
+        last = body.validated_data["messages"][-1]
         if last["role"] == "assistant":
             return self._resume(request, conversation, last)
-        return self._start(request, conversation, user_text(last), options)
-
-    def _start(
-        self, request: Request, conversation: Conversation, text: str, options: dict[str, Any]
-    ) -> HttpResponseBase:
-        if len(text) > conf.MAX_MESSAGE_CHARS:
-            raise too_large("messages")
-        background = in_background(options.get("background"))
-        service = ToolLoopService()
-        try:
-            run = service.start(
-                conversation,
-                text,
-                provider=options.get("provider"),
-                tools=options.get("tools"),
-                max_iterations=options.get("max_iterations"),
-                background=background,
-                user=request.user,
-            )
-        except InvalidMessage as exc:
-            if exc.field == "message.content":
-                # The text came from the last message's parts.
-                raise InvalidMessage(exc.code, exc.message, field="messages") from None
-            raise
-        if background:
-            return log_stream_response(request._request, run.pk, 0, ai_sdk_format=True)
-        return event_stream_response(request._request, service, run.pk, ai_sdk_format=True)
+        text = body.validated_data["text"]
+        return self._start(request, text, body, stream=True, ai_sdk_format=True)
 
     def _resume(
         self, request: Request, conversation: Conversation, message: dict[str, Any]
@@ -182,10 +129,5 @@ class ChatViewSet(RunStartingView, viewsets.GenericViewSet[Conversation]):
                 field="messages",
             )
         service = ToolLoopService()
-        if approved:
-            service.approve(run.pk, approved, resume=False)
-        if denied:
-            service.deny(run.pk, denied, resume=False)
-        if outputs:
-            service.submit_tool_outputs(run.pk, outputs, resume=False)
+        service.answer(run.pk, approve=approved, deny=denied, outputs=outputs, resume=False)
         return event_stream_response(request._request, service, run.pk, ai_sdk_format=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from django.http import Http404, HttpResponseBase
+from django.http import HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import filters, serializers, status, viewsets
@@ -16,7 +16,6 @@ from rest_framework.response import Response
 
 from llm_conversations.api.errors import ApiError
 from llm_conversations.api.idempotency import IDEMPOTENCY_KEY, idempotent
-from llm_conversations.api.inputs import message_items, rebase_field
 from llm_conversations.api.representations import MESSAGE_COLUMNS, message_data, message_row
 from llm_conversations.api.serializers import (
     ORDERING_FIELDS,
@@ -34,7 +33,6 @@ from llm_conversations.api.views.base import (
     ApiView,
     error_responses,
     owned_conversations,
-    parse_uuid,
     valid_query,
 )
 from llm_conversations.conversations import append_messages, delete_conversation
@@ -50,7 +48,6 @@ from llm_conversations.conversations.search import (
     search_conversations,
     search_terms,
 )
-from llm_conversations.core.messages import InvalidMessage
 from llm_conversations.models import Conversation, Message, TitleSource
 
 MESSAGE_ID = OpenApiParameter(
@@ -120,7 +117,7 @@ class ConversationViewSet(ApiView, viewsets.ModelViewSet[Conversation]):
     ordering = ["-updated_at"]
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
 
-    def get_queryset(self) -> Any:
+    def get_queryset(self) -> QuerySet[Conversation]:
         return owned_conversations(self.request)
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -154,12 +151,14 @@ class MessageViewSet(ApiView, viewsets.GenericViewSet[Message]):
     """A conversation's history: cursor-paged reads (filtered by text if asked),
     appends in the OpenAI message shape, the caller's feedback on answers."""
 
+    queryset = Message.objects.all()
     serializer_class = MessageSerializer
     # The list pages with its own cursor (MessageListQuerySerializer).
     pagination_class = None
 
-    def get_queryset(self) -> Any:
-        return Message.objects.none()  # schema generation only; the views query by hand
+    def get_queryset(self) -> QuerySet[Message]:
+        """The messages of the caller's conversation the URL names (404 for another's)."""
+        return super().get_queryset().filter(conversation=self.get_conversation())
 
     # The answer is one page object, not an array (MessagePageSerializer says so).
     @extend_schema(
@@ -172,11 +171,10 @@ class MessageViewSet(ApiView, viewsets.GenericViewSet[Message]):
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """A page of messages after the ``after`` cursor, in ``order``, with the
         caller's feedback; only those ``search`` finds, if given."""
-        conversation = self.get_conversation()
+        rows = self.get_queryset()
         query = valid_query(MessageListQuerySerializer, request)
         after, limit = query.validated_data.get("after"), query.validated_data["limit"]
         ascending = query.validated_data["order"] == "asc"
-        rows = Message.objects.filter(conversation_id=conversation.pk)
         if after is not None:
             position = rows.filter(pk=after).values_list("position", flat=True).first()
             if position is None:
@@ -205,15 +203,8 @@ class MessageViewSet(ApiView, viewsets.GenericViewSet[Message]):
 
     def _append(self, request: Request) -> Response:
         conversation = self.get_conversation()
-        items = message_items(request.data)
-        try:
-            rows = append_messages(conversation, items)
-        except InvalidMessage as exc:
-            if isinstance(request.data, dict):
-                # One message posted on its own: its fields are named without "messages[0]".
-                field = rebase_field(exc.field, "")
-                raise InvalidMessage(exc.code, exc.message, field=field) from None
-            raise
+        body = self.validated_body(MessagesInputSerializer)
+        rows = append_messages(conversation, body.validated_data)
         data = [message_data(message_row(row)) for row in rows]
         return Response(_page(data, False), status=status.HTTP_201_CREATED)
 
@@ -235,12 +226,11 @@ class MessageViewSet(ApiView, viewsets.GenericViewSet[Message]):
     def feedback(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """PUT: the caller's rating of an assistant message, stored or changed (400
         ``not_an_assistant_message`` for another role). DELETE: removed, if any."""
-        message = self._message()
+        message = self.get_object()
         if request.method == "DELETE":
             delete_feedback(message, request.user)
             return Response(status=status.HTTP_204_NO_CONTENT)
-        serializer = FeedbackSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
+        serializer = self.validated_body(FeedbackSerializer)
         feedback = rate_message(
             message,
             request.user,
@@ -248,14 +238,6 @@ class MessageViewSet(ApiView, viewsets.GenericViewSet[Message]):
             serializer.validated_data["comment"],
         )
         return Response(FeedbackSerializer(feedback).data)
-
-    def _message(self) -> Message:
-        """The message named by the URL, of the caller's conversation it names, or 404."""
-        conversation = self.get_conversation()
-        try:
-            return Message.objects.get(conversation=conversation, pk=parse_uuid(self.kwargs["pk"]))
-        except Message.DoesNotExist:
-            raise Http404 from None
 
 
 def _title_source(serializer: serializers.BaseSerializer[Conversation]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import QuerySet
 from django.http import HttpResponseBase
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
@@ -23,30 +24,36 @@ from llm_conversations.api.serializers import (
     EditSerializer,
     ForkCreateSerializer,
     RegenerateSerializer,
-    run_options,
+    RunSerializer,
 )
 from llm_conversations.api.views.base import (
     BODY_ERRORS,
     CONVERSATION_ID,
     error_responses,
-    in_background,
     owned_conversations,
 )
 from llm_conversations.api.views.conversations import ConversationPagination
-from llm_conversations.api.views.runs import RunViews, as_sent, run_responses
-from llm_conversations.core.messages import InvalidMessage
+from llm_conversations.api.views.runs import RunViews, run_responses
+from llm_conversations.models import Conversation
 from llm_conversations.runs import ToolLoopService
 from llm_conversations.runs.forks import edit_message, fork, regenerate
 
 __all__ = ["ForkViewSet"]
 
 
-class ForkViewSet(RunViews):
+class ForkViewSet(RunViews[Conversation]):
     """Forks of one of the caller's conversations; the conversation itself never changes."""
 
     start_actions = frozenset({"edit", "regenerate"})
+    queryset = Conversation.objects.all()
+    # What OPTIONS describes for the POST actions, which answer like POST runs/.
+    serializer_class = RunSerializer  # type: ignore[assignment]
     # forks/ pages like the conversation list (the schema reads it here).
     pagination_class = ConversationPagination
+
+    def get_queryset(self) -> QuerySet[Conversation]:
+        """The caller's conversations, as the conversation list shows them."""
+        return owned_conversations(self.request)
 
     @extend_schema(
         summary="Fork a conversation",
@@ -62,9 +69,7 @@ class ForkViewSet(RunViews):
 
     def _fork(self, request: Request) -> Response:
         conversation = self.get_conversation()
-        serializer = ForkCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        body = serializer.validated_data
+        body = self.validated_body(ForkCreateSerializer).validated_data
         copy = fork(conversation, body.get("message_id"), title=body.get("title"))
         copy.active_run = None  # type: ignore[attr-defined]  # a new fork has no run
         return Response(ConversationSerializer(copy).data, status=status.HTTP_201_CREATED)
@@ -77,11 +82,9 @@ class ForkViewSet(RunViews):
     @action(detail=False, methods=["get"])
     def forks(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """The forks made from this conversation, newest first, a page at a time."""
-        conversation = self.get_conversation()
-        forks = owned_conversations(request).filter(forked_from=conversation)
-        paginator = ConversationPagination()
-        page = paginator.paginate_queryset(forks.order_by("-created_at"), request, view=self)
-        return paginator.get_paginated_response(ConversationSerializer(page, many=True).data)
+        forks = self.get_queryset().filter(forked_from=self.get_conversation())
+        page = self.paginate_queryset(forks.order_by("-created_at"))
+        return self.get_paginated_response(ConversationSerializer(page, many=True).data)
 
     @extend_schema(
         summary="Edit a user turn in a fork",
@@ -110,18 +113,13 @@ class ForkViewSet(RunViews):
         self, request: Request, serializer_class: type[EditSerializer | RegenerateSerializer]
     ) -> HttpResponseBase:
         conversation = self.get_conversation()
-        serializer = serializer_class(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        body = serializer.validated_data
-        background = in_background(body.get("background"))
+        body = self.validated_body(serializer_class)
+        sent = body.validated_data
         service = ToolLoopService()
-        options = {**run_options(body), "background": background, "user": request.user}
+        options = {**body.start_options(), "user": request.user}
         if serializer_class is EditSerializer:
-            message = body["message"]
-            try:
-                run = edit_message(service, conversation, body["message_id"], message, **options)
-            except InvalidMessage as exc:
-                raise as_sent(exc, message) from None
+            message = sent["message"]
+            run = edit_message(service, conversation, sent["message_id"], message, **options)
         else:
-            run = regenerate(service, conversation, body["message_id"], **options)
-        return self._started(request, service, run, body["stream"], background)
+            run = regenerate(service, conversation, sent["message_id"], **options)
+        return self._started(request, service, run, sent["stream"], sent["background"])

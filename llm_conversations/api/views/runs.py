@@ -11,10 +11,11 @@ runs/{id}/events/`` follows a run's log from anywhere.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from django.db import transaction
-from django.http import Http404, HttpResponseBase
+from django.db import models, transaction
+from django.db.models import QuerySet
+from django.http import HttpResponseBase
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -27,7 +28,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 
 from llm_conversations.api.ai_sdk import AiSdkRenderer
-from llm_conversations.api.errors import ApiError
+from llm_conversations.api.errors import ApiError, failed_run_error
 from llm_conversations.api.idempotency import IDEMPOTENCY_KEY, idempotent
 from llm_conversations.api.schema import (
     AI_SDK_STREAM_NOTE,
@@ -38,6 +39,7 @@ from llm_conversations.api.serializers import (
     RunCreateSerializer,
     RunEventsQuerySerializer,
     RunListQuerySerializer,
+    RunOptionsSerializer,
     RunRetrySerializer,
     RunSerializer,
     SubmitToolOutputsSerializer,
@@ -56,20 +58,19 @@ from llm_conversations.api.views.base import (
     CONVERSATION_ID,
     RunStartingView,
     error_responses,
-    in_background,
-    parse_uuid,
     valid_query,
 )
-from llm_conversations.core.messages import InvalidMessage
-from llm_conversations.core.parameters import RunParameterInput
-from llm_conversations.models import Run, RunStatus, TerminationReason
+from llm_conversations.core.messages import MessageInput
+from llm_conversations.models import Run
 from llm_conversations.runs import ToolLoopService
 
 if TYPE_CHECKING:
     from rest_framework.decorators import ViewSetAction
     from rest_framework.views import AsView, GenericView
 
-__all__ = ["RunViewSet", "RunViews", "as_sent", "run_responses"]
+__all__ = ["RunViewSet", "RunViews", "run_responses"]
+
+_M = TypeVar("_M", bound=models.Model)
 
 JSON = "application/json"
 RUN_ID = OpenApiParameter(
@@ -131,10 +132,13 @@ def run_responses(
 
 
 class RunPagination(CursorPagination):
-    """Newest runs first, by cursor."""
+    """Newest runs first, by cursor; ``?limit=`` runs a page (validated by
+    :class:`RunListQuerySerializer` first)."""
 
     ordering = "-created_at"
     page_size = 20
+    page_size_query_param = "limit"
+    max_page_size = 100
 
 
 def _after_id(request: Request) -> int:
@@ -153,14 +157,6 @@ def _after_id(request: Request) -> int:
     return after or 0
 
 
-def as_sent(error: InvalidMessage, message: Any) -> InvalidMessage:
-    """``error`` about the user turn, naming the field as the request sent it."""
-    if isinstance(message, str) and error.field == "message.content":
-        # The request sent only the text: the text is the field it named.
-        return InvalidMessage(error.code, error.message, field="message")
-    return error
-
-
 class RunSchema(AutoSchema):
     """No ``?format=`` parameter: streams are chosen by ``stream`` or ``Accept``.
 
@@ -173,7 +169,7 @@ class RunSchema(AutoSchema):
         return []
 
 
-class RunViews(RunStartingView, viewsets.GenericViewSet[Run]):
+class RunViews(RunStartingView, viewsets.GenericViewSet[_M], Generic[_M]):
     """Views that start or resume runs and answer with the run or its stream.
 
     Every such view is outside ``ATOMIC_REQUESTS``' transaction: runs call
@@ -181,7 +177,6 @@ class RunViews(RunStartingView, viewsets.GenericViewSet[Run]):
     """
 
     schema = RunSchema()
-    serializer_class = RunSerializer
     renderer_classes = [JSONRenderer, EventStreamRenderer, AiSdkRenderer]
 
     @classmethod
@@ -190,9 +185,6 @@ class RunViews(RunStartingView, viewsets.GenericViewSet[Run]):
     ) -> AsView[GenericView]:
         """The router's views, each excluded from ``ATOMIC_REQUESTS``."""
         return transaction.non_atomic_requests(super().as_view(actions, **initkwargs))
-
-    def get_queryset(self) -> Any:
-        return Run.objects.none()  # schema generation only; get_object() scopes by owner
 
     def finalize_response(  # type: ignore[override]
         self, request: Request, response: HttpResponseBase, *args: Any, **kwargs: Any
@@ -216,60 +208,66 @@ class RunViews(RunStartingView, viewsets.GenericViewSet[Run]):
     def _answer(self, run: Run, ok: int = status.HTTP_200_OK) -> Response:
         """The run, or the error that ended it."""
         data = RunSerializer(run).data
-        if run.status == RunStatus.FAILED:
-            if run.termination_reason == TerminationReason.PROVIDER_ERROR:
-                raise ApiError(
-                    502,
-                    "provider_error",
-                    f"The provider failed; run {run.pk} records the error.",
-                    details={"run": data},
-                )
-            if run.termination_reason == TerminationReason.INVALID_OUTPUT:
-                # Like a provider failure, the upstream answer was unusable.
-                raise ApiError(
-                    502,
-                    "invalid_output",
-                    f"The model's answer did not match the response_format; run {run.pk} "
-                    "records the error.",
-                    details={"run": data},
-                )
-            # Stable words: what went wrong is in the run's error and the server's log.
-            raise ApiError(
-                500, "run_failed", f"Run {run.pk} failed on the server.", details={"run": data}
-            )
+        error = failed_run_error(run, data)
+        if error is not None:
+            raise error
         return Response(data, status=ok)
 
-    def _started(
-        self, request: Request, service: ToolLoopService, run: Run, stream: bool, background: bool
+    def _start(
+        self,
+        request: Request,
+        message: MessageInput | str,
+        body: RunOptionsSerializer,
+        *,
+        stream: bool,
+        ai_sdk_format: bool | None = None,
     ) -> HttpResponseBase:
-        """The answer to a request that started ``run``: its stream, the queued run
-        (``background``), or the run once executed here."""
+        """Start a run of the URL's conversation for ``message``, with the options ``body``
+        validated, and answer with it (:meth:`_started`)."""
+        service = ToolLoopService()
+        options = body.start_options()
+        run = service.start(self.get_conversation(), message, user=request.user, **options)
+        return self._started(
+            request, service, run, stream, options["background"], ai_sdk_format=ai_sdk_format
+        )
+
+    def _started(
+        self,
+        request: Request,
+        service: ToolLoopService,
+        run: Run,
+        stream: bool,
+        background: bool,
+        *,
+        ai_sdk_format: bool | None = None,
+    ) -> HttpResponseBase:
+        """The answer to a request that started ``run``: its stream (in the request's format
+        unless ``ai_sdk_format`` says), the queued run (``background``), or the run once
+        executed here."""
         if wants_stream(request, stream):
             if background:
                 # A worker executes it: follow its log from the start.
-                return log_stream_response(request._request, run.pk, 0)
-            return event_stream_response(request._request, service, run.pk)
+                return log_stream_response(request._request, run.pk, 0, ai_sdk_format=ai_sdk_format)
+            return event_stream_response(
+                request._request, service, run.pk, ai_sdk_format=ai_sdk_format
+            )
         if background:
             return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
         return self._answer(service.execute(run.pk), status.HTTP_201_CREATED)
 
 
-class RunViewSet(RunViews):
+class RunViewSet(RunViews[Run]):
     """Runs of one of the caller's conversations."""
 
     start_actions = frozenset({"create", "retry", "approve", "deny", "submit_tool_outputs"})
+    queryset = Run.objects.all()
+    serializer_class = RunSerializer
     lookup_url_kwarg = "run_pk"
     pagination_class = RunPagination
 
-    def get_object(self) -> Run:
-        """The run named by the URL, of the caller's conversation it names, or 404."""
-        conversation = self.get_conversation()
-        try:
-            return Run.objects.get(
-                conversation=conversation, pk=parse_uuid(self.kwargs[self.lookup_url_kwarg])
-            )
-        except Run.DoesNotExist:
-            raise Http404 from None
+    def get_queryset(self) -> QuerySet[Run]:
+        """The runs of the caller's conversation the URL names (404 for another's)."""
+        return super().get_queryset().filter(conversation=self.get_conversation())
 
     @extend_schema(
         summary="Start a run",
@@ -281,31 +279,14 @@ class RunViewSet(RunViews):
         """Store the user turn and answer it; 409 ``conversation_busy`` while a run is active,
         403 for what the run policy does not permit, 429 over ``RUN_RATE`` or
         ``MAX_ACTIVE_RUNS_PER_USER``."""
-        return idempotent(request, lambda: self._start(request))
+        return idempotent(request, lambda: self._create(request))
 
-    def _start(self, request: Request) -> HttpResponseBase:
-        conversation = self.get_conversation()
-        serializer = RunCreateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        options = serializer.validated_data
-        message = options["message"]
-        background = in_background(options.get("background"))
-        service = ToolLoopService()
-        try:
-            run = service.start(
-                conversation,
-                message,
-                provider=options.get("provider"),
-                tools=options.get("tools"),
-                max_iterations=options.get("max_iterations"),
-                background=background,
-                user=request.user,
-                context_strategy=options.get("context_strategy"),
-                **cast(RunParameterInput, serializer.parameters()),
-            )
-        except InvalidMessage as exc:
-            raise as_sent(exc, message) from None
-        return self._started(request, service, run, options["stream"], background)
+    def _create(self, request: Request) -> HttpResponseBase:
+        self.get_conversation()  # 404 before the body is read
+        body = self.validated_body(RunCreateSerializer)
+        return self._start(
+            request, body.validated_data["message"], body, stream=body.validated_data["stream"]
+        )
 
     @extend_schema(
         summary="List runs",
@@ -314,13 +295,9 @@ class RunViewSet(RunViews):
     )
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """The conversation's runs, newest first, a page at a time (``next`` and ``previous``)."""
-        query = valid_query(RunListQuerySerializer, request).validated_data
-        conversation = self.get_conversation()
-        paginator = RunPagination()
-        paginator.page_size = query.get("limit", RunPagination.page_size)
-        runs = Run.objects.filter(conversation=conversation)
-        page = paginator.paginate_queryset(runs, request, view=self) or []
-        return paginator.get_paginated_response([RunSerializer(run).data for run in page])
+        valid_query(RunListQuerySerializer, request)
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
     @extend_schema(
         summary="Follow a run's events",
@@ -346,14 +323,23 @@ class RunViewSet(RunViews):
         """The run as it stands."""
         return Response(self.get_serializer(self.get_object()).data)
 
-    def _decide(self, request: Request, approve: bool) -> HttpResponseBase:
+    def _decide(
+        self, request: Request, decision: Literal["approve", "deny", "outputs"]
+    ) -> HttpResponseBase:
+        """Store the body's answers to the run's waiting calls (``decision``: ``approve``,
+        ``deny`` or ``outputs``); the run resumes, in the request or its stream."""
         run = self.get_object()
-        serializer = ToolDecisionSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        stream = wants_stream(request, serializer.validated_data["stream"])
+        answers: dict[str, Any]
+        if decision == "outputs":
+            outputs = self.validated_body(SubmitToolOutputsSerializer)
+            body, answers = outputs.validated_data, {"outputs": outputs.outputs()}
+        else:
+            body = self.validated_body(ToolDecisionSerializer).validated_data
+            # Omitted ids (None) are every call waiting for approval.
+            answers = {decision: body.get("tool_call_ids")}
+        stream = wants_stream(request, body["stream"])
         service = ToolLoopService()
-        decide = service.approve if approve else service.deny
-        run = decide(run.pk, serializer.validated_data.get("tool_call_ids"), resume=not stream)
+        run = service.answer(run.pk, **answers, resume=not stream)
         if stream:
             return event_stream_response(request._request, service, run.pk)
         return self._answer(run)
@@ -367,7 +353,7 @@ class RunViewSet(RunViews):
     @action(detail=True, methods=["post"])
     def approve(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
         """Approve calls (all waiting ones by default); the run resumes when none waits."""
-        return self._decide(request, approve=True)
+        return self._decide(request, "approve")
 
     @extend_schema(
         summary="Deny waiting tool calls",
@@ -378,7 +364,7 @@ class RunViewSet(RunViews):
     @action(detail=True, methods=["post"])
     def deny(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
         """Deny calls: each is answered with an error result saying so."""
-        return self._decide(request, approve=False)
+        return self._decide(request, "deny")
 
     @extend_schema(
         summary="Submit outputs of client-side tools",
@@ -389,19 +375,7 @@ class RunViewSet(RunViews):
     @action(detail=True, methods=["post"])
     def submit_tool_outputs(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
         """Store client-side results; the run resumes when no call waits."""
-        run = self.get_object()
-        serializer = SubmitToolOutputsSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        stream = wants_stream(request, serializer.validated_data["stream"])
-        outputs = {
-            item["tool_call_id"]: {"output": item["output"], "is_error": item["is_error"]}
-            for item in serializer.validated_data["tool_outputs"]
-        }
-        service = ToolLoopService()
-        run = service.submit_tool_outputs(run.pk, outputs, resume=not stream)
-        if stream:
-            return event_stream_response(request._request, service, run.pk)
-        return self._answer(run)
+        return self._decide(request, "outputs")
 
     @extend_schema(
         summary="Retry a failed run",
@@ -413,9 +387,7 @@ class RunViewSet(RunViews):
     def retry(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Run a failed run again from its stored turns; 409 ``run_not_failed`` otherwise."""
         run = self.get_object()
-        serializer = RunRetrySerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        background = in_background(serializer.validated_data.get("background"))
+        background = self.validated_body(RunRetrySerializer).validated_data["background"]
         service = ToolLoopService()
         if background:
             queued = service.retry(run.pk, background=True, user=request.user)
