@@ -95,6 +95,8 @@ def test_message_text_is_refused_over_the_limit_and_kept_at_it(
     over = client.post(messages, {"role": "user", "content": "x" * (chars + 1)}, format="json")
     assert error(over) == (400, "too_large", "content")
     assert str(chars) in over.json()["error"]["message"]
+    # The validation messages by field, named as the body sent them too.
+    assert over.json()["error"]["details"] == {"content": [over.json()["error"]["message"]]}
     parts = [{"type": "text", "text": "x" * chars}, {"type": "text", "text": "y"}]
     listed = client.post(messages, [{"role": "user", "content": parts}], format="json")
     assert error(listed) == (400, "too_large", "messages[0].content")

@@ -266,28 +266,30 @@ def _body_error(detail: Any) -> serializers.ValidationError:
 class MessagesInputSerializer(NamesSentFields, serializers.Serializer[Any]):
     """A message POST body: one message object, or a list of 1 to ``MAX_MESSAGES_PER_REQUEST``.
 
-    Either form is validated as the list it is stored as (``messages[0]`` for a
-    single object, whose fields the answer names without that prefix). The
-    validated value is that list, as sent.
+    The validated value is the list of messages, as sent (a single object is
+    the list of one, which the store names ``messages[0]``: its errors name the
+    fields without that prefix, as the body sent them).
     """
 
     messages = MessageListField()
 
     def to_internal_value(self, data: Any) -> list[Any]:
-        items = [data] if isinstance(data, Mapping) else data
-        if not isinstance(items, list):
-            raise _body_error([serializers.ErrorDetail(NOT_MESSAGES, code="invalid")])
         field = cast(MessageListField, self.fields["messages"])
+        if isinstance(data, Mapping):
+            # The body is the message: its errors name its own fields.
+            return [field.child.run_validation(data)]
+        if not isinstance(data, list):
+            raise _body_error([serializers.ErrorDetail(NOT_MESSAGES, code="invalid")])
         try:
             # The list's limits are the body's: they name no field.
-            field.run_validators(items)
+            field.run_validators(data)
         except serializers.ValidationError as exc:
             raise _body_error(exc.detail) from None
         try:
-            field.check_items(items)
+            field.check_items(data)
         except serializers.ValidationError as exc:
             raise serializers.ValidationError({"messages": exc.detail}) from None
-        return items
+        return data
 
     def sent_names(self) -> dict[str, str]:
         # A single object is the body itself: "content", not "messages[0].content".

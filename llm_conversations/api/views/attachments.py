@@ -52,7 +52,8 @@ class AttachmentViewSet(ApiView, viewsets.GenericViewSet[Attachment]):
 
     parser_classes = [MultiPartParser]
     queryset = Attachment.objects.all()
-    serializer_class = AttachmentSerializer
+    # What OPTIONS describes for POST: the upload form.
+    serializer_class = AttachmentUploadSerializer
 
     def initialize_request(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Request:
         drf_request = super().initialize_request(request, *args, **kwargs)
