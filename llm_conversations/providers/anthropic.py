@@ -27,13 +27,6 @@ from ._wire import (
     pass_through,
 )
 from .base import CompletionRequest, Provider
-from .errors import (
-    AuthenticationError,
-    InvalidRequestError,
-    ProviderError,
-    ProviderUnavailableError,
-    RateLimitError,
-)
 from .stream import StreamAccumulator
 from .stream_events import StreamEvent
 
@@ -74,12 +67,6 @@ _MOVED_CONSTRAINTS = (
     "minProperties",
     "maxProperties",
 )
-_STREAM_ERRORS: dict[str, type[ProviderError]] = {
-    "authentication_error": AuthenticationError,
-    "permission_error": AuthenticationError,
-    "rate_limit_error": RateLimitError,
-    "invalid_request_error": InvalidRequestError,
-}
 
 
 def anthropic_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -327,7 +314,7 @@ class AnthropicProvider(Provider):
                 continue
             reply.chunk(data)
             if kind == "error":
-                raise self._stream_failure(data)
+                raise self.stream_error(data)
             if kind == "message_start":
                 message = data.get("message") or {}
                 reply.keep(model=message.get("model"))
@@ -365,14 +352,3 @@ class AnthropicProvider(Provider):
         if not stopped:
             raise self.stream_ended_early("message_stop")
         yield reply.finish(self, _finish(reply.raw_reason), anthropic_usage(reply.usage))
-
-    def _stream_failure(self, data: Mapping[str, Any]) -> ProviderError:
-        error = data.get("error") or {}
-        kind = error.get("type") if isinstance(error, Mapping) else None
-        message = self.error_text(self.error_message(data) or str(kind))
-        cls = _STREAM_ERRORS.get(kind or "", ProviderUnavailableError)
-        return cls(
-            f"{self.backend} reported {kind or 'an error'} in the stream: {message}",
-            provider=self.backend,
-            provider_message=message,
-        )

@@ -451,10 +451,48 @@ class Provider(HttpTransport):
         return data
 
     def stream_error(self, data: object) -> ProviderError:
-        """An error object that arrived inside a stream."""
+        """An error object that arrived inside a stream, classed by what it says it is.
+
+        An HTTP-like numeric ``code`` (OpenRouter, Gemini) is classed as that
+        status would be; otherwise the error's ``type`` or ``status`` word
+        (OpenAI, Anthropic, Gemini), and what names nothing known is the
+        provider being unavailable (retryable).
+        """
         message = self.error_text(self.error_message(data) or json.dumps(data))
-        return ProviderUnavailableError(
-            f"{self.backend} reported an error in the stream: {message}",
+        error = data.get("error") if isinstance(data, Mapping) else None
+        details = error if isinstance(error, Mapping) else {}
+        code = details.get("code")
+        kind = details.get("type") or details.get("status")
+        if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600:
+            cls = self.error_class(code, data)
+        else:
+            cls = _stream_error_class(kind if isinstance(kind, str) else code)
+        named = kind if isinstance(kind, str) and kind else "an error"
+        return cls(
+            f"{self.backend} reported {named} in the stream: {message}",
             provider=self.backend,
             provider_message=message,
         )
+
+
+# Words in-stream errors use for their kind (OpenAI's type and code, Anthropic's
+# type, Google's status), by the error they are.
+_STREAM_ERROR_WORDS: tuple[tuple[tuple[str, ...], type[ProviderError]], ...] = (
+    (("rate_limit", "resource_exhausted", "insufficient_quota"), RateLimitError),
+    (
+        ("authentication", "permission", "unauthenticated", "invalid_api_key"),
+        AuthenticationError,
+    ),
+    (
+        ("invalid_request", "invalid_argument", "failed_precondition", "context_length"),
+        InvalidRequestError,
+    ),
+)
+
+
+def _stream_error_class(kind: object) -> type[ProviderError]:
+    word = kind.lower() if isinstance(kind, str) else ""
+    for markers, cls in _STREAM_ERROR_WORDS:
+        if any(marker in word for marker in markers):
+            return cls
+    return ProviderUnavailableError

@@ -41,6 +41,20 @@ def openai_finish_reason(raw: object, has_calls: bool) -> FinishReason:
     return _FINISH.get(raw, FinishReason.OTHER) if isinstance(raw, str) else FinishReason.OTHER
 
 
+def content_text(content: object) -> object:
+    """A message's ``content`` as text: Mistral and others send a list of typed
+    chunks (``text``, ``thinking``), of which the text ones are the reply."""
+    if not isinstance(content, list):
+        return content
+    return "".join(
+        part["text"]
+        for part in content
+        if isinstance(part, Mapping)
+        and part.get("type") == "text"
+        and isinstance(part.get("text"), str)
+    )
+
+
 def openai_usage(data: object) -> Usage:
     """Read ``usage`` (``prompt_tokens_details.cached_tokens`` when reported)."""
     if not isinstance(data, Mapping):
@@ -141,7 +155,7 @@ class OpenAIProvider(Provider):
         choice = data["choices"][0]
         message = choice.get("message") or {}
         reply = StreamAccumulator(model=data.get("model"), raw_reason=choice.get("finish_reason"))
-        reply.text(message.get("content"))
+        reply.text(content_text(message.get("content")))
         for parts in function_calls(message.get("tool_calls"), CallIds(messages)):
             reply.call(*parts)
         return reply.response(self, *self._ending(reply, data.get("usage")), raw=data)
@@ -155,8 +169,9 @@ class OpenAIProvider(Provider):
         chunk and ``data: [DONE]`` normally follow, and a stream that closes
         after the finish reason without them is accepted (usage is then
         zero), and so is one held open after both without ``[DONE]`` (once a read
-        stalls for ``TIMEOUT``). A stream without a finish reason, or with
-        ``[DONE]`` before one, ended early and raises. Call fragments are gathered by their
+        stalls for ``TIMEOUT``), and so is one whose usage and ``[DONE]`` arrive
+        without any finish reason. A stream without a finish reason that stops
+        before its usage and ``[DONE]`` ended early and raises. Call fragments are gathered by their
         ``index`` in any order (parallel calls may interleave, as the official
         SDK allows) and reported, in index order, when the choice finishes.
         """
@@ -164,13 +179,14 @@ class OpenAIProvider(Provider):
         reply = StreamAccumulator()
         # Fragments keyed by index: id and name come in the first one only.
         pending: dict[int, dict[str, str]] = {}
-        finished = False
+        finished = done = False
         # Usage comes after the finish reason; with both, only [DONE] is missing.
         lines = self.lines(
             response, complete=lambda: bool(reply.raw_reason) and reply.usage is not None
         )
         for event in iter_sse(lines):
             if event.data == "[DONE]":
+                done = True
                 break
             chunk = json.loads(event.data)
             if isinstance(chunk, Mapping) and chunk.get("error"):
@@ -181,7 +197,7 @@ class OpenAIProvider(Provider):
                 if choice.get("index", 0) != 0:
                     continue
                 delta = choice.get("delta") or {}
-                if text := reply.text(delta.get("content")):
+                if text := reply.text(content_text(delta.get("content"))):
                     yield text
                 for fragment in delta.get("tool_calls") or ():
                     index = fragment.get("index", len(pending))
@@ -203,7 +219,14 @@ class OpenAIProvider(Provider):
                         yield reply.call(ids.take(slot["id"]), slot["name"], slot["args"])
                     pending.clear()
         if not finished:
-            raise self.stream_ended_early("a finish_reason")
+            # Some servers (OpenRouter) end a whole reply with usage and [DONE] but
+            # no finish_reason; the official SDK takes it, and so does this.
+            if not (done and reply.usage is not None):
+                raise self.stream_ended_early("a finish_reason")
+            for index in sorted(pending):
+                slot = pending[index]
+                yield reply.call(ids.take(slot["id"]), slot["name"], slot["args"])
+            reply.keep(raw_reason=None if reply.has_calls else "stop")
         yield reply.finish(self, *self._ending(reply, reply.usage))
 
     @staticmethod
