@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import secrets
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -91,6 +93,20 @@ def as_tool_specs(tools: Iterable[ToolInput] | None) -> list[ToolSpec]:
         except InvalidMessage as exc:
             raise exc.within(f"tools[{index}]") from None
     return specs
+
+
+def wire_call_id(call_id: str, allowed: re.Pattern[str]) -> str:
+    """``call_id`` as a provider whose ids must match ``allowed`` takes it.
+
+    A conversation moved between providers carries ids another one made
+    (``llm_version:0``). One that breaks the rule is rewritten the same way
+    every time, for a call and for its result alike: the offending characters
+    become ``_``, and a digest of the original keeps rewritten ids apart.
+    """
+    if allowed.fullmatch(call_id):
+        return call_id
+    digest = hashlib.sha256(call_id.encode()).hexdigest()[:10]
+    return f"{re.sub(r'[^A-Za-z0-9_-]', '_', call_id)[:50]}_{digest}"
 
 
 class CallIds:

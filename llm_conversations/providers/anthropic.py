@@ -6,6 +6,7 @@ All conversion to Anthropic's format happens in :func:`to_anthropic_request`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -25,6 +26,7 @@ from ._wire import (
     iter_sse,
     merge_fields,
     pass_through,
+    wire_call_id,
 )
 from .base import CompletionRequest, Provider
 from .stream import StreamAccumulator
@@ -67,6 +69,10 @@ _MOVED_CONSTRAINTS = (
     "minProperties",
     "maxProperties",
 )
+
+
+# The ids Anthropic takes for tool_use blocks (and their results).
+_TOOL_USE_ID = re.compile(r"[a-zA-Z0-9_-]+")
 
 
 def anthropic_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -168,7 +174,10 @@ def to_anthropic_request(
             continue
         blocks: list[dict[str, Any]] = []
         if message.role is Role.TOOL:
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.tool_call_id}
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": wire_call_id(message.tool_call_id, _TOOL_USE_ID),
+            }
             if message.parts is not None:
                 block["content"] = [anthropic_block(part) for part in message.parts]
             elif message.content:
@@ -185,7 +194,7 @@ def to_anthropic_request(
             blocks.append(
                 {
                     "type": "tool_use",
-                    "id": call.id,
+                    "id": wire_call_id(call.id, _TOOL_USE_ID),
                     "name": call.name,
                     "input": dict(call.arguments),
                 }

@@ -289,3 +289,34 @@ def test_stream_error_event_is_typed(make_provider):
     provider, _ = make_provider(AnthropicProvider, Recorder(sse(("error", error))))
     with pytest.raises(RateLimitError, match="slow down"):
         list(provider.stream([ChatMessage.user("hi")]))
+
+
+def test_call_ids_another_provider_made_are_rewritten_the_same_way_for_call_and_result():
+    import re
+
+    history = [
+        ChatMessage.user("version?"),
+        ChatMessage.assistant_tool_calls(
+            [ToolCall("llm_version:0", "get_time"), ToolCall("ok_id-1", "get_time")]
+        ),
+        ChatMessage.tool_result("llm_version:0", "1.0"),
+        ChatMessage.tool_result("ok_id-1", "2.0"),
+    ]
+    first = to_anthropic_request(history, [], model="m", options={})
+    second = to_anthropic_request(
+        [*history, ChatMessage.assistant("done"), ChatMessage.user("again")],
+        [],
+        model="m",
+        options={},
+    )
+    for body in (first, second):
+        uses = [b["id"] for b in body["messages"][1]["content"] if b["type"] == "tool_use"]
+        results = [
+            b["tool_use_id"] for b in body["messages"][2]["content"] if b["type"] == "tool_result"
+        ]
+        assert uses == results
+        assert all(re.fullmatch(r"[a-zA-Z0-9_-]+", i) for i in uses)
+        assert uses[1] == "ok_id-1"  # a valid id is sent as it is
+        assert uses[0].startswith("llm_version_0_")
+    # Stable from one round to the next: the cached prefix stays byte-identical.
+    assert first["messages"][1] == second["messages"][1]
