@@ -174,9 +174,11 @@ def to_anthropic_request(
             continue
         blocks: list[dict[str, Any]] = []
         if message.role is Role.TOOL:
+            answered = message.tool_call_id
+            assert answered, "a tool turn answers one call (core's rule)"
             block: dict[str, Any] = {
                 "type": "tool_result",
-                "tool_use_id": wire_call_id(message.tool_call_id, _TOOL_USE_ID),
+                "tool_use_id": wire_call_id(answered, _TOOL_USE_ID),
             }
             if message.parts is not None:
                 block["content"] = [anthropic_block(part) for part in message.parts]

@@ -41,11 +41,16 @@ def openai_finish_reason(raw: object, has_calls: bool) -> FinishReason:
     return _FINISH.get(raw, FinishReason.OTHER) if isinstance(raw, str) else FinishReason.OTHER
 
 
-def content_text(content: object) -> object:
+def content_text(content: object) -> str | None:
     """A message's ``content`` as text: Mistral and others send a list of typed
-    chunks (``text``, ``thinking``), of which the text ones are the reply."""
-    if not isinstance(content, list):
+    chunks (``text``, ``thinking``), of which the text ones are the reply.
+
+    Any other kind of value is a malformed reply (``TypeError``).
+    """
+    if content is None or isinstance(content, str):
         return content
+    if not isinstance(content, list):
+        raise TypeError(f"content is a {type(content).__name__}")
     return "".join(
         part["text"]
         for part in content

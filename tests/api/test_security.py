@@ -144,3 +144,23 @@ def test_malformed_ids_are_404_never_500(
         response = call(client, method, url, body)
         assert response.status_code == 404, (method, url)
         assert response.json()["error"]["code"] == "not_found"
+
+
+def test_writes_that_record_a_user_refuse_an_anonymous_caller_the_settings_let_in(
+    settings: Any, anonymous: APIClient, tmp_path: Any
+) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from llm_conversations.models import Attachment
+    from tests.support.attachment_files import image_bytes
+
+    settings.MEDIA_ROOT = tmp_path
+    settings.LLM_CONVERSATIONS = {
+        **API_SETTINGS,
+        "PERMISSION_CLASSES": ["rest_framework.permissions.AllowAny"],
+    }
+    image = SimpleUploadedFile("red.png", image_bytes(), content_type="image/png")
+    response = anonymous.post("/api/attachments/", {"file": image}, format="multipart")
+    # DRF answers 403 when the authentication scheme sends no WWW-Authenticate challenge.
+    assert (response.status_code, response.json()["error"]["code"]) == (403, "not_authenticated")
+    assert not Attachment.objects.exists()

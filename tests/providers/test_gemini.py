@@ -200,11 +200,13 @@ def test_an_unusable_function_call_is_an_invalid_response_not_an_empty_answer(
     }
     body = sse((None, chunk)) if stream else httpx.Response(200, json=chunk)
     provider, _ = make_provider(GeminiProvider, Recorder(body))
-    with pytest.raises(InvalidResponseError, match=reason):
+    def call() -> object:
         if stream:
-            list(provider.stream([ChatMessage.user("w")], tools=TOOLS))
-        else:
-            provider.complete([ChatMessage.user("w")], tools=TOOLS)
+            return list(provider.stream([ChatMessage.user("w")], tools=TOOLS))
+        return provider.complete([ChatMessage.user("w")], tools=TOOLS)
+
+    with pytest.raises(InvalidResponseError, match=reason):
+        call()
 
 
 def test_invalid_key_is_an_authentication_error(make_provider):

@@ -20,7 +20,7 @@ from llm_conversations.api.serializers.attachments import (
     AttachmentUploadSerializer,
     attachment_data,
 )
-from llm_conversations.api.views.base import ApiView, error_responses
+from llm_conversations.api.views.base import ApiView, error_responses, signed_in
 from llm_conversations.conf import conf
 from llm_conversations.conversations.attachments import create_attachment, file_response
 from llm_conversations.exceptions import InvalidAttachment
@@ -94,7 +94,7 @@ class AttachmentViewSet(ApiView, viewsets.GenericViewSet[Attachment]):
         if upload.size is not None and upload.size > conf.ATTACHMENT_MAX_BYTES:
             raise _too_large(upload.size)
         attachment, created = create_attachment(
-            request.user,
+            signed_in(request),
             upload.read(),
             filename=upload.name or "",
             declared_type=upload.content_type,

@@ -18,6 +18,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 from rest_framework.authentication import BaseAuthentication
+from rest_framework.exceptions import NotAuthenticated
 from rest_framework.permissions import BasePermission
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -30,6 +31,7 @@ from llm_conversations.api.serializers import ErrorSerializer, NamesSentFields
 from llm_conversations.conversations.costs import with_cost
 from llm_conversations.models import ACTIVE_RUN_STATUSES, Conversation, Run
 from llm_conversations.runs.start_slots import Slot, slots
+from llm_conversations.users import User
 
 __all__ = [
     "CONVERSATION_ID",
@@ -128,6 +130,19 @@ def owned(request: Request) -> QuerySet[Conversation]:
     if not user.is_authenticated:
         return Conversation.objects.none()
     return Conversation.objects.filter(owner=user)
+
+
+def signed_in(request: Request) -> User:
+    """The caller, who must be signed in: ``not_authenticated`` otherwise (401, or
+    403 when the authentication scheme sends no challenge, as DRF does).
+
+    For writes that record who made them (an upload's owner, a rating), where
+    a project's permissions may still let an anonymous caller through.
+    """
+    user = request.user
+    if not user.is_authenticated:
+        raise NotAuthenticated()
+    return user
 
 
 def owned_conversations(request: Request) -> QuerySet[Conversation]:

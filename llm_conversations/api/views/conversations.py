@@ -33,6 +33,7 @@ from llm_conversations.api.views.base import (
     ApiView,
     error_responses,
     owned_conversations,
+    signed_in,
     valid_query,
 )
 from llm_conversations.conversations import append_messages, delete_conversation
@@ -228,12 +229,12 @@ class MessageViewSet(ApiView, viewsets.GenericViewSet[Message]):
         ``not_an_assistant_message`` for another role). DELETE: removed, if any."""
         message = self.get_object()
         if request.method == "DELETE":
-            delete_feedback(message, request.user)
+            delete_feedback(message, signed_in(request))
             return Response(status=status.HTTP_204_NO_CONTENT)
         serializer = self.validated_body(FeedbackSerializer)
         feedback = rate_message(
             message,
-            request.user,
+            signed_in(request),
             serializer.validated_data["rating"],
             serializer.validated_data["comment"],
         )
