@@ -200,6 +200,7 @@ def test_an_unusable_function_call_is_an_invalid_response_not_an_empty_answer(
     }
     body = sse((None, chunk)) if stream else httpx.Response(200, json=chunk)
     provider, _ = make_provider(GeminiProvider, Recorder(body))
+
     def call() -> object:
         if stream:
             return list(provider.stream([ChatMessage.user("w")], tools=TOOLS))
