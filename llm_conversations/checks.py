@@ -8,7 +8,7 @@ One function per concern, each id stable:
   E007 neither ``None`` nor a positive integer (every name in
   ``conf.OPTIONAL_POSITIVE_INTEGERS``: ``CONVERSATION_RETENTION_DAYS``,
   ``RUN_START_CONCURRENCY``), E008
-  ``TELEMETRY_CAPTURE_CONTENT`` not ``True`` or ``False``.
+  ``TELEMETRY_CAPTURE_CONTENT`` or ``STRICT_REQUEST_FIELDS`` not ``True`` or ``False``.
 - :func:`check_providers`: E010 ``PROVIDERS`` not a non-empty dict, E015
   ``DEFAULT_PROVIDER`` not a key of it, E009 ``TITLE_PROVIDER`` neither
   ``None`` nor a key of it, and the rules of each entry
@@ -44,6 +44,7 @@ from django.core.checks import CheckMessage, Error, Warning
 from django.utils.module_loading import import_string
 
 from llm_conversations.conf import (
+    BOOLEANS,
     DEFAULTS,
     DURATIONS,
     NON_NEGATIVE_INTEGERS,
@@ -98,7 +99,7 @@ def _is_optional_positive_integer(value: object) -> bool:
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E001 not a dict, E002 unknown key, E003 not a positive integer, E004 limits,
     E005 not a duration, E006 not a non-negative integer, E007 neither None nor a
-    positive integer, E008 TELEMETRY_CAPTURE_CONTENT not a bool."""
+    positive integer, E008 a boolean setting (``BOOLEANS``) not a bool."""
     value = getattr(settings, "LLM_CONVERSATIONS", {})
     if not isinstance(value, Mapping):
         return _wrong_type("LLM_CONVERSATIONS", "a dict", value, "llm_conversations.E001")
@@ -153,15 +154,16 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 id="llm_conversations.E004",
             )
         )
-    capture = raw_setting("TELEMETRY_CAPTURE_CONTENT")
-    if not isinstance(capture, bool):
-        errors.append(
-            Error(
-                f"LLM_CONVERSATIONS['TELEMETRY_CAPTURE_CONTENT'] must be True or False; got {capture!r}.",
-                hint="A string such as 'false' would turn capturing on.",
-                id="llm_conversations.E008",
+    for name in BOOLEANS:
+        value = raw_setting(name)
+        if not isinstance(value, bool):
+            errors.append(
+                Error(
+                    f"LLM_CONVERSATIONS[{name!r}] must be True or False; got {value!r}.",
+                    hint="A string such as 'false' would count as true.",
+                    id="llm_conversations.E008",
+                )
             )
-        )
     return errors
 
 

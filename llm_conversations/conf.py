@@ -91,7 +91,13 @@ DEFAULTS: dict[str, Any] = {
     # Whether OpenTelemetry spans carry message text, tool arguments and results
     # (docs/telemetry.md); off, they carry names, models, usage and errors only.
     "TELEMETRY_CAPTURE_CONTENT": False,
+    # A request body field the API does not know is refused (400 unknown_field);
+    # False ignores it, for clients newer than the server.
+    "STRICT_REQUEST_FIELDS": True,
 }
+
+# True or False, nothing else (a string such as "false" would be true).
+BOOLEANS = ("TELEMETRY_CAPTURE_CONTENT", "STRICT_REQUEST_FIELDS")
 
 # Seconds, or None for no limit.
 OPTIONAL_DURATIONS = ("TOOL_TIMEOUT", "RUN_TIMEOUT")
@@ -208,6 +214,7 @@ class Settings:
     ATTACHMENT_MAX_PDF_PAGES: _Setting[int] = _Setting(int)
     ORPHAN_ATTACHMENT_HOURS: _Setting[int | None] = _Setting(_optional(int))
     TELEMETRY_CAPTURE_CONTENT: _Setting[bool] = _Setting(bool)
+    STRICT_REQUEST_FIELDS: _Setting[bool] = _Setting(bool)
 
 
 conf = Settings()

@@ -248,9 +248,11 @@ def test_conversation_retention_may_be_forever_or_days(value: Any) -> None:
     assert setting_ids({"CONVERSATION_RETENTION_DAYS": value}) == []
 
 
+@pytest.mark.parametrize("name", ["TELEMETRY_CAPTURE_CONTENT", "STRICT_REQUEST_FIELDS"])
 @pytest.mark.parametrize("value", ["false", 0, 1, None])
-def test_e070_telemetry_capture_content_is_a_bool(value: Any) -> None:
-    assert setting_ids({"TELEMETRY_CAPTURE_CONTENT": value}) == ["llm_conversations.E008"]
+def test_e008_boolean_settings_are_bools(name: str, value: Any) -> None:
+    assert setting_ids({name: value}) == ["llm_conversations.E008"]
+    assert setting_ids({name: False}) == []
 
 
 @pytest.mark.parametrize("value", [True, False])

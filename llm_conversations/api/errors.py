@@ -48,6 +48,7 @@ PUBLIC_VALIDATION_CODES = frozenset(
         "too_large",
         "too_many_messages",
         "too_many_metadata_keys",
+        "unknown_field",
         "unknown_provider",
         "unknown_tool",
     }

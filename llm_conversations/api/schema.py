@@ -30,12 +30,14 @@ from llm_conversations.api.serializers import (
     UserMessageField,
     declared_limit,
 )
+from llm_conversations.api.serializers.common import StrictTypes
 from llm_conversations.api.serializers.messages import MessageListField
 from llm_conversations.api.serializers.parameters import (
     ResponseFormatField,
     StopField,
     ToolChoiceField,
 )
+from llm_conversations.conf import conf
 from llm_conversations.core.parameters import TOOL_CHOICE_MODES
 from llm_conversations.models import RunEventType
 
@@ -150,6 +152,19 @@ class UserMessageFieldExtension(OpenApiSerializerFieldExtension):
         text = _text(field.text, "The text of a user message.")
         message = auto_schema.resolve_serializer(field.message, direction)
         return {"oneOf": [text, message.ref]}
+
+
+class StrictTypesExtension(OpenApiSerializerExtension):
+    """A request body that refuses unknown fields says so: ``additionalProperties: false``."""
+
+    target_class = StrictTypes
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema: Any, direction: Any) -> dict[str, Any]:
+        schema: dict[str, Any] = auto_schema._map_basic_serializer(self.target, direction)
+        if self.target.strict_fields and conf.STRICT_REQUEST_FIELDS:
+            schema["additionalProperties"] = False
+        return schema
 
 
 class MessagesInputExtension(OpenApiSerializerExtension):

@@ -32,6 +32,9 @@ def user_text(message: dict[str, Any]) -> str:
 class UIMessageSerializer(StrictTypes[Any]):
     """A UI message: its role and parts; only a user message's ``text`` parts are read."""
 
+    # The AI SDK owns this shape and adds to it between versions.
+    strict_fields = False
+
     id = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     # A pattern, not a choice: an enum named "role" would collide with the messages' one.
     role = serializers.RegexField(
@@ -58,6 +61,8 @@ class ChatRequestSerializer(RunOptionsSerializer):
     request_fields: ClassVar[frozenset[str]] = frozenset(
         {"id", "messages", "trigger", "messageId", "text"}
     )
+    # The transport's own fields and an app's `body` additions arrive together.
+    strict_fields = False
 
     id = serializers.CharField(
         required=False, allow_blank=True, trim_whitespace=False, help_text="The chat's id."

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from django.core.validators import MaxLengthValidator
 from drf_spectacular.utils import extend_schema_field
@@ -52,10 +52,28 @@ def _type_problem(field: serializers.Field[Any, Any, Any, Any], value: Any) -> s
 
 
 class StrictTypes(serializers.Serializer[_T]):
-    """Input in the declared JSON types only: ``0`` is not a string, ``"true"`` not a boolean."""
+    """Input in the declared JSON types only: ``0`` is not a string, ``"true"`` not a boolean.
+
+    A key no field declares is refused too (``unknown_field``, naming it), unless
+    ``STRICT_REQUEST_FIELDS`` is off or the serializer sets ``strict_fields``
+    to ``False`` (bodies whose shape a frontend toolkit owns).
+    """
+
+    strict_fields: ClassVar[bool] = True
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, Mapping):
+            if self.strict_fields and conf.STRICT_REQUEST_FIELDS:
+                unknown = sorted(str(key) for key in data if key not in self.fields)
+                if unknown:
+                    raise serializers.ValidationError(
+                        {
+                            name: [
+                                ErrorDetail("Not a field of this request.", code="unknown_field")
+                            ]
+                            for name in unknown
+                        }
+                    )
             errors = {
                 name: [ErrorDetail(problem, code="invalid")]
                 for name, field in self.fields.items()
