@@ -12,10 +12,16 @@ base view, so the host project's ``REST_FRAMEWORK`` settings need no change.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
-from django.core.exceptions import ObjectDoesNotExist, RequestDataTooBig
+from django.core.exceptions import (
+    ObjectDoesNotExist,
+    RequestDataTooBig,
+    TooManyFieldsSent,
+    TooManyFilesSent,
+)
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import DatabaseError, IntegrityError, OperationalError
 from django.http import Http404
@@ -23,6 +29,7 @@ from rest_framework import exceptions
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
+from llm_conversations.core.text import REPLACEMENT
 from llm_conversations.exceptions import LLMConversationsError, join_field
 from llm_conversations.models import Run, RunStatus, TerminationReason
 
@@ -46,6 +53,7 @@ PUBLIC_VALIDATION_CODES = frozenset(
         "invalid_text",
         "too_deep",
         "too_large",
+        "too_many_fields",
         "too_many_messages",
         "too_many_metadata_keys",
         "unknown_field",
@@ -122,8 +130,28 @@ class ApiError(exceptions.APIException):
 def error_body(
     code: str, message: str, *, field: str | None = None, details: Any = None
 ) -> dict[str, Any]:
-    """The JSON body of an error response."""
-    return {"error": {"code": code, "message": message, "field": field, "details": details}}
+    """The JSON body of an error response.
+
+    Field names and details may quote the request, whose keys can hold what no
+    JSON encoder writes (a lone surrogate): those characters are replaced, so
+    the error itself always renders.
+    """
+    body = {"code": code, "message": message, "field": field, "details": details}
+    return {"error": _renderable(body)}
+
+
+# What JSON cannot encode: a lone surrogate (NUL it writes as \u0000).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _renderable(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub(REPLACEMENT, value)
+    if isinstance(value, Mapping):
+        return {_renderable(key): _renderable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_renderable(item) for item in value]
+    return value
 
 
 def failed_run_error(run: Run, data: Any) -> ApiError | None:
@@ -199,6 +227,9 @@ def as_api_error(exc: Exception) -> ApiError | None:
     if isinstance(exc, RequestDataTooBig):
         # Django's DATA_UPLOAD_MAX_MEMORY_SIZE, for a body with a Content-Length.
         return ApiError(413, "too_large", "The request body is too large.")
+    if isinstance(exc, TooManyFieldsSent | TooManyFilesSent):
+        # Django's DATA_UPLOAD_MAX_NUMBER_FIELDS / _FILES, for a form body.
+        return ApiError(400, "too_many_fields", "The form has too many fields or files.")
     if isinstance(exc, DjangoPermissionDenied):
         # Stable words: the exception's own text is for the log, not the client.
         return ApiError(403, "permission_denied", "Permission denied.")

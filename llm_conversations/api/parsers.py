@@ -183,5 +183,10 @@ class BoundedJSONParser(BaseParser):
                 "The body is not valid JSON.",
                 details={"line": exc.lineno, "column": exc.colno},
             ) from None
+        except ValueError:
+            # Python refuses to read an integer of more than 4,300 digits.
+            raise ApiError(
+                400, "invalid_number", "A number in the body has too many digits to read."
+            ) from None
         check_text(data, "messages" if isinstance(data, list) else "")
         return data

@@ -14,7 +14,7 @@ from django.db import close_old_connections
 from rest_framework.test import APIClient
 
 from llm_conversations.core.text import MAX_JSON_DEPTH
-from llm_conversations.models import Conversation, Message
+from llm_conversations.models import Conversation, Message, Run
 from tests.api.conftest import API_SETTINGS, calls_text
 
 pytestmark = pytest.mark.django_db
@@ -220,3 +220,42 @@ def test_a_chunked_body_the_server_cannot_end_is_411(
     body = json.dumps({"role": "user", "content": "chunked"}).encode()
     status, data = wsgi_post(wsgi_requests, messages_url(conversation), body)
     assert (status, data["error"]["code"]) == (411, "length_required")
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "field"),
+    [
+        # Python reads no integer of more than 4,300 digits.
+        ('{"message": "hi", "max_iterations": 1' + "1" * 4400 + "}", "invalid_number", None),
+        # A key no JSON encoder writes back: the error names it with U+FFFD instead.
+        ('{"message": "hi", "\\ud800": 1}', "invalid_text", "\ufffd"),
+        (
+            '{"message": {"role": "user", "content": "x", "\\ud800": 2}}',
+            "invalid_text",
+            "message.\ufffd",
+        ),
+    ],
+)
+def test_bodies_python_cannot_read_or_write_back_are_400_in_the_error_format(
+    client: APIClient, conversation: Conversation, body: str, code: str, field: str | None
+) -> None:
+    response = client.generic(
+        "POST",
+        f"/api/conversations/{conversation.pk}/runs/",
+        body.encode(),
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["code"], error["field"]) == (code, field)
+    assert not Run.objects.exists()
+
+
+def test_a_multipart_body_of_too_many_fields_is_400_in_the_error_format(
+    client: APIClient, settings: Any
+) -> None:
+    fields = {f"f{i}": "x" for i in range(settings.DATA_UPLOAD_MAX_NUMBER_FIELDS + 1)}
+    response = client.post("/api/attachments/", fields, format="multipart")
+    assert response.status_code == 400
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json()["error"]["code"] == "too_many_fields"
