@@ -16,6 +16,7 @@ from typing import Any
 
 from django.db import IntegrityError, models
 from django.db.models import Q
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from llm_conversations.core.messages import ToolCall
@@ -185,6 +186,10 @@ class Run(models.Model):
     # still queued REQUEUE_SECONDS later gets another task from the reaper (a
     # worker may have taken the first and died before claiming the run).
     enqueued_at = models.DateTimeField(_("enqueued at"), null=True, blank=True)
+    # When the run last became queued (started, decided, retried, requeued). A
+    # run with no task (enqueued_at empty: it was to run in its request) still
+    # queued REQUEUE_SECONDS later gets one: the process that held it died.
+    queued_at = models.DateTimeField(_("queued at"), null=True, blank=True)
 
     class Meta:
         verbose_name = _("run")
@@ -286,7 +291,11 @@ class Run(models.Model):
         taken = [i for i in awaiting if i in taken]  # call order, each once
         left = [p for p in waiting if p.call.id not in taken]
         self.pending_tool_calls = self.stored_waiting(left)
-        self.status = RunStatus.REQUIRES_ACTION if left else RunStatus.QUEUED
+        if left:
+            self.status = RunStatus.REQUIRES_ACTION
+        else:
+            # A new stretch of execution: its attempts are counted afresh.
+            self.status, self.queued_at, self.attempts = RunStatus.QUEUED, timezone.now(), 0
         return taken
 
     # Decisions -------------------------------------------------------------------

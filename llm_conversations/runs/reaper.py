@@ -52,7 +52,10 @@ def reap_runs(now: datetime | None = None) -> Reaped:
         if run.attempts < conf.MAX_ATTEMPTS:
             with transaction.atomic():
                 if Run.objects.filter(expired, pk=run.pk).update(
-                    status=RunStatus.QUEUED, lease_owner="", lease_expires_at=None
+                    status=RunStatus.QUEUED,
+                    lease_owner="",
+                    lease_expires_at=None,
+                    queued_at=moment,
                 ):
                     requeued.append(run.pk)
                     transaction.on_commit(partial(enqueue_run, run.pk))
@@ -76,16 +79,21 @@ def reap_runs(now: datetime | None = None) -> Reaped:
 
 
 def _reenqueue_stale(moment: datetime) -> tuple[uuid.UUID, ...]:
-    """Enqueue another task for runs queued ``REQUEUE_SECONDS`` after their last one.
+    """Enqueue another task for runs queued ``REQUEUE_SECONDS`` after their last one,
+    or after they became queued when they never had one.
 
     A worker that took a run's task and died before claiming the run leaves it
-    queued with no task left. A run merely waiting behind others gets a second
+    queued with no task left; so does a process that stored a run (or recorded
+    the approval that queues it again) to execute it in the request, and died
+    first. A run merely waiting behind others gets a second
     task that finds it claimed or finished and does nothing; the conditional
     update keeps two reapers from both enqueuing.
     """
-    stale = Q(
-        status=RunStatus.QUEUED,
-        enqueued_at__lt=moment - timedelta(seconds=conf.REQUEUE_SECONDS),
+    cutoff = moment - timedelta(seconds=conf.REQUEUE_SECONDS)
+    # A run with no task at all (it was to run in a request, or a reaper died
+    # before its enqueue) counts from when it became queued.
+    stale = Q(status=RunStatus.QUEUED) & (
+        Q(enqueued_at__lt=cutoff) | Q(enqueued_at__isnull=True, queued_at__lt=cutoff)
     )
     again: list[uuid.UUID] = []
     for pk in Run.objects.filter(stale).values_list("pk", flat=True):

@@ -179,6 +179,7 @@ class ToolLoopService:
                     context_strategy=strategy,
                     # Marked in the insert: enqueue_run need not update the row again.
                     enqueued_at=timezone.now() if background else None,
+                    queued_at=timezone.now(),
                 )
                 run.offered_tools = offered.specs()
                 run.run_parameters = chosen

@@ -298,7 +298,16 @@ def answer_waiting(
             submitted = run.take_waiting(WaitReason.CLIENT_SIDE, outputs)
             results = [_output_message(call_id, outputs[call_id]) for call_id in submitted]
             append_messages(run.conversation_id, results, run=run)
-        run.save(update_fields=["decisions", "pending_tool_calls", "status", "updated_at"])
+        run.save(
+            update_fields=[
+                "decisions",
+                "pending_tool_calls",
+                "status",
+                "queued_at",
+                "attempts",
+                "updated_at",
+            ]
+        )
     return run
 
 
@@ -318,6 +327,9 @@ def requeue_failed(run_id: uuid.UUID | str, *, user: AnyUser | None = None) -> R
             policy.lock_active_runs(user)
             requeued = Run.objects.filter(pk=run_id, status=RunStatus.FAILED).update(
                 status=RunStatus.QUEUED,
+                queued_at=timezone.now(),
+                # A retry gets the whole attempt budget again.
+                attempts=0,
                 termination_reason="",
                 error_type="",
                 error_message="",

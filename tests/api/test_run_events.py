@@ -420,7 +420,8 @@ def test_retry_runs_a_failed_run_again(client: APIClient, conversation: Conversa
     url = f"{runs_url(conversation)}{run_id}/retry/"
     response = client.post(url, {}, format="json")
     assert response.status_code == 200
-    assert (response.json()["status"], Run.objects.get().attempts) == ("completed", 2)
+    # A retry counts its attempts afresh.
+    assert (response.json()["status"], Run.objects.get().attempts) == ("completed", 1)
     response = client.post(url, {}, format="json")
     assert (response.status_code, response.json()["error"]["code"]) == (409, "run_not_failed")
 

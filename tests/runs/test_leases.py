@@ -49,6 +49,12 @@ def noop() -> str:
     return "ok"
 
 
+@tool(requires_approval=True)
+def guarded() -> str:
+    """Does nothing, once a person approves."""
+    return "approved"
+
+
 def service(provider: Provider | None = None, *tools: Any) -> ToolLoopService:
     return ToolLoopService(provider or CallsThenAnswers(), tools=ToolRegistry(tools or [noop]))
 
@@ -159,13 +165,13 @@ class TestRecovery:
             run = ToolLoopService().start(create_conversation(), "hi", background=True)
         enqueued = timezone.now()
         Run.objects.filter(pk=run.pk).update(enqueued_at=enqueued)
-        # A foreground run (never enqueued) and a claimed one are left alone.
-        foreground = service().start(create_conversation(), "hi")
+        # A claimed run is left alone, and so is a foreground run within the window.
         claimed = service().start(create_conversation(), "hi")
         claim(claimed, new_owner())
         waiting = reap_runs(now=enqueued + timedelta(seconds=59))
         assert waiting.reenqueued == ()
         later = enqueued + timedelta(seconds=61)
+        Run.objects.filter(pk=claimed.pk).update(queued_at=enqueued)
         with django_capture_on_commit_callbacks(execute=True):
             reaped = reap_runs(now=later)
         assert (reaped.reenqueued, reaped.requeued, reaped.failed) == ((run.pk,), (), ())
@@ -173,10 +179,70 @@ class TestRecovery:
         # The default task backend runs the new task at once: a first attempt.
         assert (run.status, run.attempts) == ("completed", 1)
         assert reap_runs(now=later + timedelta(seconds=61)).reenqueued == ()
-        foreground.refresh_from_db()
         claimed.refresh_from_db()
-        assert (foreground.status, foreground.enqueued_at) == ("queued", None)
         assert claimed.status == "running"
+
+    @pytest.mark.usefixtures("scripted_from_settings")
+    @pytest.mark.parametrize("died", ["after the start", "after an approval", "after a requeue"])
+    def test_a_run_whose_process_died_before_its_claim_gets_a_task(
+        self, settings: Any, django_capture_on_commit_callbacks: Any, died: str
+    ) -> None:
+        settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "REQUEUE_SECONDS": 60}
+        loop = ToolLoopService()
+        if died == "after the start":
+            # Stored to run in its request; the process died before claiming it.
+            run = loop.start(create_conversation(), "hi")
+        elif died == "after an approval":
+            settings.LLM_CONVERSATIONS = {
+                **settings.LLM_CONVERSATIONS,
+                "TOOLS": ["tests.runs.test_leases.noop", "tests.runs.test_leases.guarded"],
+                # The paused run names the provider that paused it.
+                "PROVIDERS": {
+                    **settings.LLM_CONVERSATIONS["PROVIDERS"],
+                    "scripted": {
+                        "BACKEND": "tests.runs.test_leases.CallsThenAnswers",
+                        "MODEL": "s",
+                    },
+                },
+            }
+            paused = service(CallsThenAnswers("guarded"), guarded).send(create_conversation(), "hi")
+            assert paused.status == "requires_action"
+            # The approval is recorded; the process that was to resume the run died.
+            run = loop.approve(paused.pk, resume=False)
+        else:
+            run = loop.start(create_conversation(), "hi")
+            expire(run)
+            # The reaper committed the requeue and died before its enqueue ran.
+            with django_capture_on_commit_callbacks(execute=False):
+                assert reap_runs().requeued == (run.pk,)
+        run.refresh_from_db()
+        assert (run.status, run.enqueued_at is None or died == "after a requeue") == (
+            "queued",
+            True,
+        )
+        became_queued = run.queued_at
+        assert became_queued is not None
+        assert reap_runs(now=became_queued + timedelta(seconds=59)).reenqueued == ()
+        with django_capture_on_commit_callbacks(execute=True):
+            reaped = reap_runs(now=became_queued + timedelta(seconds=61))
+        assert reaped.reenqueued == (run.pk,)
+        run.refresh_from_db()
+        assert run.status == "completed"  # the task the reaper enqueued executed it
+
+    def test_a_retry_and_a_decision_count_attempts_afresh(self) -> None:
+        loop = service()
+        run = loop.start(create_conversation(), "hi")
+        Run.objects.filter(pk=run.pk).update(status=RunStatus.FAILED, attempts=3)
+        retried = loop.retry(run.pk)
+        # A retry gets the whole budget: one attempt used, not four.
+        assert (retried.status, retried.attempts) == ("completed", 1)
+        # A decision that queues a paused run starts a new stretch of attempts too.
+        guarding = service(CallsThenAnswers("guarded"), guarded)
+        paused = guarding.send(create_conversation(), "hi")
+        Run.objects.filter(pk=paused.pk).update(attempts=3)
+        approved = guarding.approve(paused.pk, resume=False)
+        assert (approved.status, approved.attempts) == ("queued", 0)
+        assert guarding.execute(approved.pk).attempts == 1
 
     def test_a_live_lease_is_never_reaped(self) -> None:
         run = service().start(create_conversation(), "hi")
@@ -234,7 +300,8 @@ class TestBackgroundAndRetry:
         failed = loop.send(conversation, "hi")
         assert failed.status == "failed"
         retried = loop.retry(failed.pk)
-        assert (retried.pk, retried.status, retried.attempts) == (failed.pk, "completed", 2)
+        # A retry is a fresh budget of attempts: this is its first.
+        assert (retried.pk, retried.status, retried.attempts) == (failed.pk, "completed", 1)
         assert retried.error_message == ""
         assert [m.role for m in load_messages(conversation)] == [
             "user",
