@@ -153,12 +153,15 @@ def finish(
             **fields
         )
         pending = pending_tool_call_ids(run.conversation_id) if ended else ()
+        events: list[EventItem] = []
         if pending:
             text = UNANSWERED.get(reason, UNANSWERED_DEFAULT)
             results = [tool_result_message(i, text, is_error=True) for i in pending]
-            append_messages(run.conversation_id, results, run=run)
+            rows = append_messages(run.conversation_id, results, run=run)
+            # Streams close these calls as they close any other.
+            events += [(RunEventType.TOOL_RESULT_STORED, {"message": str(r.pk)}) for r in rows]
         if ended:
-            record(run.pk, [(_END_EVENTS[status], {})])
+            record(run.pk, [*events, (_END_EVENTS[status], {})])
     run.refresh_from_db()
     if ended:
         transaction.on_commit(partial(run_finished.send, sender=Run, run=run))

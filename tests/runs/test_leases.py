@@ -446,3 +446,22 @@ class TestRepeats:
         assert result.is_error is not runs_again
         if not runs_again:
             assert "not run again" in result.content
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("end", ["cancel", "fail"])
+def test_results_written_when_a_run_ends_are_in_its_event_log(end: str) -> None:
+    from llm_conversations.models import Message, TerminationReason
+    from llm_conversations.runs.transitions import finish
+
+    guarding = service(CallsThenAnswers("guarded"), guarded)
+    paused = guarding.send(create_conversation(), "hi")
+    assert paused.status == "requires_action"
+    if end == "cancel":
+        guarding.cancel(paused.pk)
+    else:
+        finish(paused, RunStatus.FAILED, TerminationReason.ERROR, RuntimeError("x"))
+    events = list(RunEvent.objects.filter(run=paused).values_list("type", "data"))
+    (result,) = Message.objects.filter(run=paused, role="tool")
+    assert events[-2] == ("tool_result.stored", {"message": str(result.pk)})
+    assert events[-1][0] == ("run.cancelled" if end == "cancel" else "run.failed")
