@@ -200,6 +200,16 @@ def test_forks_lists_the_forks_in_a_bounded_number_of_queries(
     assert client.get(url(copy, "forks")).json()["results"] == []
 
 
+@pytest.mark.parametrize(("query", "field"), [("page_size=abc", "page_size"), ("page=0", "page")])
+def test_forks_refuses_malformed_paging_as_the_other_lists_do(
+    client: APIClient, source: Conversation, query: str, field: str
+) -> None:
+    for path in (url(source, "forks"), "/api/conversations/"):
+        response = client.get(f"{path}?{query}")
+        error = response.json()["error"]
+        assert (response.status_code, error["code"], error["field"]) == (400, "invalid", field)
+
+
 def test_a_repeated_fork_with_the_same_key_makes_one_fork(
     client: APIClient, source: Conversation
 ) -> None:

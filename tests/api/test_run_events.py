@@ -249,6 +249,25 @@ def test_a_reader_resumes_after_the_last_event_it_saw(
     assert client.get(events_url(run), HTTP_LAST_EVENT_ID=str(everything[-1][0])).getvalue() == b""
 
 
+def test_a_resume_point_of_another_run_or_the_future_is_a_400(
+    client: APIClient, conversation: Conversation
+) -> None:
+    first = ToolLoopService().send(conversation, "hi")
+    second = ToolLoopService().send(conversation, "again")
+    others = list(RunEvent.objects.filter(run=first).values_list("pk", flat=True))
+    future = RunEvent.objects.order_by("-pk").values_list("pk", flat=True).first() + 1000
+    for after in (others[1], future):
+        response = client.get(events_url(second), HTTP_LAST_EVENT_ID=str(after))
+        error = response.json()["error"]
+        assert (response.status_code, error["code"], error["field"]) == (
+            400,
+            "unknown_event",
+            "Last-Event-ID",
+        )
+        response = client.get(events_url(second) + f"?after={after}")
+        assert (response.status_code, response.json()["error"]["field"]) == (400, "after")
+
+
 @pytest.mark.parametrize("bad", ["x", "-1", "1.5", "9" * 40])
 def test_a_malformed_resume_point_is_a_400(
     client: APIClient, conversation: Conversation, bad: str

@@ -60,6 +60,8 @@ RULE_BOUND = {
     "/api/conversations/{conversation_pk}/runs/{run_pk}/submit_tool_outputs/": {"POST"},
     # An upload must be a file part whose bytes are an allowed, intact type.
     "/api/attachments/": {"POST"},
+    # A resume point must be an event of this run (unknown_event).
+    "/api/conversations/{conversation_pk}/runs/{run_pk}/events/": {"GET"},
 }
 # Codes the services raise for rules, not shapes; "invalid" is a shape error
 # the schema should have prevented.

@@ -200,13 +200,18 @@ class MessagePageSerializer(serializers.Serializer[Any]):
     has_more = serializers.BooleanField()
 
 
-class ConversationListQuerySerializer(serializers.Serializer[Any]):
-    """Query parameters of the conversation list; each, when present, must be valid."""
+class PageQuerySerializer(serializers.Serializer[Any]):
+    """``?page=`` and ``?page_size=`` of a list of conversations, each valid when present."""
 
     page = serializers.IntegerField(required=False, min_value=1, help_text="1-based page.")
     page_size = serializers.IntegerField(
         required=False, min_value=1, max_value=100, help_text="Page size, 1-100 (default 20)."
     )
+
+
+class ConversationListQuerySerializer(PageQuerySerializer):
+    """Query parameters of the conversation list; each, when present, must be valid."""
+
     search = serializers.CharField(
         required=False,
         allow_blank=True,

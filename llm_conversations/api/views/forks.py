@@ -26,11 +26,13 @@ from llm_conversations.api.serializers import (
     RegenerateSerializer,
     RunSerializer,
 )
+from llm_conversations.api.serializers.conversations import PageQuerySerializer
 from llm_conversations.api.views.base import (
     BODY_ERRORS,
     CONVERSATION_ID,
     error_responses,
     owned_conversations,
+    valid_query,
 )
 from llm_conversations.api.views.conversations import ConversationPagination
 from llm_conversations.api.views.runs import RunViews, run_responses
@@ -76,12 +78,13 @@ class ForkViewSet(RunViews[Conversation]):
 
     @extend_schema(
         summary="List a conversation's forks",
-        parameters=[CONVERSATION_ID],
+        parameters=[CONVERSATION_ID, PageQuerySerializer],
         responses={200: ConversationSerializer(many=True), **error_responses(400)},
     )
     @action(detail=False, methods=["get"])
     def forks(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """The forks made from this conversation, newest first, a page at a time."""
+        valid_query(PageQuerySerializer, request)
         forks = self.get_queryset().filter(forked_from=self.get_conversation())
         page = self.paginate_queryset(forks.order_by("-created_at"))
         return self.get_paginated_response(ConversationSerializer(page, many=True).data)

@@ -61,7 +61,7 @@ from llm_conversations.api.views.base import (
     valid_query,
 )
 from llm_conversations.core.messages import MessageInput
-from llm_conversations.models import Run
+from llm_conversations.models import Run, RunEvent
 from llm_conversations.runs import ToolLoopService
 
 if TYPE_CHECKING:
@@ -312,6 +312,14 @@ class RunViewSet(RunViews[Run]):
         """The run's event log as Server-Sent Events, live while it executes anywhere."""
         after = _after_id(request)
         run = self.get_object()
+        if after and not RunEvent.objects.filter(run_id=run.pk, pk=after).exists():
+            # Another run's id would skip or wait for events this run never logs.
+            raise ApiError(
+                400,
+                "unknown_event",
+                "not an event of this run: resume from an id its own stream sent.",
+                field="Last-Event-ID" if "Last-Event-ID" in request.headers else "after",
+            )
         return log_stream_response(request._request, run.pk, after)
 
     @extend_schema(
