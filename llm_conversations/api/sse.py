@@ -147,6 +147,10 @@ def render_page(page: run_events.Page) -> bytes:
     return b"".join(chunks)
 
 
+# A run another worker may be executing: its stream goes on in the log.
+_EXECUTING = (RunStatus.QUEUED, RunStatus.RUNNING)
+
+
 def _state_event(run_id: Any) -> bytes:
     """Where the run stands, for a stream whose steps logged no final event."""
     run = Run.objects.get(pk=run_id)
@@ -223,6 +227,16 @@ def _generate(
         if not ended:
             # Stopped elsewhere (a cancel), or nothing to execute: what was logged, then the state.
             for page in _logged(run_id, after_id):
+                after_id = page.events[-1].id
+                ended = ended or page.ended
+                yield fmt.render(page)
+        if not ended and Run.objects.filter(pk=run_id, status__in=_EXECUTING).exists():
+            # Another worker took the run over (this execution's lease lapsed):
+            # follow its execution in the log rather than make up an end.
+            for page in run_events.follow(run_id, after_id, heartbeat=conf.SSE_HEARTBEAT_SECONDS):
+                if page is None:
+                    yield HEARTBEAT
+                    continue
                 ended = ended or page.ended
                 yield fmt.render(page)
         if not ended:

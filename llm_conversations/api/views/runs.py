@@ -61,7 +61,7 @@ from llm_conversations.api.views.base import (
     valid_query,
 )
 from llm_conversations.core.messages import MessageInput
-from llm_conversations.models import Run, RunEvent
+from llm_conversations.models import Run, RunEvent, RunStatus
 from llm_conversations.runs import ToolLoopService
 
 if TYPE_CHECKING:
@@ -253,7 +253,12 @@ class RunViews(RunStartingView, viewsets.GenericViewSet[_M], Generic[_M]):
             )
         if background:
             return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
-        return self._answer(service.execute(run.pk), status.HTTP_201_CREATED)
+        done = service.execute(run.pk)
+        if done.status in (RunStatus.QUEUED, RunStatus.RUNNING):
+            # Another worker took the run over (this request's lease lapsed): it goes
+            # on there, as a background run does.
+            return Response(RunSerializer(done).data, status=status.HTTP_202_ACCEPTED)
+        return self._answer(done, status.HTTP_201_CREATED)
 
 
 class RunViewSet(RunViews[Run]):
