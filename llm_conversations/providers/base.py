@@ -41,6 +41,7 @@ from .errors import (
     ProviderTimeout,
     ProviderUnavailableError,
     RateLimitError,
+    stream_error_class,
 )
 from .http import HttpTransport, backoff_delay, parse_retry_after
 from .interrupts import NO_INTERRUPT, Interrupt
@@ -466,33 +467,10 @@ class Provider(HttpTransport):
         if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600:
             cls = self.error_class(code, data)
         else:
-            cls = _stream_error_class(kind if isinstance(kind, str) else code)
+            cls = stream_error_class(kind if isinstance(kind, str) else code)
         named = kind if isinstance(kind, str) and kind else "an error"
         return cls(
             f"{self.backend} reported {named} in the stream: {message}",
             provider=self.backend,
             provider_message=message,
         )
-
-
-# Words in-stream errors use for their kind (OpenAI's type and code, Anthropic's
-# type, Google's status), by the error they are.
-_STREAM_ERROR_WORDS: tuple[tuple[tuple[str, ...], type[ProviderError]], ...] = (
-    (("rate_limit", "resource_exhausted", "insufficient_quota"), RateLimitError),
-    (
-        ("authentication", "permission", "unauthenticated", "invalid_api_key"),
-        AuthenticationError,
-    ),
-    (
-        ("invalid_request", "invalid_argument", "failed_precondition", "context_length"),
-        InvalidRequestError,
-    ),
-)
-
-
-def _stream_error_class(kind: object) -> type[ProviderError]:
-    word = kind.lower() if isinstance(kind, str) else ""
-    for markers, cls in _STREAM_ERROR_WORDS:
-        if any(marker in word for marker in markers):
-            return cls
-    return ProviderUnavailableError

@@ -29,6 +29,7 @@ __all__ = [
     "ProviderTimeout",
     "ProviderUnavailableError",
     "RateLimitError",
+    "stream_error_class",
 ]
 
 
@@ -37,3 +38,27 @@ class ProviderNotConfigured(LLMConversationsError, ImproperlyConfigured, LookupE
 
     def __init__(self, message: str) -> None:
         super().__init__("unknown_provider", message, field="provider")
+
+
+# Words in-stream errors use for their kind (OpenAI's type and code, Anthropic's
+# type, Google's status), by the error they are.
+_STREAM_ERROR_WORDS: tuple[tuple[tuple[str, ...], type[ProviderError]], ...] = (
+    (("rate_limit", "resource_exhausted", "insufficient_quota"), RateLimitError),
+    (
+        ("authentication", "permission", "unauthenticated", "invalid_api_key"),
+        AuthenticationError,
+    ),
+    (
+        ("invalid_request", "invalid_argument", "failed_precondition", "context_length"),
+        InvalidRequestError,
+    ),
+)
+
+
+def stream_error_class(kind: object) -> type[ProviderError]:
+    """The error an in-stream error's kind word names; unknown words: unavailable."""
+    word = kind.lower() if isinstance(kind, str) else ""
+    for markers, cls in _STREAM_ERROR_WORDS:
+        if any(marker in word for marker in markers):
+            return cls
+    return ProviderUnavailableError
