@@ -233,12 +233,13 @@ def _generate(
         if not ended and Run.objects.filter(pk=run_id, status__in=_EXECUTING).exists():
             # Another worker took the run over (this execution's lease lapsed):
             # follow its execution in the log rather than make up an end.
-            for page in run_events.follow(run_id, after_id, heartbeat=conf.SSE_HEARTBEAT_SECONDS):
-                if page is None:
+            heartbeat = conf.SSE_HEARTBEAT_SECONDS
+            for followed in run_events.follow(run_id, after_id, heartbeat=heartbeat):
+                if followed is None:
                     yield HEARTBEAT
                     continue
-                ended = ended or page.ended
-                yield fmt.render(page)
+                ended = ended or followed.ended
+                yield fmt.render(followed)
         if not ended:
             yield fmt.state(run_id)
         if closing := fmt.end():
