@@ -70,7 +70,9 @@ STREAMS = {"keep-alive comments": comment, "ping events": ping, "a drip of text"
 def test_a_busy_stream_ends_at_the_runs_deadline(
     backend: str, kind: str, fake: FakeProvider, configure: Configure, settings: Any
 ) -> None:
-    configure(backend, MAX_RETRIES=0)
+    # A TIMEOUT well above the deadline: only RUN_TIMEOUT may end the call, even on
+    # a loaded machine where a beat arrives late.
+    configure(backend, MAX_RETRIES=0, TIMEOUT=5.0)
     settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "RUN_TIMEOUT": RUN_TIMEOUT}
     fake.play([busy(STREAMS[kind])])
     conversation = create_conversation()
@@ -96,7 +98,7 @@ def test_a_busy_stream_ends_at_the_runs_deadline(
 def test_a_cancel_ends_a_busy_stream_at_once(
     backend: str, fake: FakeProvider, configure: Configure
 ) -> None:
-    configure(backend, MAX_RETRIES=0)
+    configure(backend, MAX_RETRIES=0, TIMEOUT=5.0)
     fake.play([busy(comment)])
     conversation = create_conversation()
     service = ToolLoopService(backend)
