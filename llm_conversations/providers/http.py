@@ -133,11 +133,12 @@ class HttpTransport:
         try:
             yield from self._lines(response)
         except httpx.TimeoutException:
-            if interrupt.passed():
-                # The wait was cut to the run's deadline, not to TIMEOUT.
-                interrupt.check()
             if complete is None or not complete():
+                if interrupt.passed():
+                    # The wait was cut to the run's deadline, not to TIMEOUT.
+                    interrupt.check()
                 raise
+            # A whole reply is kept even when the stall ran into the run's deadline.
             logger.warning(
                 "%s kept the stream open after the whole reply; ended it after %gs.",
                 self.backend,

@@ -219,9 +219,10 @@ def _call(
         yield provider.complete(history, tools=tools, parameters=parameters, interrupt=interrupt)
         return
     for event in provider.stream(history, tools=tools, parameters=parameters, interrupt=interrupt):
-        # A provider without HTTP (echo, a test's) is checked here, between its events.
-        interrupt.check()
         if isinstance(event, TextDelta):
+            # A provider without HTTP (echo, a test's) is checked here, as its text
+            # arrives; a whole reply that arrived is kept, deadline or not.
+            interrupt.check()
             yield event
         elif isinstance(event, ResponseCompleted):
             yield event.response

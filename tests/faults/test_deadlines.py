@@ -125,3 +125,23 @@ def test_a_cancel_ends_a_busy_stream_at_once(
     worker.join(5)
     assert Run.objects.get(pk=run.pk).status == "cancelled"
     assert check_sequence(load_messages(conversation)) == ()
+
+
+@pytest.mark.parametrize("backend", ["openai", "gemini"])
+def test_a_whole_reply_held_open_past_the_deadline_is_still_kept(
+    backend: str, fake: FakeProvider, configure: Configure, settings: Any
+) -> None:
+    from .test_faults import held_after_the_end
+
+    # The provider's TIMEOUT is above the deadline: the stall ends at RUN_TIMEOUT,
+    # after the whole reply and its usage arrived. It was paid for: it is kept.
+    configure(backend, MAX_RETRIES=0, TIMEOUT=5.0)
+    settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "RUN_TIMEOUT": RUN_TIMEOUT}
+    fake.play([held_after_the_end])
+    conversation = create_conversation()
+    service = ToolLoopService(backend)
+    run = service.start(conversation, "hello")
+    list(service.events(run.pk, stream=True))
+    run.refresh_from_db()
+    assert (run.status, run.termination_reason) == ("completed", "completed")
+    assert load_messages(conversation)[-1].content == OK_TEXT
