@@ -18,6 +18,11 @@ The whole run is one UI message whose id is the run's id:
 - ``run.requires_action``: ``tool-approval-request`` per call waiting for
   approval (``approvalId`` is the call's id), then the end below with
   ``finishReason: "tool-calls"``;
+- ``run.running`` of an attempt that answers again after a lost one
+  (``superseded_after``): the lost attempt's text part, if this response sent
+  it, ends with ``providerMetadata`` ``{"llm_conversations": {"superseded":
+  true}}`` and its step is finished; the answer follows in a new step. A
+  response that reads the log after the fact never sends that text;
 - the end: ``finish-step``, ``error`` (failed runs; the run's error message) or
   ``abort`` (cancelled runs), ``finish`` with a finish reason and
   ``messageMetadata`` ``{"run_id", "status", "termination_reason"}``.
@@ -55,6 +60,7 @@ __all__ = [
     "AI_SDK_FORMAT",
     "PROTOCOL_HEADER",
     "PROTOCOL_VERSION",
+    "SUPERSEDED",
     "AiSdkRenderer",
     "UIMessageStream",
     "wants_ai_sdk",
@@ -64,6 +70,9 @@ AI_SDK_FORMAT = "ai-sdk"
 PROTOCOL_HEADER = "x-vercel-ai-ui-message-stream"
 PROTOCOL_VERSION = "v1"
 DONE = b"data: [DONE]\n\n"
+
+# What marks the text part of a lost attempt that a later one answered again.
+SUPERSEDED = {"llm_conversations": {"superseded": True}}
 
 # The finish reason of a run that ended, by why it ended; failures are "error".
 _FINISH_REASONS = {
@@ -167,8 +176,11 @@ class UIMessageStream:
         if after_id <= 0:
             return
         logged = RunEvent.objects.filter(run_id=self.run_id, id__lte=after_id).order_by("id")
-        for event_id, kind in logged.values_list("id", "type"):
-            self._advance(event_id, RunEventType(kind), None, None)
+        for event_id, kind, data in logged.values_list("id", "type", "data"):
+            # The chunks were sent before; only the state they left is wanted.
+            self._advance(
+                event_id, RunEventType(kind), None, data if isinstance(data, dict) else {}
+            )
         # This response still owes its own start, and its end.
         self.started = self.finished = False
 
@@ -176,6 +188,8 @@ class UIMessageStream:
         """The chunks of a page of logged events; no query (the page holds what they name)."""
         out: list[bytes] = []
         for event in page.events:
+            if event.id in page.superseded:
+                continue  # a lost attempt's text, answered again by a later one
             logged = event.data if isinstance(event.data, dict) else {}
             row = page.messages.get(str(logged.get("message")))
             kind = RunEventType(event.type)
@@ -233,18 +247,20 @@ class UIMessageStream:
         event_id: int | None,
         kind: RunEventType,
         row: Message | None,
-        logged: dict[str, Any] | None,
+        logged: dict[str, Any],
         run: Run | None = None,
     ) -> list[dict[str, Any]]:
-        """The chunks of one event; ``logged`` is ``None`` when only the state is wanted."""
+        """The chunks of one event (``logged``: its data), advancing the state."""
         chunks = self._start(run)
-        if kind is RunEventType.TEXT_DELTA:
+        if kind is RunEventType.RUN_RUNNING and "superseded_after" in logged:
+            chunks += self._supersede()
+        elif kind is RunEventType.TEXT_DELTA:
             chunks += self._step()
             if self.text_id is None:
                 self.text_id = f"text-{event_id}"
                 chunks.append({"type": "text-start", "id": self.text_id})
             self.text_sent = True
-            delta = (logged or {}).get("delta", "")
+            delta = logged.get("delta", "")
             chunks.append({"type": "text-delta", "id": self.text_id, "delta": delta})
         elif kind is RunEventType.MESSAGE_STORED:
             chunks += self._stored_turn(event_id, row)
@@ -255,7 +271,17 @@ class UIMessageStream:
                 chunks.append(_tool_output(row))
         elif kind.ends_stream:
             chunks += self._finish(kind, run)
-        return chunks if logged is not None else []
+        return chunks
+
+    def _supersede(self) -> list[dict[str, Any]]:
+        """A new attempt answers again: the text sent of the lost one is marked and closed."""
+        chunks: list[dict[str, Any]] = []
+        if self.text_id is not None and not self.turn_stored:
+            chunks.append({"type": "text-end", "id": self.text_id, "providerMetadata": SUPERSEDED})
+            self.text_id = None
+        chunks += self._close()
+        self.text_sent = False
+        return chunks
 
     def _stored_turn(self, event_id: int | None, row: Message | None) -> list[dict[str, Any]]:
         if row is not None and row.role != Role.ASSISTANT:

@@ -124,6 +124,8 @@ def render_page(page: run_events.Page) -> bytes:
     chunks = []
     run_data: Any = None
     for event in page.events:
+        if event.id in page.superseded:
+            continue  # a lost attempt's text, answered again by a later one
         name = RunEventType(event.type)
         data: dict[str, Any] = {"run_id": str(event.run_id)}
         logged = event.data if isinstance(event.data, dict) else {}
@@ -138,8 +140,9 @@ def render_page(page: run_events.Page) -> bytes:
             if row is not None:
                 data["message"] = message_data(message_row(row))
         else:
-            if "attempt" in logged:
-                data["attempt"] = logged["attempt"]
+            for key in ("attempt", "superseded_after"):
+                if key in logged:
+                    data[key] = logged[key]
             if page.run is not None:
                 run_data = run_data or RunSerializer(page.run).data
                 data["run"] = run_data

@@ -14,6 +14,12 @@ the asynchronous one (``asyncio`` waits; reads run on the loop's thread pool).
 Both stop after the event that ends a stream (``run.completed``,
 ``run.failed``, ``run.cancelled`` or ``run.requires_action``), or at once
 when nothing is left to read of a run that no longer executes.
+
+Text of a lost attempt: when a worker dies while a reply streams, the deltas
+it logged belong to no stored turn, and the next attempt answers again from
+the start. Its ``run.running`` says so with ``superseded_after`` (the id of
+the last event before those deltas, :func:`unstored_text_after`); a page
+names the deltas already known to be superseded, which readers leave out.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ __all__ = [
     "messages_of",
     "read_page",
     "started_call_ids",
+    "unstored_text_after",
 ]
 
 POLL_SECONDS = 0.2
@@ -60,6 +67,8 @@ class Page:
     of them; ``messages`` are the stored turns the events name, by id.
     ``ended``: the last event ends a stream. ``stopped``: the run no longer
     executes (or no longer exists) and nothing is left to read.
+    ``superseded``: ids of the page's text deltas that a later attempt
+    answered again (a lost attempt's text), which readers do not show.
     """
 
     run: Run | None
@@ -68,6 +77,7 @@ class Page:
     ended: bool = False
     stopped: bool = False
     full: bool = False
+    superseded: frozenset[int] = frozenset()
 
     @property
     def last_id(self) -> int | None:
@@ -93,6 +103,40 @@ def messages_of(events: Iterable[RunEvent]) -> dict[str, Message]:
     if not ids:
         return {}
     return {str(m.pk): m for m in Message.objects.filter(pk__in=ids)}
+
+
+def unstored_text_after(run_id: uuid.UUID | str) -> int | None:
+    """When the log ends in text deltas no stored turn followed: the id before them.
+
+    ``None`` when the log does not end in text. Read by the claim of a new
+    attempt (rare: only after a lost one), so two small queries are enough.
+    """
+    log = RunEvent.objects.filter(run_id=run_id).order_by("-id")
+    if log.values_list("type", flat=True).first() != RunEventType.TEXT_DELTA:
+        return None
+    before = log.exclude(type=RunEventType.TEXT_DELTA).values_list("id", flat=True).first()
+    return before or 0
+
+
+def superseded_deltas(run: Run | None, events: list[RunEvent]) -> frozenset[int]:
+    """Ids of the text deltas among ``events`` that a later attempt's ``run.running`` superseded.
+
+    One query when the events hold text and the run could have lost an
+    attempt: it is in its second or later, or it stopped (a retry or a
+    decision counts attempts afresh, and readers of an ended run are few).
+    """
+    deltas = [e.id for e in events if e.type == RunEventType.TEXT_DELTA]
+    if run is None or not deltas or (run.attempts < 2 and run.status in _EXECUTING):
+        return frozenset()
+    restarts = RunEvent.objects.filter(
+        run_id=run.pk, type=RunEventType.RUN_RUNNING, id__gt=deltas[0]
+    ).values_list("id", "data")
+    spans = [
+        (data["superseded_after"], restart_id)
+        for restart_id, data in restarts
+        if isinstance(data, dict) and isinstance(data.get("superseded_after"), int)
+    ]
+    return frozenset(d for d in deltas if any(after < d < until for after, until in spans))
 
 
 def read_page(run_id: uuid.UUID | str, after_id: int, limit: int = PAGE_SIZE) -> Page:
@@ -121,6 +165,7 @@ def read_page(run_id: uuid.UUID | str, after_id: int, limit: int = PAGE_SIZE) ->
         ended=ended,
         stopped=stopped and not events,
         full=full,
+        superseded=superseded_deltas(run, events),
     )
 
 

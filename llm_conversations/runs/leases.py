@@ -25,6 +25,7 @@ from django.utils import timezone
 from llm_conversations.conf import conf
 from llm_conversations.models import Run, RunEventType, RunStatus
 from llm_conversations.runs.event_log import record
+from llm_conversations.runs.event_reader import unstored_text_after
 from llm_conversations.runs.transitions import lease_expiry
 
 __all__ = ["Heartbeat", "claim", "new_owner", "release", "renew"]
@@ -42,8 +43,9 @@ def new_owner() -> str:
 def claim(run: Run, owner: str) -> bool:
     """Take the run if it is queued, or running with no lease or an expired one.
 
-    Counts the attempt and logs ``run.running``. False when another process
-    holds it or it is finished or waiting.
+    Counts the attempt and logs ``run.running``, with ``superseded_after``
+    when a lost attempt's streamed text was left unstored (this attempt answers
+    again). False when another process holds it or it is finished or waiting.
     """
     now = timezone.now()
     claimable = (
@@ -61,7 +63,11 @@ def claim(run: Run, owner: str) -> bool:
         )
         if claimed:
             run.refresh_from_db()
-            record(run.pk, [(RunEventType.RUN_RUNNING, {"attempt": run.attempts})])
+            data: dict[str, int] = {"attempt": run.attempts}
+            lost_text_after = unstored_text_after(run.pk) if run.attempts > 1 else None
+            if lost_text_after is not None:
+                data["superseded_after"] = lost_text_after
+            record(run.pk, [(RunEventType.RUN_RUNNING, data)])
             # Which worker took which run: the one record of it once the run ends.
             logger.info("Run %s claimed by %s (attempt %d)", run.pk, owner, run.attempts)
     return bool(claimed)
