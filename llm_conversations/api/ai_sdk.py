@@ -12,8 +12,9 @@ The whole run is one UI message whose id is the run's id:
   ``text-delta`` / ``text-end`` (the stored text when no delta was logged),
   then per call ``tool-input-start`` and ``tool-input-available`` (or
   ``tool-input-error`` for arguments that were not a JSON object);
-- ``tool_result.stored``: ``tool-output-available`` (the stored text) or
-  ``tool-output-error`` (``is_error``), in the step of its call (results of
+- ``tool_result.stored``: ``tool-output-available`` (the stored text),
+  ``tool-output-error`` (``is_error``) or ``tool-output-denied`` (a call a
+  person denied), in the step of its call (results of
   calls decided after a pause come first, outside any step);
 - ``run.requires_action``: ``tool-approval-request`` per call waiting for
   approval (``approvalId`` is the call's id), then the end below with
@@ -45,6 +46,7 @@ from rest_framework.utils.encoders import JSONEncoder
 
 from llm_conversations.core.messages import Role
 from llm_conversations.models import (
+    Decision,
     Message,
     Run,
     RunEvent,
@@ -146,8 +148,11 @@ def _tool_inputs(message: Message) -> list[dict[str, Any]]:
     return chunks
 
 
-def _tool_output(message: Message) -> dict[str, Any]:
+def _tool_output(message: Message, run: Run | None) -> dict[str, Any]:
     call_id = message.tool_call_id or ""
+    if run is not None and run.decisions.get(call_id) == Decision.DENIED:
+        # The SDK's own state for a call a person denied (its result says so to the model).
+        return {"type": "tool-output-denied", "toolCallId": call_id}
     if message.is_error:
         return {"type": "tool-output-error", "toolCallId": call_id, "errorText": message.content}
     return {"type": "tool-output-available", "toolCallId": call_id, "output": message.content}
@@ -268,7 +273,7 @@ class UIMessageStream:
             # In the step of its call; results of calls decided after a pause
             # come before the next step, outside any (as the AI SDK sends them).
             if row is not None:
-                chunks.append(_tool_output(row))
+                chunks.append(_tool_output(row, run))
         elif kind.ends_stream:
             chunks += self._finish(kind, run)
         return chunks

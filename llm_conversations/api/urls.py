@@ -6,6 +6,7 @@ checked by the views, so a malformed id is the API's JSON 404 rather than the
 project's HTML one.
 """
 
+from django.urls import re_path
 from rest_framework.routers import SimpleRouter
 
 from llm_conversations.api.views import (
@@ -35,4 +36,12 @@ router.register("tools", ToolViewSet, basename="tool")
 router.register("attachments", AttachmentViewSet, basename="attachment")
 router.register("providers", ProviderViewSet, basename="provider")
 
-urlpatterns = router.urls
+urlpatterns = [
+    # useChat's reconnect request names no trailing slash: the slash is optional here.
+    re_path(
+        rf"^{_CONVERSATION}/chat/(?P<chat_id>[^/]+)/stream/?$",
+        ChatViewSet.as_view({"get": "stream"}),
+        name="chat-stream",
+    ),
+    *router.urls,
+]

@@ -8,6 +8,11 @@
 //   addToolApprovalResponse.
 // spec.mode "events": GET spec.url (a run's events with ?format=ai-sdk) and read the
 //   stream into a UI message (continuing spec.message when given).
+// spec.mode "resume": a reload: GET spec.history (the chat's UIMessage[]), validated
+//   by the SDK, opens a chat with it, which resumes the stream as useChat's
+//   `resume: true` does (the transport's reconnect request).
+// In every mode spec.history, when given, is read last and validated: the
+// output's "history" is what the SDK validated ("historyError" if it did not).
 //
 // Every response body is also parsed on its own with the SDK's parseJsonEventStream
 // and uiMessageChunkSchema: each chunk that does not parse is counted.
@@ -17,6 +22,7 @@ import {
   parseJsonEventStream,
   readUIMessageStream,
   uiMessageChunkSchema,
+  validateUIMessages,
 } from 'ai';
 
 const spec = JSON.parse(process.argv[2]);
@@ -26,8 +32,8 @@ const errors = [];
 
 // The state a UI framework keeps for a chat (what @ai-sdk/react's does, without React).
 class State {
-  constructor() {
-    this.messages = [];
+  constructor(messages = []) {
+    this.messages = messages;
     this.status = 'ready';
     this.error = undefined;
   }
@@ -49,7 +55,7 @@ class State {
 
 class Chat extends AbstractChat {
   constructor(options) {
-    super({ ...options, state: new State() });
+    super({ ...options, state: new State(options.messages) });
   }
 }
 
@@ -144,5 +150,32 @@ async function events() {
   return { messages: [message], status: 'ready' };
 }
 
-const result = spec.mode === 'chat' ? await chat() : await events();
-console.log(JSON.stringify({ ...result, errors, responses: await describeResponses() }));
+async function history() {
+  const response = await fetch(spec.history, { headers });
+  return validateUIMessages({ messages: await response.json() });
+}
+
+async function resume() {
+  const instance = new Chat({
+    id: spec.chatId,
+    messages: await history(),
+    transport: new DefaultChatTransport({ api: spec.api, headers, fetch: recordingFetch }),
+    onError: (error) => errors.push(String(error.message ?? error)),
+  });
+  await instance.resumeStream();
+  return { messages: instance.messages, status: instance.status };
+}
+
+const modes = { chat, events, resume };
+const result = await modes[spec.mode]();
+const extra = {};
+if (spec.history) {
+  try {
+    extra.history = await history();
+  } catch (error) {
+    extra.historyError = String(error.message ?? error);
+  }
+}
+console.log(
+  JSON.stringify({ ...result, ...extra, errors, responses: await describeResponses() }),
+);

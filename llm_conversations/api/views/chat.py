@@ -22,14 +22,17 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from django.http import HttpResponseBase
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from django.http import HttpResponse, HttpResponseBase
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.decorators import action
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
+from rest_framework.response import Response
 
 from llm_conversations.api.ai_sdk import PROTOCOL_HEADER, PROTOCOL_VERSION
 from llm_conversations.api.serializers import ChatRequestSerializer, UIMessageChunkEventSerializer
-from llm_conversations.api.sse import EVENT_STREAM, event_stream_response
+from llm_conversations.api.sse import EVENT_STREAM, event_stream_response, log_stream_response
+from llm_conversations.api.ui_messages import active_stretch, ui_messages
 from llm_conversations.api.views.base import (
     BODY_ERRORS,
     CONVERSATION_ID,
@@ -42,6 +45,38 @@ from llm_conversations.models import Conversation, Run, RunStatus, WaitReason
 from llm_conversations.runs import ToolLoopService
 
 __all__ = ["ChatViewSet", "decisions_of"]
+
+# The shape of a UI message, as far as a schema can say it (the parts are the AI SDK's).
+_UI_MESSAGES = OpenApiResponse(
+    {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "required": ["id", "role", "parts"],
+            "properties": {
+                "id": {"type": "string"},
+                "role": {"type": "string", "enum": ["system", "user", "assistant"]},
+                "metadata": {"type": "object", "additionalProperties": True},
+                "parts": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "required": ["type"],
+                        "properties": {"type": {"type": "string"}},
+                        "additionalProperties": True,
+                    },
+                },
+            },
+        },
+    },
+    description="The conversation as the AI SDK's `UIMessage[]`. See docs/ai-sdk.md.",
+)
+_CHAT_ID = OpenApiParameter(
+    "chat_id",
+    str,
+    OpenApiParameter.PATH,
+    description="The chat's id as `useChat` names it (the conversation is the path's).",
+)
 
 _CHAT_STREAM = OpenApiResponse(
     UIMessageChunkEventSerializer,
@@ -110,6 +145,37 @@ class ChatViewSet(RunViews[Conversation]):
             return self._resume(request, conversation, last)
         text = body.validated_data["text"]
         return self._start(request, text, body, stream=True, ai_sdk_format=True)
+
+    @extend_schema(
+        summary="Chat history (AI SDK)",
+        parameters=[CONVERSATION_ID],
+        responses={(200, "application/json"): _UI_MESSAGES, **error_responses(404)},
+    )
+    @action(detail=False, methods=["get"])
+    def messages(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """The stored conversation as ``UIMessage[]``, to initialise ``useChat`` with."""
+        return Response(ui_messages(self.get_conversation(), request.build_absolute_uri))
+
+    @extend_schema(
+        summary="Resume the chat's stream (AI SDK)",
+        parameters=[CONVERSATION_ID, _CHAT_ID],
+        responses={
+            (200, EVENT_STREAM): _CHAT_STREAM,
+            204: OpenApiResponse(description="No run of the conversation is executing."),
+            **error_responses(404, media_type="application/json"),
+        },
+    )
+    def stream(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        """The executing run's stream from the start of its current stretch, or 204.
+
+        What ``useChat({resume: true})`` asks for after a reload
+        (``GET {api}/{chatId}/stream``); the history endpoint leaves that stretch out.
+        """
+        executing = active_stretch(self.get_conversation())
+        if executing is None:
+            return HttpResponse(status=204)
+        run, paused = executing
+        return log_stream_response(request._request, run.pk, paused, ai_sdk_format=True)
 
     def _resume(
         self, request: Request, conversation: Conversation, message: dict[str, Any]

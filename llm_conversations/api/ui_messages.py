@@ -1,0 +1,209 @@
+"""A stored conversation as the AI SDK's ``UIMessage[]``, for ``useChat({messages})``.
+
+The same message a client rebuilt from the run's UI message stream
+(:mod:`llm_conversations.api.ai_sdk`): a run is one assistant message whose id
+is the run's id, with per assistant turn a ``step-start``, its text and a tool
+part per call (``tool-{name}``, in the state its result, the run's decision or
+its wait leaves it). User and system turns are one message each, with their
+stored id; images and files are ``file`` parts whose ``url`` is the
+attachment's ``content/`` endpoint.
+
+Of the run executing now, the turns of its current stretch (stored after its
+last pause) are left out: the reconnect stream (``chat/{id}/stream``) sends
+them from the start of that stretch, continuing the last message as
+``useChat``'s ``resume`` does, so nothing appears twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from django.urls import reverse
+
+from llm_conversations.core.messages import ChatMessage, Role
+from llm_conversations.models import (
+    Attachment,
+    Conversation,
+    Decision,
+    Run,
+    RunEvent,
+    RunEventType,
+    RunStatus,
+    WaitReason,
+    chat_message_from_row,
+)
+
+__all__ = ["active_stretch", "ui_messages"]
+
+_COLUMNS = (
+    "id",
+    "role",
+    "content",
+    "content_parts",
+    "tool_calls",
+    "tool_call_id",
+    "is_error",
+    "run_id",
+    "model",
+    "finish_reason",
+)
+_ENDINGS = [kind for kind in RunEventType if kind.ends_stream]
+
+
+def active_stretch(conversation: Conversation) -> tuple[Run, int] | None:
+    """The conversation's executing run and the id of its log's last pause (0: none).
+
+    Two queries; ``None`` (one query) when no run is queued or running.
+    """
+    run = Run.objects.filter(
+        conversation=conversation, status__in=(RunStatus.QUEUED, RunStatus.RUNNING)
+    ).first()
+    if run is None:
+        return None
+    paused = (
+        RunEvent.objects.filter(run_id=run.pk, type__in=_ENDINGS)
+        .order_by("-id")
+        .values_list("id", flat=True)
+        .first()
+    )
+    return run, paused or 0
+
+
+def ui_messages(
+    conversation: Conversation, content_url: Callable[[str], str] | None = None
+) -> list[dict[str, Any]]:
+    """The conversation's turns as UI messages, in order; at most five queries.
+
+    ``content_url(attachment_id)`` makes a file part's ``url`` absolute (a
+    request's ``build_absolute_uri`` applied to the path); the path otherwise.
+    """
+    rows = list(conversation.messages.order_by("position").values(*_COLUMNS))
+    runs = {run.pk: run for run in Run.objects.filter(conversation=conversation)}
+    hidden = _current_stretch(conversation)
+    files = _files(rows, content_url)
+    out: list[dict[str, Any]] = []
+    results = {
+        row["tool_call_id"]: row
+        for row in rows
+        if row["role"] == Role.TOOL and str(row["id"]) not in hidden
+    }
+    for row in rows:
+        if str(row["id"]) in hidden or row["role"] == Role.TOOL:
+            continue
+        if row["role"] != Role.ASSISTANT:
+            out.append(_plain(row, files))
+            continue
+        answering = runs.get(row["run_id"])
+        message_id = str(answering.pk) if answering is not None else str(row["id"])
+        if not out or out[-1]["id"] != message_id:
+            out.append(_assistant(message_id, answering))
+        out[-1]["parts"] += _turn_parts(row, results, answering)
+    return out
+
+
+def _current_stretch(conversation: Conversation) -> set[str]:
+    """Ids of the turns the executing run stored since its last pause (its resumed stream's)."""
+    executing = active_stretch(conversation)
+    if executing is None:
+        return set()
+    run, paused = executing
+    logged = RunEvent.objects.filter(
+        run_id=run.pk,
+        id__gt=paused,
+        type__in=(RunEventType.MESSAGE_STORED, RunEventType.TOOL_RESULT_STORED),
+    ).values_list("data", flat=True)
+    return {str(data["message"]) for data in logged if isinstance(data, dict) and "message" in data}
+
+
+def _files(
+    rows: Iterable[dict[str, Any]], content_url: Callable[[str], str] | None
+) -> dict[str, dict[str, Any]]:
+    """The ``file`` part of each attachment the rows show, by id (one query, none if none)."""
+    ids = {
+        part["attachment_id"]
+        for row in rows
+        for part in row["content_parts"] or ()
+        if part.get("attachment_id")
+    }
+    if not ids:
+        return {}
+    parts: dict[str, dict[str, Any]] = {}
+    for pk, mime_type, filename in Attachment.objects.filter(pk__in=ids).values_list(
+        "pk", "mime_type", "filename"
+    ):
+        path = reverse("llm_conversations:attachment-content", args=[pk])
+        part = {
+            "type": "file",
+            "mediaType": mime_type,
+            "url": content_url(path) if content_url else path,
+        }
+        if filename:
+            part["filename"] = filename
+        parts[str(pk)] = part
+    return parts
+
+
+def _plain(row: dict[str, Any], files: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A user or system turn: its text, or its parts (text and files) in order."""
+    if not row["content_parts"]:
+        parts = [{"type": "text", "text": row["content"]}]
+    else:
+        parts = [
+            {"type": "text", "text": part["text"]}
+            if part["type"] == "text"
+            else files.get(str(part.get("attachment_id")), {"type": "text", "text": ""})
+            for part in row["content_parts"]
+        ]
+    return {"id": str(row["id"]), "role": row["role"], "parts": parts}
+
+
+def _assistant(message_id: str, run: Run | None) -> dict[str, Any]:
+    """An assistant message; a run's carries the metadata its stream's ``finish`` set."""
+    metadata: dict[str, Any] = {}
+    if run is not None:
+        metadata = {
+            "run_id": str(run.pk),
+            "conversation_id": str(run.conversation_id),
+            "status": run.status,
+            "termination_reason": run.termination_reason or None,
+        }
+    return {"id": message_id, "role": "assistant", "metadata": metadata, "parts": []}
+
+
+def _turn_parts(
+    row: dict[str, Any], results: dict[str | None, dict[str, Any]], run: Run | None
+) -> list[dict[str, Any]]:
+    message: ChatMessage = chat_message_from_row(
+        row["role"], row["content"], row["tool_calls"], row["tool_call_id"], row["is_error"]
+    )
+    parts: list[dict[str, Any]] = [{"type": "step-start"}]
+    if message.content:
+        parts.append({"type": "text", "text": message.content, "state": "done"})
+    waiting: dict[str, WaitReason] = {}
+    if run is not None and run.status == RunStatus.REQUIRES_ACTION:
+        waiting = {pending.call.id: pending.reason for pending in run.waiting_calls}
+    for call in message.tool_calls or ():
+        part: dict[str, Any] = {"type": f"tool-{call.name}", "toolCallId": call.id}
+        result = results.get(call.id)
+        decision = run.decisions.get(call.id) if run is not None else None
+        if call.malformed:
+            part.update(state="output-error", rawInput=call.raw_arguments)
+            part["errorText"] = "The arguments are not a JSON object."
+        else:
+            part.update(state="input-available", input=call.arguments)
+        if decision is not None:
+            part.update(
+                state="approval-responded",
+                approval={"id": call.id, "approved": decision == Decision.APPROVED},
+            )
+        elif waiting.get(call.id) == WaitReason.REQUIRES_APPROVAL:
+            part.update(state="approval-requested", approval={"id": call.id})
+        if result is not None and decision == Decision.DENIED:
+            part["state"] = "output-denied"
+        elif result is not None and result["is_error"]:
+            part.update(state="output-error", errorText=result["content"])
+        elif result is not None:
+            part.update(state="output-available", output=result["content"])
+        parts.append(part)
+    return parts
