@@ -37,11 +37,16 @@ router.register("attachments", AttachmentViewSet, basename="attachment")
 router.register("providers", ProviderViewSet, basename="provider")
 
 urlpatterns = [
-    # useChat's reconnect request names no trailing slash: the slash is optional here.
+    # The AI SDK's reconnect and stop requests name no trailing slash: it is optional here.
     re_path(
         rf"^{_CONVERSATION}/chat/(?P<chat_id>[^/]+)/stream/?$",
         ChatViewSet.as_view({"get": "stream"}),
         name="chat-stream",
+    ),
+    re_path(
+        rf"^{_CONVERSATION}/chat/(?P<chat_id>[^/]+)/stop/?$",
+        ChatViewSet.as_view({"post": "stop"}),
+        name="chat-stop",
     ),
     *router.urls,
 ]

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from llm_conversations.conversations.attachments import check_references, link_attachments
 from llm_conversations.conversations.copies import copy_attachment_links, copy_message_rows
-from llm_conversations.core.completions import CompletionResponse
+from llm_conversations.core.completions import CompletionResponse, FinishReason
 from llm_conversations.core.messages import (
     ChatMessage,
     InvalidMessage,
@@ -51,6 +51,7 @@ from llm_conversations.users import User
 
 __all__ = [
     "ConversationRef",
+    "append_cancelled_reply",
     "append_completion",
     "append_locked",
     "append_messages",
@@ -376,6 +377,21 @@ def append_completion(
         "metadata": {**(metadata or {}), **({"sanitized": True} if response.sanitized else {})},
     }
     return _append(conversation, [(response.to_message(), extra)], run, history)[0]
+
+
+def append_cancelled_reply(conversation: ConversationRef, text: str, *, run: Run) -> Message:
+    """Append what a cancelled run's model had streamed as its assistant turn.
+
+    Its finish reason is ``cancelled``; usage is unknown (the provider never
+    finished), so it is left empty, as is the cost.
+    """
+    extra = {
+        "provider": run.provider,
+        "model": run.model,
+        "finish_reason": FinishReason.CANCELLED.value,
+        "run": run,
+    }
+    return _append(conversation, [(ChatMessage.assistant(text), extra)], run)[0]
 
 
 def delete_conversation(conversation: ConversationRef) -> None:

@@ -23,6 +23,9 @@ class FinishReason(StrEnum):
     TOOL_CALLS = "tool_calls"
     CONTENT_FILTER = "content_filter"
     OTHER = "other"
+    # Not a provider's word: the run was cancelled while the reply streamed,
+    # and the text streamed so far is kept as the turn.
+    CANCELLED = "cancelled"
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,7 @@ __all__ = [
     "messages_of",
     "read_page",
     "started_call_ids",
+    "unstored_text",
     "unstored_text_after",
 ]
 
@@ -116,6 +117,21 @@ def unstored_text_after(run_id: uuid.UUID | str) -> int | None:
         return None
     before = log.exclude(type=RunEventType.TEXT_DELTA).values_list("id", flat=True).first()
     return before or 0
+
+
+def unstored_text(run_id: uuid.UUID | str) -> str:
+    """The text the log ends in that no stored turn holds ("" when it ends otherwise)."""
+    after = unstored_text_after(run_id)
+    if after is None:
+        return ""
+    deltas = RunEvent.objects.filter(
+        run_id=run_id, id__gt=after, type=RunEventType.TEXT_DELTA
+    ).order_by("id")
+    return "".join(
+        str(data.get("delta", ""))
+        for data in deltas.values_list("data", flat=True)
+        if isinstance(data, dict)
+    )
 
 
 def superseded_deltas(run: Run | None, events: list[RunEvent]) -> frozenset[int]:

@@ -24,6 +24,7 @@ from django.utils.translation import gettext
 from llm_conversations import telemetry
 from llm_conversations.conf import conf
 from llm_conversations.conversations.store import (
+    append_cancelled_reply,
     append_completion,
     append_messages,
     pending_tool_call_ids,
@@ -50,6 +51,7 @@ from llm_conversations.models import (
 from llm_conversations.providers.model_catalog import call_cost
 from llm_conversations.runs import policy
 from llm_conversations.runs.event_log import EventItem, record
+from llm_conversations.runs.event_reader import unstored_text
 from llm_conversations.signals import run_finished
 from llm_conversations.tools import tool_result_message
 from llm_conversations.users import AnyUser
@@ -136,7 +138,9 @@ def finish(
     ``where`` narrows which state may be ended (the loop passes its lease, the
     reaper an expired lease). In the same transaction, every call the
     conversation leaves unanswered is answered with an error result, so the
-    conversation stays valid and usable whatever ended the run.
+    conversation stays valid and usable whatever ended the run; a cancelled
+    run keeps the text its model had streamed as its assistant turn (finish
+    reason ``cancelled``), exactly what its streams showed.
     """
     fields: dict[str, Any] = {
         "status": status,
@@ -160,6 +164,10 @@ def finish(
             rows = append_messages(run.conversation_id, results, run=run)
             # Streams close these calls as they close any other.
             events += [(RunEventType.TOOL_RESULT_STORED, {"message": str(r.pk)}) for r in rows]
+        streamed = unstored_text(run.pk) if ended and status is RunStatus.CANCELLED else ""
+        if streamed:
+            row = append_cancelled_reply(run.conversation_id, streamed, run=run)
+            events.append((RunEventType.MESSAGE_STORED, {"message": str(row.pk)}))
         if ended:
             record(run.pk, [*events, (_END_EVENTS[status], {})])
     run.refresh_from_db()

@@ -14,6 +14,7 @@ path for long histories; a test keeps the two field sets equal.
 
 from llm_conversations.api.serializers.chat import (
     ChatRequestSerializer,
+    ChatStopSerializer,
     UIMessageChunkEventSerializer,
     UIMessageSerializer,
 )
@@ -69,6 +70,7 @@ __all__ = [
     "ORDERING_FIELDS",
     "BackgroundField",
     "ChatRequestSerializer",
+    "ChatStopSerializer",
     "ConversationListQuerySerializer",
     "ConversationSerializer",
     "EditSerializer",

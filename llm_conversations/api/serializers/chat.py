@@ -13,6 +13,7 @@ from llm_conversations.api.serializers.runs import RunOptionsSerializer
 
 __all__ = [
     "ChatRequestSerializer",
+    "ChatStopSerializer",
     "UIMessageChunkEventSerializer",
     "UIMessageSerializer",
     "user_text",
@@ -46,6 +47,21 @@ class UIMessageSerializer(StrictTypes[Any]):
         help_text='Parts such as `{"type": "text", "text": ...}`.',
     )
     metadata = serializers.JSONField(required=False, allow_null=True)
+
+
+class ChatStopSerializer(StrictTypes[Any]):
+    """``{assistantMessage, activeStreamId}``, as the AI SDK's stop guide posts it.
+
+    ``activeStreamId`` (the run's id, the stream's ``messageId``) guards against
+    a stale stop: another run is not cancelled. ``assistantMessage`` is
+    accepted and not read: the run's log holds what was streamed, and that is
+    what is kept.
+    """
+
+    assistantMessage = UIMessageSerializer(required=False, allow_null=True)
+    activeStreamId = serializers.CharField(
+        required=False, allow_null=True, allow_blank=True, max_length=100
+    )
 
 
 class ChatRequestSerializer(RunOptionsSerializer):

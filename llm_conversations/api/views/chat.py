@@ -30,7 +30,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from llm_conversations.api.ai_sdk import PROTOCOL_HEADER, PROTOCOL_VERSION
-from llm_conversations.api.serializers import ChatRequestSerializer, UIMessageChunkEventSerializer
+from llm_conversations.api.serializers import (
+    ChatRequestSerializer,
+    ChatStopSerializer,
+    RunSerializer,
+    UIMessageChunkEventSerializer,
+)
 from llm_conversations.api.sse import EVENT_STREAM, event_stream_response, log_stream_response
 from llm_conversations.api.ui_messages import active_stretch, ui_messages
 from llm_conversations.api.views.base import (
@@ -41,7 +46,13 @@ from llm_conversations.api.views.base import (
 )
 from llm_conversations.api.views.runs import RunViews
 from llm_conversations.exceptions import RunStateError
-from llm_conversations.models import Conversation, Run, RunStatus, WaitReason
+from llm_conversations.models import (
+    ACTIVE_RUN_STATUSES,
+    Conversation,
+    Run,
+    RunStatus,
+    WaitReason,
+)
 from llm_conversations.runs import ToolLoopService
 
 __all__ = ["ChatViewSet", "decisions_of"]
@@ -176,6 +187,34 @@ class ChatViewSet(RunViews[Conversation]):
             return HttpResponse(status=204)
         run, paused = executing
         return log_stream_response(request._request, run.pk, paused, ai_sdk_format=True)
+
+    @extend_schema(
+        summary="Stop the chat's run (AI SDK)",
+        parameters=[CONVERSATION_ID, _CHAT_ID],
+        request=ChatStopSerializer,
+        responses={
+            (200, "application/json"): RunSerializer,
+            204: OpenApiResponse(description="No run to stop (or `activeStreamId` is stale)."),
+            **error_responses(*BODY_ERRORS, media_type="application/json"),
+        },
+    )
+    def stop(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        """Cancel the conversation's active run, keeping the text it streamed as its answer.
+
+        The stop endpoint of the AI SDK's guide to stopping resumable streams
+        (``POST {api}/{chatId}/stop``); ``chat.stop()`` alone is a disconnect.
+        """
+        conversation = self.get_conversation()
+        body = self.validated_body(ChatStopSerializer).validated_data
+        run = Run.objects.filter(conversation=conversation, status__in=ACTIVE_RUN_STATUSES).first()
+        named = body.get("activeStreamId")
+        if run is None or (named and named != str(run.pk)):
+            return HttpResponse(status=204)
+        try:
+            stopped = ToolLoopService().cancel(run.pk)
+        except RunStateError:  # it ended meanwhile: nothing left to stop
+            return HttpResponse(status=204)
+        return Response(RunSerializer(stopped).data)
 
     def _resume(
         self, request: Request, conversation: Conversation, message: dict[str, Any]
