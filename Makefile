@@ -28,9 +28,12 @@ $(BIN)/.installed: requirements.txt pyproject.toml $(PACKAGE_FILES)
 
 # npm packages the tests run, each at the exact version of its package-lock.json:
 # tests/ holds the reference MCP server the MCP tests start, tests/node/ the AI
-# SDK (`ai`) whose own parser reads our streams. Without npm nothing is
-# installed: those tests skip, and fail under CI=true.
-NODE_MODULES := tests/node_modules/.package-lock.json tests/node/node_modules/.package-lock.json
+# SDK (`ai`) whose own parser reads our streams, examples/react-chat/ the React
+# example (useChat) that the demo serves and a browser test drives. Without npm
+# nothing is installed: those tests skip, and fail under CI=true.
+NODE_MODULES := tests/node_modules/.package-lock.json tests/node/node_modules/.package-lock.json \
+	examples/react-chat/node_modules/.package-lock.json
+REACT_EXAMPLE := examples/react-chat/dist/app.js
 
 %/node_modules/.package-lock.json: %/package.json %/package-lock.json
 	if command -v npm >/dev/null 2>&1; then \
@@ -39,7 +42,10 @@ NODE_MODULES := tests/node_modules/.package-lock.json tests/node/node_modules/.p
 		echo "npm not found: the tests that need $*/node_modules will skip (CI=true: fail)"; \
 	fi
 
-install: $(BIN)/.installed $(NODE_MODULES)
+$(REACT_EXAMPLE): examples/react-chat/node_modules/.package-lock.json examples/react-chat/src/main.jsx
+	if command -v npm >/dev/null 2>&1; then npm run --silent --prefix examples/react-chat build; fi
+
+install: $(BIN)/.installed $(NODE_MODULES) $(REACT_EXAMPLE)
 
 # DEBUG is off unless DJANGO_DEBUG=1; local use turns it on (whitenoise then
 # serves static files from the apps without collectstatic).
@@ -69,6 +75,7 @@ wheel-check: install
 	bash .ci/wheel-check $(BIN)/python
 
 clean:
-	rm -rf $(VENV) .venv-py312 .venv-py313 build dist *.egg-info db.sqlite3 test-artifacts tests/node_modules
+	rm -rf $(VENV) .venv-py312 .venv-py313 build dist *.egg-info db.sqlite3 test-artifacts tests/node_modules \
+		tests/node/node_modules examples/react-chat/node_modules examples/react-chat/dist
 
 FORCE:

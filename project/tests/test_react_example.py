@@ -1,0 +1,165 @@
+"""The React example (examples/react-chat/, the AI SDK's useChat) in a real headless Chromium.
+
+It sends, approves a call, survives a reload while a tool works (the stream
+resumes, no model call is repeated) and stops a streaming reply (the text
+shown is the text stored).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from llm_conversations.models import Conversation, Message, Run
+from llm_conversations.providers import EchoProvider, StreamEvent, TextDelta
+from llm_conversations.tools import tool
+from project.views import REACT_BUNDLE
+from tests.browser.chromium import running_under_ci
+
+if not REACT_BUNDLE.is_file() and running_under_ci(os.environ):
+    raise RuntimeError("examples/react-chat is not built (`make install`). CI=true: no skipping.")
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not REACT_BUNDLE.is_file(), reason="examples/react-chat is not built"),
+]
+
+PASSWORD = "browser-pass"
+# Each word is logged when the next arrives: the stream halts with "Once upon " shown.
+STORY = ["Once ", "upon ", "a "]
+gate = threading.Event()
+
+
+@tool
+def wait_for_gate() -> str:
+    """Works until the test opens the gate."""
+    assert gate.wait(30)
+    return "through"
+
+
+class Storyteller(EchoProvider):
+    """The echo backend, but a story streams word by word and halts before its end."""
+
+    def send_stream(self, request: Any) -> Iterator[StreamEvent]:
+        if request.messages[-1].content != "Tell me a story.":
+            yield from super().send_stream(request)
+            return
+        for word in STORY:
+            time.sleep(0.1)  # past TEXT_FLUSH_SECONDS: the word before is logged now
+            yield TextDelta(word)
+        assert gate.wait(30)
+        yield from super().send_stream(request)
+
+
+@pytest.fixture(autouse=True)
+def example_settings(settings: Any) -> Iterator[None]:
+    settings.LLM_CONVERSATIONS = {
+        **settings.LLM_CONVERSATIONS,
+        "DEFAULT_PROVIDER": "story",
+        "PROVIDERS": {
+            "story": {"BACKEND": "project.tests.test_react_example.Storyteller", "MODEL": "echo"}
+        },
+        "TOOLS": [
+            *settings.LLM_CONVERSATIONS["TOOLS"],
+            "project.tests.test_react_example.wait_for_gate",
+        ],
+    }
+    gate.clear()
+    yield
+    gate.set()  # nothing stays blocked after a test
+
+
+@pytest.fixture
+def opened(page: Any, live_server: Any) -> Any:
+    get_user_model().objects.create_superuser("staff", "staff@example.com", PASSWORD)
+    page.goto(f"{live_server.url}/admin/login/?next=/examples/react-chat/")
+    page.fill("#id_username", "staff")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.locator("#input").wait_for()
+    return page
+
+
+def send(page: Any, text: str) -> None:
+    page.fill("#input", text)
+    page.click("#send")
+
+
+def calls(*items: tuple[str, str, dict[str, Any]]) -> str:
+    return json.dumps(
+        {
+            "tool_calls": [
+                {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                for i, n, a in items
+            ]
+        }
+    )
+
+
+def test_send_and_approve_a_call(opened: Any) -> None:
+    page = opened
+    send(page, calls(("e", "send_email", {"to": "a@b.c", "subject": "Hi", "body": "Hello"})))
+    page.locator(".tool[data-call-id=e] .approve").click()
+    page.locator(".tool[data-call-id=e][data-state=output-available]").wait_for()
+    page.locator("#status[data-status=ready]").wait_for()
+    run = Run.objects.get()
+    assert (run.status, run.decisions) == ("completed", {"e": "approved"})
+    answer = Message.objects.filter(role="assistant").order_by("position").last()
+    assert answer is not None
+    page.locator(".msg.assistant .text", has_text=answer.content).wait_for()
+
+
+def test_a_reload_mid_run_resumes_the_stream_without_calling_the_model_again(
+    opened: Any,
+) -> None:
+    page = opened
+    send(page, calls(("g", "wait_for_gate", {})))
+    page.locator(".tool[data-call-id=g][data-state=input-available]").wait_for()
+    page.reload()
+    # The reloaded page reattaches to the run from its log, the tool still at work.
+    page.locator(".tool[data-call-id=g][data-state=input-available]").wait_for()
+    gate.set()
+    page.locator(".tool[data-call-id=g][data-state=output-available]").wait_for()
+    page.locator("#status[data-status=ready]").wait_for()
+    run = Run.objects.get()
+    assert (run.status, run.iterations) == ("completed", 2)  # one model call per round
+    answer = Message.objects.filter(role="assistant").order_by("position").last()
+    assert answer is not None
+    texts = page.locator(".msg.assistant .text").all_text_contents()
+    assert texts == [answer.content]
+    # Reopened once more, the history alone renders the same message.
+    page.reload()
+    page.locator(".tool[data-call-id=g][data-state=output-available]").wait_for()
+    assert page.locator(".msg.assistant .text").all_text_contents() == [answer.content]
+
+
+def test_stop_keeps_the_text_shown_as_the_answer(opened: Any) -> None:
+    page = opened
+    send(page, "Tell me a story.")
+    page.locator(".msg.assistant .text", has_text="upon").wait_for()
+    page.click("#stop")
+    page.locator("#status[data-status=ready]").wait_for()
+    shown = page.locator(".msg.assistant .text").all_text_contents()
+    run = Run.objects.get()
+    for _ in range(100):
+        run.refresh_from_db()
+        if run.status == "cancelled":
+            break
+        time.sleep(0.05)
+    assert run.status == "cancelled"
+    answer = Message.objects.get(role="assistant")
+    assert answer.finish_reason == "cancelled"
+    assert shown == [answer.content] == ["Once upon "]
+    # Reopened, the page shows the kept text: what the user saw is what is stored.
+    page.reload()
+    page.locator(".msg.assistant .text").wait_for()
+    assert page.locator(".msg.assistant .text").all_text_contents() == [answer.content]
+    assert Conversation.objects.get().messages.count() == 2
