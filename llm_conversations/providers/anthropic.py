@@ -16,6 +16,7 @@ from llm_conversations.core.completions import CompletionResponse, FinishReason,
 from llm_conversations.core.content_parts import ContentPart, ImagePart, TextPart
 from llm_conversations.core.messages import ChatMessage, Role
 from llm_conversations.core.parameters import ParameterSupport, RunParameters
+from llm_conversations.core.reasoning import Reasoning, ReasoningKind
 from llm_conversations.core.structured import describes_object, map_subschemas
 from llm_conversations.core.tool_specs import ToolSpec
 
@@ -34,14 +35,17 @@ from .stream_events import StreamEvent
 
 __all__ = [
     "ANTHROPIC_VERSION",
+    "BACKEND",
     "DEFAULT_MAX_TOKENS",
     "AnthropicProvider",
     "anthropic_parameters",
     "anthropic_schema",
     "anthropic_usage",
+    "thinking_blocks",
     "to_anthropic_request",
 ]
 
+BACKEND = "anthropic"
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 
@@ -147,6 +151,24 @@ def anthropic_block(part: ContentPart) -> dict[str, Any]:
     return {"type": "image" if isinstance(part, ImagePart) else "document", "source": source}
 
 
+def thinking_blocks(reasoning: Sequence[Reasoning] | None) -> list[dict[str, Any]]:
+    """The ``thinking`` and ``redacted_thinking`` blocks of a turn Anthropic answered, verbatim.
+
+    Anthropic wants them back unmodified, ahead of the turn's ``tool_use``
+    blocks, whenever thinking is on (docs/providers.md). Reasoning another
+    provider made is never sent, nor a thinking block without its signature.
+    """
+    blocks: list[dict[str, Any]] = []
+    for part in reasoning or ():
+        if part.provider != BACKEND or part.data is None:
+            continue
+        if part.kind is ReasoningKind.THINKING:
+            blocks.append({"type": "thinking", "thinking": part.text, "signature": part.data})
+        elif part.kind is ReasoningKind.REDACTED:
+            blocks.append({"type": "redacted_thinking", "data": part.data})
+    return blocks
+
+
 def to_anthropic_request(
     messages: Sequence[ChatMessage],
     tools: Sequence[ToolSpec],
@@ -159,7 +181,8 @@ def to_anthropic_request(
 
     System messages are joined into top-level ``system``. Content parts
     become ``text``, ``image`` and ``document`` blocks (base64 sources), in
-    user turns and inside ``tool_result`` content. Assistant calls
+    user turns and inside ``tool_result`` content. An assistant turn Anthropic
+    answered starts with its thinking blocks (:func:`thinking_blocks`); its calls
     become ``tool_use`` blocks after any text; tool results become
     ``tool_result`` blocks of a user turn. Consecutive same-role turns are
     merged (so the results of one assistant turn share one user message,
@@ -189,8 +212,10 @@ def to_anthropic_request(
             blocks.append(block)
         elif message.parts is not None:
             blocks.extend(anthropic_block(part) for part in message.parts)
-        elif message.content:
-            blocks.append({"type": "text", "text": message.content})
+        else:
+            blocks.extend(thinking_blocks(message.reasoning))
+            if message.content:
+                blocks.append({"type": "text", "text": message.content})
         for call in message.tool_calls or ():
             # input must be an object; a malformed call is answered by an error result.
             blocks.append(
@@ -259,6 +284,19 @@ def anthropic_usage(data: object) -> Usage:
     )
 
 
+# Stream deltas that carry pieces of one field of their block.
+_DELTA_KEYS = {"input_json_delta": "partial_json", "thinking_delta": "thinking"}
+_DELTA_WHAT = {"input_json_delta": "tool call arguments", "thinking_delta": "reasoning"}
+
+
+def _reason(reply: StreamAccumulator, block: Mapping[str, Any]) -> None:
+    # A thinking block keeps its text and signature; a redacted one only its data.
+    if block.get("type") == "thinking":
+        reply.reason(ReasoningKind.THINKING, block.get("thinking"), block.get("signature"))
+    elif block.get("type") == "redacted_thinking":
+        reply.reason(ReasoningKind.REDACTED, data=block.get("data"))
+
+
 def _finish(raw: object) -> FinishReason:
     return _FINISH.get(raw, FinishReason.OTHER) if isinstance(raw, str) else FinishReason.OTHER
 
@@ -266,7 +304,7 @@ def _finish(raw: object) -> FinishReason:
 class AnthropicProvider(Provider):
     """Claude models over the Messages API (``x-api-key``, ``anthropic-version``)."""
 
-    backend = "anthropic"
+    backend = BACKEND
     default_base_url = "https://api.anthropic.com"
     parameter_support = ParameterSupport(
         sampling=frozenset({"temperature", "top_p", "max_output_tokens", "stop"}),
@@ -305,6 +343,8 @@ class AnthropicProvider(Provider):
                 reply.text(block.get("text"))
             elif block.get("type") == "tool_use":
                 reply.call(ids.take(block.get("id")), block["name"], block.get("input"))
+            else:
+                _reason(reply, block)
         return reply.response(
             self, _finish(reply.raw_reason), anthropic_usage(data.get("usage")), raw=data
         )
@@ -333,27 +373,38 @@ class AnthropicProvider(Provider):
             elif kind == "content_block_start":
                 block = dict(data["content_block"])
                 block["partial"] = []
+                block["size"] = 0
                 blocks[data["index"]] = block
             elif kind == "content_block_delta":
                 delta = data["delta"]
                 if delta.get("type") == "text_delta":
                     if text := reply.text(delta.get("text")):
                         yield text
-                elif delta.get("type") == "input_json_delta":
+                elif delta.get("type") in _DELTA_KEYS:
+                    # input_json_delta, thinking_delta: pieces of the block's one field.
                     block = blocks[data["index"]]
-                    piece = delta.get("partial_json") or ""
+                    piece = delta.get(_DELTA_KEYS[delta["type"]]) or ""
                     block["partial"].append(piece)
-                    block["size"] = block.get("size", 0) + len(piece)
-                    self.check_size(block["size"], "tool call arguments")
+                    block["size"] += len(piece)
+                    self.check_size(block["size"], _DELTA_WHAT[delta["type"]])
+                elif delta.get("type") == "signature_delta":
+                    block = blocks[data["index"]]
+                    block["signature"] = (block.get("signature") or "") + (
+                        delta.get("signature") or ""
+                    )
             elif kind == "content_block_stop":
                 block = blocks.pop(data["index"], {})
+                joined = "".join(block.get("partial", ()))
                 if block.get("type") == "tool_use":
-                    joined = "".join(block["partial"])
                     yield reply.call(
                         ids.take(block.get("id")),
                         block["name"],
                         joined if joined else block.get("input"),
                     )
+                elif block.get("type") == "thinking":
+                    _reason(reply, {**block, "thinking": (block.get("thinking") or "") + joined})
+                else:
+                    _reason(reply, block)
             elif kind == "message_delta":
                 reply.keep(raw_reason=(data.get("delta") or {}).get("stop_reason"))
                 reply.usage.update(data.get("usage") or {})
