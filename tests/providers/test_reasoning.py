@@ -368,3 +368,134 @@ def test_reasoning_never_reaches_another_provider():
     bodies.append(recorder.requests[0].content.decode())
     for body in bodies:
         assert not any(secret in body for secret in secrets), body
+
+
+OPENAI_CALL_REPLY = {
+    "model": "deepseek-reasoner",
+    "choices": [
+        {
+            "message": {
+                "role": "assistant",
+                "content": None,
+                "reasoning_content": "Weather needs a tool.",
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+                    }
+                ],
+            },
+            "finish_reason": "tool_calls",
+        }
+    ],
+    "usage": {"prompt_tokens": 5, "completion_tokens": 7},
+}
+OPENAI_FINAL = {"choices": [{"message": {"content": "18C."}, "finish_reason": "stop"}]}
+
+
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
+def test_openai_compatible_reasoning_is_kept_and_not_sent_back(key):
+    reply = json.loads(json.dumps(OPENAI_CALL_REPLY))
+    message = reply["choices"][0]["message"]
+    message[key] = message.pop("reasoning_content")
+    recorder = Recorder(httpx.Response(200, json=reply), httpx.Response(200, json=OPENAI_FINAL))
+    provider = make(OpenAIProvider, recorder, model="deepseek-reasoner")
+    first = provider.complete([QUESTION], tools=TOOLS)
+    assert first.reasoning == (
+        Reasoning("openai", ReasoningKind.THINKING, "Weather needs a tool."),
+    )
+    assert first.content == ""
+    provider.complete(
+        [QUESTION, first.to_message(), ChatMessage.tool_result("call_1", "18C")], tools=TOOLS
+    )
+    assert compact(recorder.requests[1].content) == (
+        '{"model":"deepseek-reasoner","messages":['
+        '{"role":"user","content":"Weather in Paris?"},'
+        '{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",'
+        '"function":{"name":"get_weather","arguments":"{\\"city\\":\\"Paris\\"}"}}]},'
+        '{"role":"tool","content":"18C","tool_call_id":"call_1"}],'
+        '"tools":[{"type":"function","function":{"name":"get_weather",'
+        '"description":"Current weather","parameters":{"type":"object","properties":'
+        '{"city":{"type":"string"}},"required":["city"]}}},{"type":"function","function":'
+        '{"name":"get_time","description":"Current time","parameters":'
+        '{"type":"object","properties":{}}}}]}'
+    )
+
+
+def test_openai_compatible_reasoning_content_is_replayed_on_call_turns_when_asked():
+    recorder = Recorder(
+        httpx.Response(200, json=OPENAI_CALL_REPLY), httpx.Response(200, json=OPENAI_FINAL)
+    )
+    provider = make(OpenAIProvider, recorder, model="deepseek-v4", replay_reasoning_content=True)
+    first = provider.complete([QUESTION], tools=TOOLS)
+    answered = ChatMessage.assistant("Done.", reasoning=first.reasoning)
+    history = [QUESTION, first.to_message(), ChatMessage.tool_result("call_1", "18C")]
+    provider.complete([*history, answered, ChatMessage.user("More?")], tools=TOOLS)
+    body = json.loads(recorder.requests[1].content)
+    assert "replay_reasoning_content" not in body
+    assert body["messages"][1]["reasoning_content"] == "Weather needs a tool."
+    # Only call turns carry it; a final answer's reasoning is not needed back.
+    assert "reasoning_content" not in body["messages"][3]
+
+
+def test_openai_compatible_streamed_reasoning_is_one_part():
+    chunks = [
+        {"choices": [{"index": 0, "delta": {"reasoning_content": "Weather "}}]},
+        {"choices": [{"index": 0, "delta": {"reasoning_content": "needs a tool."}}]},
+        {"choices": [{"index": 0, "delta": {"content": "Sunny."}, "finish_reason": "stop"}]},
+        {"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 2}},
+        "[DONE]",
+    ]
+    provider = make(OpenAIProvider, Recorder(sse(*((None, c) for c in chunks))), model="m")
+    final = list(provider.stream([QUESTION]))[-1]
+    assert isinstance(final, ResponseCompleted)
+    assert final.response.content == "Sunny."
+    assert final.response.reasoning == (
+        Reasoning("openai", ReasoningKind.THINKING, "Weather needs a tool."),
+    )
+
+
+def test_ollama_thinking_is_kept_and_sent_back_to_ollama_only():
+    reply = {
+        "model": "qwen3",
+        "message": {
+            "role": "assistant",
+            "content": "",
+            "thinking": "Call the tool.",
+            "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}],
+        },
+        "done": True,
+        "done_reason": "stop",
+    }
+    final = {"model": "qwen3", "message": {"content": "18C."}, "done": True, "done_reason": "stop"}
+    recorder = Recorder(httpx.Response(200, json=reply), httpx.Response(200, json=final))
+    provider = make(OllamaProvider, recorder, model="qwen3")
+    first = provider.complete([QUESTION], tools=TOOLS)
+    assert first.reasoning == (Reasoning("ollama", ReasoningKind.THINKING, "Call the tool."),)
+    call_id = first.tool_calls[0].id
+    provider.complete(
+        [QUESTION, first.to_message(), ChatMessage.tool_result(call_id, "18C")], tools=TOOLS
+    )
+    assert compact(recorder.requests[1].content).startswith(
+        '{"model":"qwen3","messages":[{"role":"user","content":"Weather in Paris?"},'
+        '{"role":"assistant","content":"","thinking":"Call the tool.","tool_calls":'
+        '[{"function":{"name":"get_weather","arguments":{"city":"Paris"}}}]},'
+        '{"role":"tool","content":"18C","tool_name":"get_weather"}],'
+    )
+
+
+def test_ollama_streamed_thinking_is_one_part():
+    lines = [
+        {"message": {"role": "assistant", "content": "", "thinking": "Call "}, "done": False},
+        {"message": {"role": "assistant", "content": "", "thinking": "the tool."}, "done": False},
+        {"message": {"role": "assistant", "content": "Hi"}, "done": False},
+        {"model": "qwen3", "message": {"content": ""}, "done": True, "done_reason": "stop"},
+    ]
+    body = "\n".join(json.dumps(line) for line in lines).encode()
+    provider = make(OllamaProvider, Recorder(httpx.Response(200, content=body)), model="qwen3")
+    final = list(provider.stream([QUESTION]))[-1]
+    assert isinstance(final, ResponseCompleted)
+    assert final.response.reasoning == (
+        Reasoning("ollama", ReasoningKind.THINKING, "Call the tool."),
+    )

@@ -20,7 +20,7 @@ from llm_conversations.core.messages import ChatMessage, Reasoning, ReasoningKin
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.providers import AnthropicProvider, GeminiProvider, ResponseCompleted
 
-from .test_recorded import RECORDED, served
+from .test_recorded import RECORDED, interactions, mistral, served
 
 
 def exchanges(name: str) -> list[dict[str, Any]]:
@@ -57,7 +57,7 @@ def sse_events(body: str) -> list[dict[str, Any]]:
     return [
         json.loads(line.removeprefix("data:").strip())
         for line in body.splitlines()
-        if line.startswith("data:")
+        if line.startswith("data:") and line.removeprefix("data:").strip() != "[DONE]"
     ]
 
 
@@ -188,3 +188,39 @@ def test_gemini_streamed_call_signature_goes_back_on_the_call_without_the_dummy(
     (theirs,) = recorded_request(replay, 1)["contents"][1]["parts"]
     assert part["thoughtSignature"] == signature
     assert same_signature(part["thoughtSignature"], theirs["thoughtSignature"])
+
+
+def thinking_chunks(content: Any) -> str:
+    """The text of Mistral's thinking chunks, read from the recording."""
+    return "".join(
+        piece["text"]
+        for part in (content if isinstance(content, list) else ())
+        if part.get("type") == "thinking"
+        for piece in part["thinking"]
+        if piece.get("type") == "text"
+    )
+
+
+def test_magistral_thinking_chunks_are_kept_as_reasoning_streamed_or_not() -> None:
+    (exchange,) = interactions(
+        "pydantic-ai/test_mistral_model_thinking_part.yaml", "api.mistral.ai"
+    )
+    content = exchange["response"]["parsed_body"]["choices"][0]["message"]["content"]
+    reply = mistral(exchange["response"]).complete([ChatMessage.user("Cross the river?")])
+    assert reply.reasoning == (
+        Reasoning("openai", ReasoningKind.THINKING, thinking_chunks(content)),
+    )
+    assert thinking_chunks(content) not in reply.content
+    (exchange,) = interactions(
+        "pydantic-ai/test_mistral_model_thinking_part_iter.yaml", "api.mistral.ai"
+    )
+    deltas = [
+        chunk["choices"][0]["delta"].get("content")
+        for chunk in sse_events(exchange["response"]["body"]["string"])
+        if chunk.get("choices")
+    ]
+    expected = "".join(thinking_chunks(delta) for delta in deltas)
+    final = list(mistral(exchange["response"]).stream([ChatMessage.user("Cross the street?")]))[-1]
+    assert isinstance(final, ResponseCompleted)
+    assert expected
+    assert final.response.reasoning == (Reasoning("openai", ReasoningKind.THINKING, expected),)
