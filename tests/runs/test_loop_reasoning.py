@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from llm_conversations.conversations import create_conversation, load_messages
-from llm_conversations.core.messages import Reasoning, ReasoningKind, Role
+from llm_conversations.conversations.store import fork_conversation
+from llm_conversations.core.messages import ChatMessage, Reasoning, ReasoningKind, Role
 from llm_conversations.models import Message
 from llm_conversations.providers import AnthropicProvider, GeminiProvider
 from llm_conversations.runs import ToolLoopService
@@ -95,3 +96,12 @@ def test_a_gemini_loop_sends_the_signature_of_its_own_call_and_no_dummy() -> Non
     assert run.status == "completed"
     (part,) = bodies[1]["contents"][1]["parts"]
     assert part == {"functionCall": {"name": "get_time", "args": {}}, "thoughtSignature": "GSIG"}
+
+
+def test_a_fork_keeps_the_reasoning_of_the_turns_it_copies() -> None:
+    reasoning = [Reasoning("anthropic", ReasoningKind.THINKING, "Hm.", "SIG")]
+    source = create_conversation(
+        messages=[ChatMessage.user("q"), ChatMessage.assistant("a", reasoning=reasoning)]
+    )
+    copy = fork_conversation(source, 2)
+    assert load_messages(copy)[1].reasoning == tuple(reasoning)
