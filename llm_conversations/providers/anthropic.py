@@ -155,7 +155,8 @@ def thinking_blocks(reasoning: Sequence[Reasoning] | None) -> list[dict[str, Any
     """The ``thinking`` and ``redacted_thinking`` blocks of a turn Anthropic answered, verbatim.
 
     Anthropic wants them back unmodified, ahead of the turn's ``tool_use``
-    blocks, whenever thinking is on (docs/providers.md). Reasoning another
+    blocks, whenever thinking is on (docs/providers.md); with thinking off it
+    refuses them only in a final assistant turn, where they are left out. Reasoning another
     provider made is never sent, nor a thinking block without its signature.
     """
     blocks: list[dict[str, Any]] = []
@@ -268,6 +269,15 @@ def to_anthropic_request(
         tool_choice.setdefault("type", "auto")
         if tool_choice["type"] == "none":
             del tool_choice["disable_parallel_tool_use"]
+    thinking = body.get("thinking")
+    if (
+        turns[-1:]
+        and turns[-1]["role"] == "assistant"
+        and not (isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "adaptive"))
+    ):
+        # With thinking off, Anthropic refuses thinking blocks in a final assistant turn.
+        last = turns[-1]
+        last["content"] = [b for b in last["content"] if b["type"] not in _THINKING_BLOCKS]
     return body
 
 
@@ -284,6 +294,7 @@ def anthropic_usage(data: object) -> Usage:
     )
 
 
+_THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 # Stream deltas that carry pieces of one field of their block.
 _DELTA_KEYS = {"input_json_delta": "partial_json", "thinking_delta": "thinking"}
 _DELTA_WHAT = {"input_json_delta": "tool call arguments", "thinking_delta": "reasoning"}

@@ -499,3 +499,16 @@ def test_ollama_streamed_thinking_is_one_part():
     assert final.response.reasoning == (
         Reasoning("ollama", ReasoningKind.THINKING, "Call the tool."),
     )
+
+
+def test_anthropic_final_assistant_turn_drops_thinking_only_when_thinking_is_off():
+    turn = ChatMessage.assistant("Partial", reasoning=anthropic_parts())
+    for options, kept in (({}, False), ({"thinking": THINKING}, True)):
+        recorder = Recorder(httpx.Response(200, json=ANTHROPIC_FINAL))
+        make(AnthropicProvider, recorder, model="claude", **options).complete([QUESTION, turn])
+        types = [block["type"] for block in recorder.body["messages"][-1]["content"]]
+        assert types == (["thinking", "redacted_thinking", "text"] if kept else ["text"])
+    # Earlier turns keep theirs either way.
+    recorder = Recorder(httpx.Response(200, json=ANTHROPIC_FINAL))
+    make(AnthropicProvider, recorder, model="claude").complete([QUESTION, turn, QUESTION])
+    assert recorder.body["messages"][1]["content"][0]["type"] == "thinking"
