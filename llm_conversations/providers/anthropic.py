@@ -270,15 +270,27 @@ def to_anthropic_request(
         if tool_choice["type"] == "none":
             del tool_choice["disable_parallel_tool_use"]
     thinking = body.get("thinking")
-    if (
-        turns[-1:]
-        and turns[-1]["role"] == "assistant"
-        and not (isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "adaptive"))
-    ):
+    mode = thinking.get("type") if isinstance(thinking, Mapping) else None
+    if turns[-1:] and turns[-1]["role"] == "assistant" and mode not in ("enabled", "adaptive"):
         # With thinking off, Anthropic refuses thinking blocks in a final assistant turn.
         last = turns[-1]
         last["content"] = [b for b in last["content"] if b["type"] not in _THINKING_BLOCKS]
+    if mode == "enabled" and _unthought_tool_turn(turns):
+        # A tool turn another provider made (or made with thinking off) cannot
+        # start with a thinking block, which Anthropic then requires: the turn
+        # goes on without thinking, as its documentation says to.
+        del body["thinking"]
     return body
+
+
+def _unthought_tool_turn(turns: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the request continues a tool turn whose assistant part has no thinking."""
+    if len(turns) < 2 or turns[-1]["role"] != "user" or turns[-2]["role"] != "assistant":
+        return False
+    if not any(block["type"] == "tool_result" for block in turns[-1]["content"]):
+        return False
+    first = turns[-2]["content"][:1]
+    return not first or first[0]["type"] not in _THINKING_BLOCKS
 
 
 def anthropic_usage(data: object) -> Usage:

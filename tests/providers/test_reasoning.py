@@ -512,3 +512,25 @@ def test_anthropic_final_assistant_turn_drops_thinking_only_when_thinking_is_off
     recorder = Recorder(httpx.Response(200, json=ANTHROPIC_FINAL))
     make(AnthropicProvider, recorder, model="claude").complete([QUESTION, turn, QUESTION])
     assert recorder.body["messages"][1]["content"][0]["type"] == "thinking"
+
+
+def test_anthropic_thinking_waits_for_the_next_turn_when_the_tool_turn_came_from_elsewhere():
+    foreign = ChatMessage.assistant_tool_calls(
+        [ToolCall("call_1", "get_weather", {"city": "Paris"})],
+        reasoning=[Reasoning("gemini", ReasoningKind.SIGNATURE, data="g", call_id="call_1")],
+    )
+    result = ChatMessage.tool_result("call_1", "18C")
+    own = ChatMessage.assistant_tool_calls(
+        [ToolCall("call_1", "get_weather", {"city": "Paris"})], reasoning=anthropic_parts()
+    )
+
+    def body(messages):
+        recorder = Recorder(httpx.Response(200, json=ANTHROPIC_FINAL))
+        make(AnthropicProvider, recorder, model="claude", thinking=THINKING).complete(messages)
+        return recorder.body
+
+    # Anthropic would refuse thinking here (the tool turn has no thinking block).
+    assert "thinking" not in body([QUESTION, foreign, result])
+    assert body([QUESTION, own, result])["thinking"] == THINKING
+    # A new user turn starts a new assistant turn: thinking stays on.
+    assert body([QUESTION, foreign, result, ChatMessage.assistant("ok"), QUESTION])["thinking"]
