@@ -16,7 +16,6 @@ from llm_conversations.core.completions import CompletionResponse, FinishReason,
 from llm_conversations.core.content_parts import ContentPart, ImagePart, TextPart
 from llm_conversations.core.messages import ChatMessage, Role
 from llm_conversations.core.parameters import ParameterSupport, RunParameters
-from llm_conversations.core.reasoning import Reasoning, ReasoningKind
 from llm_conversations.core.structured import describes_object, map_subschemas
 from llm_conversations.core.tool_specs import ToolSpec
 
@@ -29,6 +28,7 @@ from ._wire import (
     pass_through,
     wire_call_id,
 )
+from .anthropic_thinking import BACKEND, fit_thinking, keep_thinking, thinking_blocks
 from .base import CompletionRequest, Provider
 from .stream import StreamAccumulator
 from .stream_events import StreamEvent
@@ -45,7 +45,6 @@ __all__ = [
     "to_anthropic_request",
 ]
 
-BACKEND = "anthropic"
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 
@@ -151,25 +150,6 @@ def anthropic_block(part: ContentPart) -> dict[str, Any]:
     return {"type": "image" if isinstance(part, ImagePart) else "document", "source": source}
 
 
-def thinking_blocks(reasoning: Sequence[Reasoning] | None) -> list[dict[str, Any]]:
-    """The ``thinking`` and ``redacted_thinking`` blocks of a turn Anthropic answered, verbatim.
-
-    Anthropic wants them back unmodified, ahead of the turn's ``tool_use``
-    blocks, whenever thinking is on (docs/providers.md); with thinking off it
-    refuses them only in a final assistant turn, where they are left out. Reasoning another
-    provider made is never sent, nor a thinking block without its signature.
-    """
-    blocks: list[dict[str, Any]] = []
-    for part in reasoning or ():
-        if part.provider != BACKEND or part.data is None:
-            continue
-        if part.kind is ReasoningKind.THINKING:
-            blocks.append({"type": "thinking", "thinking": part.text, "signature": part.data})
-        elif part.kind is ReasoningKind.REDACTED:
-            blocks.append({"type": "redacted_thinking", "data": part.data})
-    return blocks
-
-
 def to_anthropic_request(
     messages: Sequence[ChatMessage],
     tools: Sequence[ToolSpec],
@@ -269,28 +249,7 @@ def to_anthropic_request(
         tool_choice.setdefault("type", "auto")
         if tool_choice["type"] == "none":
             del tool_choice["disable_parallel_tool_use"]
-    thinking = body.get("thinking")
-    mode = thinking.get("type") if isinstance(thinking, Mapping) else None
-    if turns[-1:] and turns[-1]["role"] == "assistant" and mode not in ("enabled", "adaptive"):
-        # With thinking off, Anthropic refuses thinking blocks in a final assistant turn.
-        last = turns[-1]
-        last["content"] = [b for b in last["content"] if b["type"] not in _THINKING_BLOCKS]
-    if mode == "enabled" and _unthought_tool_turn(turns):
-        # A tool turn another provider made (or made with thinking off) cannot
-        # start with a thinking block, which Anthropic then requires: the turn
-        # goes on without thinking, as its documentation says to.
-        del body["thinking"]
-    return body
-
-
-def _unthought_tool_turn(turns: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether the request continues a tool turn whose assistant part has no thinking."""
-    if len(turns) < 2 or turns[-1]["role"] != "user" or turns[-2]["role"] != "assistant":
-        return False
-    if not any(block["type"] == "tool_result" for block in turns[-1]["content"]):
-        return False
-    first = turns[-2]["content"][:1]
-    return not first or first[0]["type"] not in _THINKING_BLOCKS
+    return fit_thinking(body)
 
 
 def anthropic_usage(data: object) -> Usage:
@@ -306,18 +265,9 @@ def anthropic_usage(data: object) -> Usage:
     )
 
 
-_THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 # Stream deltas that carry pieces of one field of their block.
 _DELTA_KEYS = {"input_json_delta": "partial_json", "thinking_delta": "thinking"}
 _DELTA_WHAT = {"input_json_delta": "tool call arguments", "thinking_delta": "reasoning"}
-
-
-def _reason(reply: StreamAccumulator, block: Mapping[str, Any]) -> None:
-    # A thinking block keeps its text and signature; a redacted one only its data.
-    if block.get("type") == "thinking":
-        reply.reason(ReasoningKind.THINKING, block.get("thinking"), block.get("signature"))
-    elif block.get("type") == "redacted_thinking":
-        reply.reason(ReasoningKind.REDACTED, data=block.get("data"))
 
 
 def _finish(raw: object) -> FinishReason:
@@ -367,7 +317,7 @@ class AnthropicProvider(Provider):
             elif block.get("type") == "tool_use":
                 reply.call(ids.take(block.get("id")), block["name"], block.get("input"))
             else:
-                _reason(reply, block)
+                keep_thinking(reply, block)
         return reply.response(
             self, _finish(reply.raw_reason), anthropic_usage(data.get("usage")), raw=data
         )
@@ -425,9 +375,11 @@ class AnthropicProvider(Provider):
                         joined if joined else block.get("input"),
                     )
                 elif block.get("type") == "thinking":
-                    _reason(reply, {**block, "thinking": (block.get("thinking") or "") + joined})
+                    keep_thinking(
+                        reply, {**block, "thinking": (block.get("thinking") or "") + joined}
+                    )
                 else:
-                    _reason(reply, block)
+                    keep_thinking(reply, block)
             elif kind == "message_delta":
                 reply.keep(raw_reason=(data.get("delta") or {}).get("stop_reason"))
                 reply.usage.update(data.get("usage") or {})
