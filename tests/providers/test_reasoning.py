@@ -21,6 +21,7 @@ from llm_conversations.providers import (
     OpenAIProvider,
     ResponseCompleted,
 )
+from llm_conversations.providers.errors import InvalidResponseError
 from llm_conversations.providers.gemini import SKIP_SIGNATURE
 
 from .conftest import TOOLS, Recorder, sse
@@ -207,7 +208,7 @@ def test_anthropic_streamed_thinking_counts_against_the_reply_limit():
         ),
     ]
     provider = make(AnthropicProvider, Recorder(sse(*events)), model="claude", max_reply_chars=10)
-    with pytest.raises(Exception, match="reasoning"):
+    with pytest.raises(InvalidResponseError, match="reasoning is longer than MAX_REPLY_CHARS"):
         list(provider.stream([QUESTION]))
 
 
