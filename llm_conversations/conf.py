@@ -59,6 +59,9 @@ DEFAULTS: dict[str, Any] = {
     "MAX_MESSAGES_PER_REQUEST": 100,
     "MAX_METADATA_KEYS": 50,
     "MAX_REPLY_CHARS": 200_000,
+    # Whether the API shows end users the reasoning text models return
+    # (opaque reasoning data is never shown).
+    "SHOW_REASONING": False,
     # Bytes of one request body: room for a MAX_MESSAGE_CHARS message escaped
     # as JSON (\uXXXX pairs take 12 bytes a character) and more.
     "MAX_REQUEST_BYTES": 2 * 1024 * 1024,
@@ -97,7 +100,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 # True or False, nothing else (a string such as "false" would be true).
-BOOLEANS = ("TELEMETRY_CAPTURE_CONTENT", "STRICT_REQUEST_FIELDS")
+BOOLEANS = ("TELEMETRY_CAPTURE_CONTENT", "STRICT_REQUEST_FIELDS", "SHOW_REASONING")
 
 # Seconds, or None for no limit.
 OPTIONAL_DURATIONS = ("TOOL_TIMEOUT", "RUN_TIMEOUT")
@@ -198,6 +201,7 @@ class Settings:
     MAX_MESSAGES_PER_REQUEST: _Setting[int] = _Setting(int)
     MAX_METADATA_KEYS: _Setting[int] = _Setting(int)
     MAX_REPLY_CHARS: _Setting[int] = _Setting(int)
+    SHOW_REASONING: _Setting[bool] = _Setting(bool)
     MAX_REQUEST_BYTES: _Setting[int] = _Setting(int)
     PERMISSION_CLASSES: _Setting[list[str]] = _Setting(list)
     AUTHENTICATION_CLASSES: _Setting[list[str] | None] = _Setting(_optional(list))

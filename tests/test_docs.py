@@ -51,6 +51,7 @@ PLACEHOLDER_KEYS = (
     "OPENAI_API_KEY",
     "GROQ_API_KEY",
     "ANTHROPIC_API_KEY",
+    "DEEPSEEK_API_KEY",
     "GEMINI_API_KEY",
     # Named by the MCP servers' HEADERS and ENV in docs/mcp.md.
     "DOCS_MCP_AUTHORIZATION",

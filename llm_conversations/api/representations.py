@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from llm_conversations.core.messages import Role
+from llm_conversations.conf import conf
+from llm_conversations.core.messages import Reasoning, Role
 from llm_conversations.core.model_info import cost_text
 from llm_conversations.models import Message, chat_message_from_row
 
-__all__ = ["MESSAGE_COLUMNS", "message_data", "message_row"]
+__all__ = ["MESSAGE_COLUMNS", "message_data", "message_row", "shown_reasoning"]
 
 # The columns a message representation needs, as ``QuerySet.values()`` names them.
 MESSAGE_COLUMNS = (
@@ -23,6 +24,7 @@ MESSAGE_COLUMNS = (
     "role",
     "content",
     "content_parts",
+    "reasoning",
     "tool_calls",
     "tool_call_id",
     "is_error",
@@ -50,7 +52,7 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
     :func:`~llm_conversations.conversations.feedback.with_feedback`, else ``None``.
     A message of content parts has them as ``content``, in their stored form
     (images and files by ``attachment_id``; ``attachments/{id}/`` describes
-    each).
+    each). ``reasoning`` is the reasoning text of the turn (:func:`shown_reasoning`).
     """
     message = chat_message_from_row(
         row["role"],
@@ -59,6 +61,7 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
         row["tool_call_id"],
         row["is_error"],
         row["content_parts"],
+        row["reasoning"],
     )
     if message.parts is None:
         data = message.to_wire()
@@ -75,6 +78,7 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
     data["model"] = (row["model"] or None) if assistant else None
     data["finish_reason"] = (row["finish_reason"] or None) if assistant else None
     data["parsed"] = row["parsed"]
+    data["reasoning"] = shown_reasoning(message.reasoning)
     data["usage"] = (
         {
             "input_tokens": row["input_tokens"],
@@ -91,6 +95,16 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
         None if rating is None else {"rating": rating, "comment": row["feedback_comment"]}
     )
     return data
+
+
+def shown_reasoning(parts: tuple[Reasoning, ...] | None) -> list[dict[str, str]] | None:
+    """The reasoning text an end user may see: ``[{"kind", "text"}]`` when
+    ``SHOW_REASONING`` is on and the turn has any, else ``None``. Opaque
+    reasoning data (signatures, redacted or encrypted reasoning) is never shown."""
+    if not parts or not conf.SHOW_REASONING:
+        return None
+    shown = [{"kind": part.kind.value, "text": part.text} for part in parts if part.text]
+    return shown or None
 
 
 def message_row(message: Message) -> dict[str, Any]:

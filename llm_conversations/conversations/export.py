@@ -58,8 +58,9 @@ __all__ = [
 
 # The "format" and "version" of every full-fidelity line.
 FORMAT = "llm_conversations.conversation"
-# Version 2 adds "attachments" to every message (version 1 lines are still read).
-FORMAT_VERSION = 2
+# Version 2 adds "attachments" to every message, version 3 "reasoning" (earlier
+# versions are still read).
+FORMAT_VERSION = 3
 # Conversations read (and their rows prefetched) at a time.
 CHUNK_SIZE = 100
 
@@ -242,7 +243,8 @@ def _message_record(
     usage = _usage(row)
     return {
         "id": str(row["id"]),
-        **_chat(row).to_stored(),
+        **(stored := _chat(row).to_stored()),
+        "reasoning": stored.get("reasoning"),
         "run": None if row["run_id"] is None else str(row["run_id"]),
         "provider": row["provider"],
         "model": row["model"],

@@ -25,6 +25,7 @@ __all__ = [
     "FEEDBACK_KEYS",
     "MESSAGE_KEYS",
     "MESSAGE_KEYS_V1",
+    "MESSAGE_KEYS_V2",
     "READ_VERSIONS",
     "RUN_KEYS",
     "USAGE_KEYS",
@@ -100,9 +101,11 @@ MESSAGE_KEYS_V1 = (
     "created_at",
     "feedback",
 )
-# Version 2 adds the attachments each message shows; version 1 lines are read too.
-MESSAGE_KEYS = (*MESSAGE_KEYS_V1, "attachments")
-READ_VERSIONS = (1, 2)
+# Version 2 adds the attachments each message shows, version 3 the reasoning
+# state of assistant turns; lines of earlier versions are read too.
+MESSAGE_KEYS_V2 = (*MESSAGE_KEYS_V1, "attachments")
+MESSAGE_KEYS = (*MESSAGE_KEYS_V2, "reasoning")
+READ_VERSIONS = (1, 2, 3)
 ATTACHMENT_KEYS = ("id", "filename", "mime_type", "size", "sha256")
 FEEDBACK_KEYS = ("user", "rating", "comment", "created_at", "updated_at")
 USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens", "cached_tokens")

@@ -30,6 +30,7 @@ from llm_conversations.conversations.import_shapes import (
     FEEDBACK_KEYS,
     MESSAGE_KEYS,
     MESSAGE_KEYS_V1,
+    MESSAGE_KEYS_V2,
     READ_VERSIONS,
     RUN_KEYS,
     check_attachment_list,
@@ -140,7 +141,7 @@ class Importer:
         if record["format"] != FORMAT or record["version"] not in READ_VERSIONS:
             raise InvalidImport(
                 "unsupported_version",
-                f"expected format {FORMAT!r} version {FORMAT_VERSION} (or 1), got "
+                f"expected format {FORMAT!r} version {FORMAT_VERSION} (or an earlier one), got "
                 f"{record['format']!r} version {record['version']!r}.",
                 field="version",
             )
@@ -286,12 +287,12 @@ class Importer:
         ratings: list[Feedback] = []
         for index, value in enumerate(values):
             field = f"messages[{index}]"
-            keys = MESSAGE_KEYS if self.version > 1 else MESSAGE_KEYS_V1
+            keys = (MESSAGE_KEYS_V1, MESSAGE_KEYS_V2, MESSAGE_KEYS)[self.version - 1]
             data = object_value(value, field, keys)
             message = within(
                 field,
                 ChatMessage.from_dict,
-                {key: data[key] for key in MESSAGE_FIELDS},
+                {key: data[key] for key in (*MESSAGE_FIELDS, "reasoning") if key in data},
             )
             if self.version > 1:
                 check_attachment_list(message, data["attachments"], f"{field}.attachments")

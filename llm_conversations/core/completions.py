@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from llm_conversations.core.messages import ChatMessage, ToolCall, check_tool_calls
+from llm_conversations.core.reasoning import Reasoning
 
 __all__ = ["CompletionResponse", "FinishReason", "Usage"]
 
@@ -69,7 +70,9 @@ class CompletionResponse:
     database can store it: NUL or lone surrogates replaced by U+FFFD in the
     text, a call id or name, or a call's arguments kept as ``raw_arguments``
     (the call is then ``malformed``) because their decoded form held such a
-    character or a non-finite number.
+    character or a non-finite number. ``reasoning`` is the reply's reasoning
+    state, in the order the provider sent it, each part tagged with the
+    provider; the turn stored from the reply keeps it.
     """
 
     content: str
@@ -81,13 +84,17 @@ class CompletionResponse:
     raw: Mapping[str, Any] | None = None
     raw_finish_reason: str | None = None
     sanitized: bool = False
+    reasoning: tuple[Reasoning, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        object.__setattr__(self, "reasoning", tuple(self.reasoning))
         check_tool_calls(self.tool_calls)
 
     def to_message(self) -> ChatMessage:
         """The assistant turn this reply adds to the conversation."""
         if self.tool_calls:
-            return ChatMessage.assistant_tool_calls(self.tool_calls, self.content)
-        return ChatMessage.assistant(self.content)
+            return ChatMessage.assistant_tool_calls(
+                self.tool_calls, self.content, reasoning=self.reasoning
+            )
+        return ChatMessage.assistant(self.content, reasoning=self.reasoning)

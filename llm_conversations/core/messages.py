@@ -20,6 +20,12 @@ from llm_conversations.core.content_parts import (
     check_parts,
     parts_text,
 )
+from llm_conversations.core.reasoning import (
+    Reasoning,
+    ReasoningKind,
+    check_reasoning,
+    reasoning_from_list,
+)
 from llm_conversations.core.tool_calls import ToolCall, check_tool_calls
 from llm_conversations.exceptions import InvalidMessage, join_field
 
@@ -30,6 +36,8 @@ __all__ = [
     "ImagePart",
     "InvalidMessage",
     "MessageInput",
+    "Reasoning",
+    "ReasoningKind",
     "Role",
     "TextPart",
     "ToolCall",
@@ -65,7 +73,9 @@ def _role(value: object) -> Role:
         ) from None
 
 
-_MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "is_error"})
+_MESSAGE_KEYS = frozenset(
+    {"role", "content", "tool_calls", "tool_call_id", "is_error", "reasoning"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +97,10 @@ class ChatMessage:
     Content given as a list of parts (:mod:`llm_conversations.core.content_parts`)
     is kept in ``parts``, and ``content`` then holds the text of its text
     parts (``""`` when there are none), so code that reads text keeps working.
+
+    ``reasoning`` is the model's reasoning state of an assistant turn
+    (:mod:`llm_conversations.core.reasoning`), ``None`` when it has none; it is
+    never part of ``content``.
     """
 
     role: Role
@@ -95,6 +109,7 @@ class ChatMessage:
     tool_call_id: str | None = None
     is_error: bool = False
     parts: tuple[ContentPart, ...] | None = None
+    reasoning: tuple[Reasoning, ...] | None = None
 
     def __post_init__(self) -> None:
         role = _role(self.role)
@@ -169,6 +184,16 @@ class ChatMessage:
                 f"is_error is only allowed on tool messages, not {role}.",
                 field="is_error",
             )
+        if self.reasoning is not None:
+            if role is not Role.ASSISTANT:
+                raise InvalidMessage(
+                    "reasoning_not_allowed",
+                    f"reasoning is only allowed on assistant messages, not {role}.",
+                    field="reasoning",
+                )
+            reasoning = reasoning_from_list(self.reasoning)
+            check_reasoning(reasoning, (call.id for call in tool_calls or ()))
+            object.__setattr__(self, "reasoning", reasoning)
 
     # Named constructors ---------------------------------------------------
 
@@ -183,16 +208,25 @@ class ChatMessage:
         return cls(Role.USER, content)  # type: ignore[arg-type]
 
     @classmethod
-    def assistant(cls, content: str) -> Self:
-        """A plain assistant reply."""
-        return cls(Role.ASSISTANT, content)
+    def assistant(cls, content: str, *, reasoning: Sequence[Reasoning] | None = None) -> Self:
+        """A plain assistant reply, with the model's reasoning state if any."""
+        return cls(Role.ASSISTANT, content, reasoning=_reasoning(reasoning))
 
     @classmethod
     def assistant_tool_calls(
-        cls, tool_calls: Sequence[ToolCall], content: str | None = None
+        cls,
+        tool_calls: Sequence[ToolCall],
+        content: str | None = None,
+        *,
+        reasoning: Sequence[Reasoning] | None = None,
     ) -> Self:
         """An assistant turn that requests tool calls; ``None`` content is stored as ``""``."""
-        return cls(Role.ASSISTANT, content if content is not None else "", tuple(tool_calls))
+        return cls(
+            Role.ASSISTANT,
+            content if content is not None else "",
+            tuple(tool_calls),
+            reasoning=_reasoning(reasoning),
+        )
 
     @classmethod
     def tool_result(
@@ -218,7 +252,8 @@ class ChatMessage:
         A plain message is exactly ``{"role", "content"}``. An assistant turn
         with calls adds ``tool_calls`` (arguments as JSON text, ``"{}"`` when
         empty) and sends empty content as ``null``; a tool turn adds
-        ``tool_call_id``. ``is_error`` is not part of this form. Content parts
+        ``tool_call_id``. ``is_error`` and ``reasoning`` are not part of this
+        form (each adapter replays reasoning by its provider's rule). Content parts
         are sent as OpenAI content parts, images and files as data URLs (their
         bytes must be loaded: ``unresolved_attachment`` otherwise).
         """
@@ -237,10 +272,11 @@ class ChatMessage:
         """The form kept in the database, one key per ``Message`` column.
 
         Always the five keys ``role``, ``content``, ``tool_calls`` (decoded
-        calls, or ``None``), ``tool_call_id`` and ``is_error``. Content parts
+        calls, or ``None``), ``tool_call_id`` and ``is_error``, and
+        ``reasoning`` (stored parts) when the turn has reasoning. Content parts
         are a list of stored parts: images and files by ``attachment_id``.
         """
-        return {
+        stored: dict[str, Any] = {
             "role": self.role.value,
             "content": (
                 self.content if self.parts is None else [part.to_stored() for part in self.parts]
@@ -251,6 +287,9 @@ class ChatMessage:
             "tool_call_id": self.tool_call_id,
             "is_error": self.is_error,
         }
+        if self.reasoning is not None:
+            stored["reasoning"] = [part.to_stored() for part in self.reasoning]
+        return stored
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Self:
@@ -259,8 +298,8 @@ class ChatMessage:
         Tool call arguments may be JSON text or objects; ``content`` may be
         ``null`` or absent beside ``tool_calls``, or a list of parts in either
         form (images and files as data URLs or by ``attachment_id``); ``None`` stands for an absent
-        ``tool_calls`` or ``tool_call_id``. An ``is_error`` key is read for tool
-        messages. Unknown keys are refused.
+        ``tool_calls``, ``tool_call_id`` or ``reasoning``. An ``is_error`` key is read for tool
+        messages, ``reasoning`` (stored parts) for assistant ones. Unknown keys are refused.
         """
         if not isinstance(data, Mapping):
             raise InvalidMessage("invalid_message", "a message must be an object.")
@@ -291,7 +330,13 @@ class ChatMessage:
             tool_calls=tool_calls,
             tool_call_id=data.get("tool_call_id"),
             is_error=data.get("is_error", False),
+            reasoning=data.get("reasoning"),
         )
+
+
+def _reasoning(parts: Sequence[Reasoning] | None) -> tuple[Reasoning, ...] | None:
+    # The named constructors take an empty list for "no reasoning".
+    return tuple(parts) if parts else None
 
 
 MessageInput = ChatMessage | Mapping[str, Any]

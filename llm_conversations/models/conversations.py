@@ -95,9 +95,9 @@ class Conversation(models.Model):
 
 # The columns that hold a ChatMessage, named as its dict form names them.
 MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "is_error")
-# The columns chat_message_from_row reads: the dict form's, and the content
-# parts, which the stored form keeps under "content".
-MESSAGE_COLUMNS = (*MESSAGE_FIELDS, "content_parts")
+# The columns chat_message_from_row reads: the dict form's, the content
+# parts, which the stored form keeps under "content", and the reasoning.
+MESSAGE_COLUMNS = (*MESSAGE_FIELDS, "content_parts", "reasoning")
 # The longest call id a tool turn can store (the tool_call_id column).
 MAX_ID_CHARS = 255
 
@@ -136,6 +136,9 @@ class Message(models.Model):
         _("tool call id"), max_length=MAX_ID_CHARS, null=True, blank=True
     )
     is_error = models.BooleanField(_("is error"), default=False)
+    # Assistant turns only: the model's reasoning state, Reasoning stored forms
+    # (core/reasoning.py), replayed only to the provider that made it.
+    reasoning = models.JSONField(_("reasoning"), null=True, blank=True)
     run = models.ForeignKey(
         "llm_conversations.Run",
         null=True,
@@ -229,6 +232,22 @@ class Message(models.Model):
                 ),
                 name="llmconv_message_content_parts_nonempty",
                 violation_error_code="missing_content",
+            ),
+            models.CheckConstraint(
+                condition=Q(reasoning__isnull=True) | Q(role=Role.ASSISTANT),
+                name="llmconv_message_reasoning_assistant_only",
+                violation_error_code="reasoning_not_allowed",
+            ),
+            # A non-empty JSON array whose first item names its provider; the
+            # per-part rules need the value object (see Message.clean).
+            models.CheckConstraint(
+                condition=Q(reasoning__isnull=True)
+                | (
+                    Q(Exact(JSONTypeOf("reasoning"), "array"))
+                    & Q(reasoning__0__provider__isnull=False)
+                ),
+                name="llmconv_message_reasoning_nonempty",
+                violation_error_code="empty_reasoning",
             ),
             models.CheckConstraint(
                 condition=Q(is_error=False) | Q(role=Role.TOOL),
@@ -328,11 +347,12 @@ def chat_message_from_row(
     tool_call_id: str | None,
     is_error: bool,
     content_parts: list[dict[str, Any]] | None = None,
+    reasoning: list[dict[str, Any]] | None = None,
 ) -> ChatMessage:
     """Build the value object from stored columns (in ``MESSAGE_COLUMNS`` order).
 
     ``content_parts``, when set, is the message's content (its text column
-    is derived from it).
+    is derived from it); ``reasoning`` the stored reasoning parts.
 
     Stored calls are in ``ToolCall.to_stored()`` form, so they take a direct path;
     a row of any other shape goes through ``from_dict`` for its precise error.
@@ -355,8 +375,8 @@ def chat_message_from_row(
                     "tool_calls": tool_calls,
                     "tool_call_id": tool_call_id,
                     "is_error": is_error,
+                    "reasoning": reasoning,
                 }
             )
-    if content_parts is not None:
-        return ChatMessage(role, content_parts, calls, tool_call_id, is_error)  # type: ignore[arg-type]
-    return ChatMessage(role, content, calls, tool_call_id, is_error)  # type: ignore[arg-type]
+    content_value: Any = content if content_parts is None else content_parts
+    return ChatMessage(role, content_value, calls, tool_call_id, is_error, reasoning=reasoning)  # type: ignore[arg-type]

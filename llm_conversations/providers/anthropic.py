@@ -28,17 +28,20 @@ from ._wire import (
     pass_through,
     wire_call_id,
 )
+from .anthropic_thinking import BACKEND, fit_thinking, keep_thinking, thinking_blocks
 from .base import CompletionRequest, Provider
 from .stream import StreamAccumulator
 from .stream_events import StreamEvent
 
 __all__ = [
     "ANTHROPIC_VERSION",
+    "BACKEND",
     "DEFAULT_MAX_TOKENS",
     "AnthropicProvider",
     "anthropic_parameters",
     "anthropic_schema",
     "anthropic_usage",
+    "thinking_blocks",
     "to_anthropic_request",
 ]
 
@@ -159,7 +162,8 @@ def to_anthropic_request(
 
     System messages are joined into top-level ``system``. Content parts
     become ``text``, ``image`` and ``document`` blocks (base64 sources), in
-    user turns and inside ``tool_result`` content. Assistant calls
+    user turns and inside ``tool_result`` content. An assistant turn Anthropic
+    answered starts with its thinking blocks (:func:`thinking_blocks`); its calls
     become ``tool_use`` blocks after any text; tool results become
     ``tool_result`` blocks of a user turn. Consecutive same-role turns are
     merged (so the results of one assistant turn share one user message,
@@ -189,8 +193,10 @@ def to_anthropic_request(
             blocks.append(block)
         elif message.parts is not None:
             blocks.extend(anthropic_block(part) for part in message.parts)
-        elif message.content:
-            blocks.append({"type": "text", "text": message.content})
+        else:
+            blocks.extend(thinking_blocks(message.reasoning))
+            if message.content:
+                blocks.append({"type": "text", "text": message.content})
         for call in message.tool_calls or ():
             # input must be an object; a malformed call is answered by an error result.
             blocks.append(
@@ -243,7 +249,7 @@ def to_anthropic_request(
         tool_choice.setdefault("type", "auto")
         if tool_choice["type"] == "none":
             del tool_choice["disable_parallel_tool_use"]
-    return body
+    return fit_thinking(body)
 
 
 def anthropic_usage(data: object) -> Usage:
@@ -259,6 +265,11 @@ def anthropic_usage(data: object) -> Usage:
     )
 
 
+# Stream deltas that carry pieces of one field of their block.
+_DELTA_KEYS = {"input_json_delta": "partial_json", "thinking_delta": "thinking"}
+_DELTA_WHAT = {"input_json_delta": "tool call arguments", "thinking_delta": "reasoning"}
+
+
 def _finish(raw: object) -> FinishReason:
     return _FINISH.get(raw, FinishReason.OTHER) if isinstance(raw, str) else FinishReason.OTHER
 
@@ -266,7 +277,7 @@ def _finish(raw: object) -> FinishReason:
 class AnthropicProvider(Provider):
     """Claude models over the Messages API (``x-api-key``, ``anthropic-version``)."""
 
-    backend = "anthropic"
+    backend = BACKEND
     default_base_url = "https://api.anthropic.com"
     parameter_support = ParameterSupport(
         sampling=frozenset({"temperature", "top_p", "max_output_tokens", "stop"}),
@@ -305,6 +316,8 @@ class AnthropicProvider(Provider):
                 reply.text(block.get("text"))
             elif block.get("type") == "tool_use":
                 reply.call(ids.take(block.get("id")), block["name"], block.get("input"))
+            else:
+                keep_thinking(reply, block)
         return reply.response(
             self, _finish(reply.raw_reason), anthropic_usage(data.get("usage")), raw=data
         )
@@ -333,27 +346,40 @@ class AnthropicProvider(Provider):
             elif kind == "content_block_start":
                 block = dict(data["content_block"])
                 block["partial"] = []
+                block["size"] = 0
                 blocks[data["index"]] = block
             elif kind == "content_block_delta":
                 delta = data["delta"]
                 if delta.get("type") == "text_delta":
                     if text := reply.text(delta.get("text")):
                         yield text
-                elif delta.get("type") == "input_json_delta":
+                elif delta.get("type") in _DELTA_KEYS:
+                    # input_json_delta, thinking_delta: pieces of the block's one field.
                     block = blocks[data["index"]]
-                    piece = delta.get("partial_json") or ""
+                    piece = delta.get(_DELTA_KEYS[delta["type"]]) or ""
                     block["partial"].append(piece)
-                    block["size"] = block.get("size", 0) + len(piece)
-                    self.check_size(block["size"], "tool call arguments")
+                    block["size"] += len(piece)
+                    self.check_size(block["size"], _DELTA_WHAT[delta["type"]])
+                elif delta.get("type") == "signature_delta":
+                    block = blocks[data["index"]]
+                    block["signature"] = (block.get("signature") or "") + (
+                        delta.get("signature") or ""
+                    )
             elif kind == "content_block_stop":
                 block = blocks.pop(data["index"], {})
+                joined = "".join(block.get("partial", ()))
                 if block.get("type") == "tool_use":
-                    joined = "".join(block["partial"])
                     yield reply.call(
                         ids.take(block.get("id")),
                         block["name"],
                         joined if joined else block.get("input"),
                     )
+                elif block.get("type") == "thinking":
+                    keep_thinking(
+                        reply, {**block, "thinking": (block.get("thinking") or "") + joined}
+                    )
+                else:
+                    keep_thinking(reply, block)
             elif kind == "message_delta":
                 reply.keep(raw_reason=(data.get("delta") or {}).get("stop_reason"))
                 reply.usage.update(data.get("usage") or {})

@@ -29,6 +29,7 @@ from llm_conversations.core.messages import (
     as_chat_messages,
 )
 from llm_conversations.core.parameters import ParameterSupport, RunParameters
+from llm_conversations.core.reasoning import Reasoning
 from llm_conversations.core.text import storable_text
 from llm_conversations.core.tool_specs import ToolSpec
 
@@ -405,6 +406,7 @@ class Provider(HttpTransport):
         raw: Mapping[str, Any],
         raw_finish_reason: str | None,
         sanitized: bool = False,
+        reasoning: Iterable[Reasoning] = (),
     ) -> CompletionResponse:
         """A parsed reply from this provider: ``raw`` redacted, ``model`` defaulted.
 
@@ -424,9 +426,17 @@ class Provider(HttpTransport):
             if changed:
                 call, sanitized = clean, True
             calls.append(call)
+        parts = []
+        for part in reasoning:
+            clean_text = storable_text(part.text)
+            clean_data = None if part.data is None else storable_text(part.data)
+            if (clean_text, clean_data) != (part.text, part.data):
+                part, sanitized = replace(part, text=clean_text, data=clean_data), True
+            parts.append(part)
         self.check_size(len(clean_content), "text")
         for call in calls:
             self.check_size(len(call.arguments_json), f"arguments of {call.name!r}")
+        self.check_size(sum(part.size for part in parts), "reasoning")
         return CompletionResponse(
             content=clean_content,
             tool_calls=tuple(calls),
@@ -437,6 +447,7 @@ class Provider(HttpTransport):
             raw=self.redact_data(raw),
             raw_finish_reason=raw_finish_reason,
             sanitized=sanitized,
+            reasoning=tuple(parts),
         )
 
     def redact_data(self, data: Any) -> Any:

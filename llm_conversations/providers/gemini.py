@@ -16,6 +16,7 @@ from llm_conversations.core.completions import CompletionResponse, FinishReason,
 from llm_conversations.core.content_parts import TextPart
 from llm_conversations.core.messages import ChatMessage, Role
 from llm_conversations.core.parameters import SAMPLING, ParameterSupport, RunParameters
+from llm_conversations.core.reasoning import ReasoningKind
 from llm_conversations.core.tool_specs import ToolSpec
 
 from ._wire import (
@@ -34,6 +35,7 @@ from .stream import StreamAccumulator
 from .stream_events import StreamEvent
 
 __all__ = [
+    "BACKEND",
     "SKIP_SIGNATURE",
     "GeminiProvider",
     "gemini_parameters",
@@ -41,8 +43,10 @@ __all__ = [
     "to_gemini_request",
 ]
 
-# Google's documented stand-in for a thought signature the history did not keep;
-# Gemini 3 refuses replayed function calls without one.
+BACKEND = "gemini"
+# Google's documented stand-in for the signature of a call Gemini did not make
+# (or made before signatures were kept); Gemini 3 refuses a turn's first
+# function call without one.
 SKIP_SIGNATURE = "skip_thought_signature_validator"
 _NEEDS_SIGNATURE = re.compile(r"^(?:models/)?gemini-(\d+)")
 
@@ -114,6 +118,39 @@ def gemini_parameters(parameters: RunParameters) -> dict[str, Any]:
     return fields
 
 
+def _model_parts(message: ChatMessage, sign: bool) -> list[dict[str, Any]]:
+    """The parts of an assistant turn, with the reasoning state Gemini made put back.
+
+    Each thought part and each ``thoughtSignature`` goes back on the part that
+    carried it: thoughts first, then the text, then the calls. A turn's first
+    call without a signature of Gemini's own gets :data:`SKIP_SIGNATURE` when
+    the model needs one (``sign``); reasoning of other providers is never sent.
+    """
+    own = [part for part in message.reasoning or () if part.provider == BACKEND]
+    parts: list[dict[str, Any]] = []
+    for part in own:
+        if part.kind is ReasoningKind.THINKING:
+            parts.append(_signed({"text": part.text, "thought": True}, part.data))
+    signatures = {part.call_id: part.data for part in own if part.kind is ReasoningKind.SIGNATURE}
+    text_signature = signatures.pop(None, None)
+    if message.content or text_signature:
+        parts.append(_signed({"text": message.content}, text_signature))
+    for index, call in enumerate(message.tool_calls or ()):
+        # args must be an object; a malformed call is answered by an error result.
+        function_call = {"functionCall": {"name": call.name, "args": dict(call.arguments)}}
+        signature = signatures.get(call.id)
+        if signature is None and sign and index == 0:
+            signature = SKIP_SIGNATURE
+        parts.append(_signed(function_call, signature))
+    return parts
+
+
+def _signed(part: dict[str, Any], signature: str | None) -> dict[str, Any]:
+    if signature is not None:
+        part["thoughtSignature"] = signature
+    return part
+
+
 # Images and PDFs in user turns; function responses carry text only.
 SUPPORTED_PARTS = {"user": frozenset({"text", "image", "file"}), "tool": frozenset({"text"})}
 
@@ -129,7 +166,8 @@ def to_gemini_request(
     """Build the ``generateContent`` body.
 
     System messages become ``systemInstruction``; assistant turns are
-    ``model`` contents with ``functionCall`` parts; the results of one
+    ``model`` contents with ``functionCall`` parts and the thought parts and
+    signatures Gemini made (:func:`_model_parts`); the results of one
     assistant turn go in one ``user`` content as ``functionResponse`` parts in
     call order, each named after its call and carrying ``{"output": ...}`` or
     ``{"error": ...}``. Tools become ``functionDeclarations`` whose
@@ -162,7 +200,10 @@ def to_gemini_request(
                 contents.append({"role": "user", "parts": [(order, result)], "_results": True})
             continue
         parts: list[dict[str, Any]] = []
-        if message.parts is not None:
+        if message.role is Role.ASSISTANT:
+            parts = _model_parts(message, sign)
+            call_order.update((call.id, i) for i, call in enumerate(message.tool_calls or ()))
+        elif message.parts is not None:
             parts.extend(
                 {"text": part.text}
                 if isinstance(part, TextPart)
@@ -171,15 +212,6 @@ def to_gemini_request(
             )
         elif message.content:
             parts.append({"text": message.content})
-        for index, call in enumerate(message.tool_calls or ()):
-            call_order[call.id] = index
-            # args must be an object; a malformed call is answered by an error result.
-            part: dict[str, Any] = {
-                "functionCall": {"name": call.name, "args": dict(call.arguments)}
-            }
-            if sign and index == 0:
-                part["thoughtSignature"] = SKIP_SIGNATURE
-            parts.append(part)
         role = "model" if message.role is Role.ASSISTANT else "user"
         contents.append({"role": role, "parts": parts})
     for content in contents:
@@ -233,6 +265,9 @@ def gemini_usage(data: object) -> Usage:
     )
 
 
+_Thought = tuple[ReasoningKind, str | None, str | None, str | None]
+"""A piece of reasoning as read: kind, text, signature, and the call it belongs to."""
+
 # The model tried to call a function and failed: nothing it said can be used.
 _UNUSABLE_CALLS = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"})
 
@@ -253,7 +288,7 @@ def _finish(raw: object, has_calls: bool) -> FinishReason:
 class GeminiProvider(Provider):
     """Gemini models over ``generateContent`` / ``streamGenerateContent?alt=sse``."""
 
-    backend = "gemini"
+    backend = BACKEND
     default_base_url = "https://generativelanguage.googleapis.com/v1beta"
     parameter_support = ParameterSupport(
         sampling=frozenset(SAMPLING),
@@ -288,35 +323,49 @@ class GeminiProvider(Provider):
 
     def _parts(
         self, data: Mapping[str, Any], ids: CallIds, *, stream: bool = False
-    ) -> tuple[list[str], list[CallParts], str | None]:
+    ) -> tuple[list[str], list[CallParts], list[_Thought], str | None]:
+        """The text pieces, calls and reasoning of one body or chunk, and its finish reason.
+
+        A thought part is reasoning; a ``thoughtSignature`` on a text or call
+        part is kept for that part (the call by its id).
+        """
         candidates = data.get("candidates") or []
         if not candidates:
             blocked = (data.get("promptFeedback") or {}).get("blockReason")
             if not blocked and not stream:
                 # Neither an answer nor a blocked prompt: not a reply at all.
                 raise KeyError("candidates")
-            return [], [], blocked
+            return [], [], [], blocked
         candidate = candidates[0]
         texts: list[str] = []
         calls: list[CallParts] = []
+        reasoning: list[_Thought] = []
         for part in (candidate.get("content") or {}).get("parts") or ():
-            if "text" in part and not part.get("thought"):
-                texts.append(part["text"])
+            signature = part.get("thoughtSignature")
+            if part.get("thought"):
+                reasoning.append((ReasoningKind.THINKING, part.get("text"), signature, None))
             elif "functionCall" in part:
                 call = part["functionCall"]
-                calls.append((ids.take(call.get("id")), call["name"], call.get("args")))
-        return texts, calls, candidate.get("finishReason")
+                call_id = ids.take(call.get("id"))
+                calls.append((call_id, call["name"], call.get("args")))
+                reasoning.append((ReasoningKind.SIGNATURE, None, signature, call_id))
+            elif "text" in part:
+                texts.append(part["text"])
+                reasoning.append((ReasoningKind.SIGNATURE, None, signature, None))
+        return texts, calls, reasoning, candidate.get("finishReason")
 
     def parse_response(
         self, data: Mapping[str, Any], messages: Sequence[ChatMessage]
     ) -> CompletionResponse:
-        texts, calls, raw_reason = self._parts(data, CallIds(messages))
+        texts, calls, reasoning, raw_reason = self._parts(data, CallIds(messages))
         self._refuse_unusable(raw_reason)
         reply = StreamAccumulator(model=data.get("modelVersion"), raw_reason=raw_reason)
         for piece in texts:
             reply.text(piece)
         for parts in calls:
             reply.call(*parts)
+        for kind, text, signature, call_id in reasoning:
+            reply.reason(kind, text, signature, call_id=call_id)
         if not data.get("candidates") and raw_reason:
             finish = FinishReason.CONTENT_FILTER  # the prompt itself was blocked
         else:
@@ -348,8 +397,11 @@ class GeminiProvider(Provider):
             if chunk.get("error"):
                 raise self.stream_error(chunk)
             reply.chunk(chunk)
-            texts, calls, reason = self._parts(chunk, ids, stream=True)
+            texts, calls, reasoning, reason = self._parts(chunk, ids, stream=True)
             self._refuse_unusable(reason)
+            for kind, thought, signature, call_id in reasoning:
+                reply.reason(kind, thought, signature, call_id=call_id)
+            self.check_size(reply.reasoning_chars, "reasoning")
             for piece in texts:
                 if text := reply.text(piece):
                     yield text

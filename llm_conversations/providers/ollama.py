@@ -14,6 +14,7 @@ from llm_conversations.core.completions import CompletionResponse, FinishReason,
 from llm_conversations.core.content_parts import ImagePart
 from llm_conversations.core.messages import ChatMessage, Role
 from llm_conversations.core.parameters import SAMPLING, ParameterSupport, RunParameters
+from llm_conversations.core.reasoning import ReasoningKind
 from llm_conversations.core.tool_specs import ToolSpec
 
 from ._wire import (
@@ -31,6 +32,8 @@ from .stream import StreamAccumulator
 from .stream_events import StreamEvent
 
 __all__ = ["OllamaProvider", "ollama_parameters", "ollama_usage", "to_ollama_request"]
+
+BACKEND = "ollama"
 
 # Sampling options that Ollama reads from the nested "options" object.
 _MODEL_OPTIONS = {
@@ -92,7 +95,9 @@ def to_ollama_request(
 ) -> dict[str, Any]:
     """Build the ``/api/chat`` body.
 
-    Tool call arguments are sent as objects and each tool message names its
+    An assistant turn Ollama answered carries its ``thinking`` back (the
+    model's chat template decides what to show the model of it; reasoning of
+    other providers is never sent). Tool call arguments are sent as objects and each tool message names its
     function in ``tool_name`` (looked up from the call id). Sampling options
     (``max_tokens`` becomes ``num_predict``) go in the nested ``options``.
     Images go in the message's ``images`` list as base64 (its text parts are
@@ -107,6 +112,13 @@ def to_ollama_request(
         images = [part.base64() for part in message.parts or () if isinstance(part, ImagePart)]
         if images:
             item["images"] = images
+        thinking = "".join(
+            part.text
+            for part in message.reasoning or ()
+            if part.provider == BACKEND and part.kind is ReasoningKind.THINKING
+        )
+        if thinking:
+            item["thinking"] = thinking
         if message.tool_calls:
             # arguments must be an object; a malformed call is answered by an error result.
             item["tool_calls"] = [
@@ -161,7 +173,7 @@ def _ending(reply: StreamAccumulator, final: Mapping[str, Any]) -> tuple[FinishR
 class OllamaProvider(Provider):
     """A local (or remote) Ollama server; no key unless a proxy wants a Bearer token."""
 
-    backend = "ollama"
+    backend = BACKEND
     default_base_url = "http://127.0.0.1:11434"
     parameter_support = ParameterSupport(
         sampling=frozenset(SAMPLING),
@@ -188,6 +200,7 @@ class OllamaProvider(Provider):
     ) -> CompletionResponse:
         message = data["message"]
         reply = StreamAccumulator(model=data.get("model"), raw_reason=data.get("done_reason"))
+        reply.reason(ReasoningKind.THINKING, message.get("thinking"))
         reply.text(message.get("content"))
         for parts in function_calls(message.get("tool_calls"), CallIds(messages)):
             reply.call(*parts)
@@ -206,6 +219,8 @@ class OllamaProvider(Provider):
                 raise self.stream_error(chunk)
             reply.chunk(chunk)
             message = chunk.get("message") or {}
+            reply.reason(ReasoningKind.THINKING, message.get("thinking"))
+            self.check_size(reply.reasoning_chars, "reasoning")
             if text := reply.text(message.get("content")):
                 yield text
             for parts in function_calls(message.get("tool_calls"), ids):

@@ -2,6 +2,10 @@
 
 Messages go out as ``ChatMessage.to_wire()`` unchanged and tools as
 ``ToolSpec.to_wire()``: nothing is added that a compatible server might refuse.
+The reasoning text servers return (``reasoning_content``, ``reasoning``, Mistral's
+``thinking`` chunks) is kept with the turn and not sent back, unless the entry's
+``replay_reasoning_content`` option asks for it on tool-call turns (DeepSeek's
+thinking mode; docs/providers.md).
 Images are ``image_url`` parts with data URLs, PDFs ``file`` parts with
 ``file_data``; tool results carry text only (``unsupported_content`` otherwise).
 """
@@ -17,13 +21,28 @@ import httpx
 from llm_conversations.core.completions import CompletionResponse, FinishReason, Usage
 from llm_conversations.core.messages import ChatMessage
 from llm_conversations.core.parameters import SAMPLING, ParameterSupport, RunParameters
+from llm_conversations.core.reasoning import ReasoningKind
 
 from ._wire import CallIds, check_supported_parts, function_calls, int_or_zero, iter_sse
 from .base import CompletionRequest, Provider
 from .stream import StreamAccumulator
 from .stream_events import StreamEvent
 
-__all__ = ["OpenAIProvider", "openai_finish_reason", "openai_parameters", "openai_usage"]
+__all__ = [
+    "REPLAY_OPTION",
+    "OpenAIProvider",
+    "openai_finish_reason",
+    "openai_parameters",
+    "openai_usage",
+    "reasoning_text",
+]
+
+BACKEND = "openai"
+# The entry option (never sent) that sends reasoning_content back on call turns.
+REPLAY_OPTION = "replay_reasoning_content"
+# Where compatible servers put the reasoning text: DeepSeek, Qwen and older vLLM
+# say reasoning_content; OpenRouter, Groq and newer vLLM say reasoning.
+_REASONING_KEYS = ("reasoning_content", "reasoning")
 
 _FINISH = {
     "stop": FinishReason.STOP,
@@ -58,6 +77,38 @@ def content_text(content: object) -> str | None:
         and part.get("type") == "text"
         and isinstance(part.get("text"), str)
     )
+
+
+def reasoning_text(message: Mapping[str, Any]) -> str:
+    """The reasoning text of a message or a stream delta: ``reasoning_content`` or
+    ``reasoning`` as text, and Mistral's ``thinking`` content chunks."""
+    pieces = [
+        value for key in _REASONING_KEYS if isinstance(value := message.get(key), str) and value
+    ][:1]
+    content = message.get("content")
+    for part in content if isinstance(content, list) else ():
+        if not isinstance(part, Mapping) or part.get("type") != "thinking":
+            continue
+        thinking = part.get("thinking")
+        if isinstance(thinking, str):
+            pieces.append(thinking)
+        for chunk in thinking if isinstance(thinking, list) else ():
+            if isinstance(chunk, Mapping) and isinstance(chunk.get("text"), str):
+                pieces.append(chunk["text"])
+    return "".join(pieces)
+
+
+def _wire_message(message: ChatMessage, replay: bool) -> dict[str, Any]:
+    wire = message.to_wire()
+    if replay and message.tool_calls:
+        text = "".join(
+            part.text
+            for part in message.reasoning or ()
+            if part.provider == BACKEND and part.kind is ReasoningKind.THINKING
+        )
+        if text:
+            wire["reasoning_content"] = text
+    return wire
 
 
 def openai_usage(data: object) -> Usage:
@@ -126,7 +177,7 @@ def openai_parameters(parameters: RunParameters) -> dict[str, Any]:
 class OpenAIProvider(Provider):
     """Chat Completions at ``{base_url}/chat/completions`` with a Bearer key."""
 
-    backend = "openai"
+    backend = BACKEND
     default_base_url = "https://api.openai.com/v1"
     parameter_support = ParameterSupport(
         sampling=frozenset(SAMPLING),
@@ -139,8 +190,10 @@ class OpenAIProvider(Provider):
 
     def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
         check_supported_parts(request.messages, self.backend, SUPPORTED_PARTS)
-        body: dict[str, Any] = {**request.options, "model": request.model}
-        body["messages"] = [message.to_wire() for message in request.messages]
+        options = dict(request.options)
+        replay = options.pop(REPLAY_OPTION, False) is True
+        body: dict[str, Any] = {**options, "model": request.model}
+        body["messages"] = [_wire_message(message, replay) for message in request.messages]
         if request.tools:
             body["tools"] = [spec.to_wire() for spec in request.tools]
         fields = openai_parameters(request.parameters)
@@ -160,6 +213,7 @@ class OpenAIProvider(Provider):
         choice = data["choices"][0]
         message = choice.get("message") or {}
         reply = StreamAccumulator(model=data.get("model"), raw_reason=choice.get("finish_reason"))
+        reply.reason(ReasoningKind.THINKING, reasoning_text(message))
         reply.text(content_text(message.get("content")))
         for parts in function_calls(message.get("tool_calls"), CallIds(messages)):
             reply.call(*parts)
@@ -202,6 +256,8 @@ class OpenAIProvider(Provider):
                 if choice.get("index", 0) != 0:
                     continue
                 delta = choice.get("delta") or {}
+                reply.reason(ReasoningKind.THINKING, reasoning_text(delta))
+                self.check_size(reply.reasoning_chars, "reasoning")
                 if text := reply.text(content_text(delta.get("content"))):
                     yield text
                 for fragment in delta.get("tool_calls") or ():

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from llm_conversations.core.completions import CompletionResponse, FinishReason, Usage
 from llm_conversations.core.messages import ToolCall
+from llm_conversations.core.reasoning import Reasoning, ReasoningKind
 from llm_conversations.core.text import storable_text
 
 from ._wire import storable_call
@@ -27,6 +28,9 @@ class StreamAccumulator:
     build the reply through ``Provider.completion`` so it is redacted.
     ``usage`` is the provider's own usage data, read by the adapter at the end.
 
+    :meth:`reason` adds a part of the reply's reasoning state, tagged with
+    the provider's backend when the reply is built.
+
     Text and calls are made storable as they are added (see
     :func:`~llm_conversations.providers._wire.storable_call`), so the events
     yielded and the reply agree; ``sanitized`` records that something changed.
@@ -43,6 +47,8 @@ class StreamAccumulator:
         self.raw_key = raw_key
         self.texts: list[str] = []
         self.calls: list[ToolCall] = []
+        self.reasoning: list[tuple[ReasoningKind, str, str | None, str | None]] = []
+        self.reasoning_chars = 0
         self.chunks: list[Any] = []
         self.model = model
         self.raw_reason = raw_reason
@@ -67,6 +73,36 @@ class StreamAccumulator:
         self.sanitized |= changed
         self.calls.append(tool_call)
         return ToolCallCompleted(tool_call)
+
+    def reason(
+        self,
+        kind: ReasoningKind,
+        text: str | None = None,
+        data: str | None = None,
+        *,
+        call_id: str | None = None,
+    ) -> None:
+        """Add a part of the reasoning state; one with neither text nor data is dropped.
+
+        ``data`` is the opaque value the provider wants back (a signature, or
+        redacted or encrypted reasoning); ``call_id`` ties a signature to one
+        of the reply's calls. Thinking text without a signature is joined to
+        the next piece of thinking, so a streamed thought is one part;
+        ``reasoning_chars`` counts what was added, for the adapter's size check.
+        """
+        text = text if isinstance(text, str) else ""
+        data = data if isinstance(data, str) and data else None
+        if not text and data is None:
+            return
+        if data is None and kind not in (ReasoningKind.THINKING, ReasoningKind.SUMMARY):
+            return
+        self.reasoning_chars += len(text) + len(data or "")
+        last = self.reasoning[-1] if self.reasoning else None
+        if kind is ReasoningKind.THINKING and last and last[0] is kind and last[2] is None:
+            # Streamed thinking comes in pieces: one part, closed by its signature.
+            self.reasoning[-1] = (kind, last[1] + text, data, None)
+            return
+        self.reasoning.append((kind, text, data, call_id))
 
     def chunk(self, raw: Any) -> None:
         """Keep one decoded piece of the stream for ``raw``."""
@@ -103,6 +139,10 @@ class StreamAccumulator:
             raw=raw if raw is not None else {self.raw_key: self.chunks},
             raw_finish_reason=self.raw_reason,
             sanitized=self.sanitized,
+            reasoning=[
+                Reasoning(provider.backend, kind, text, data, call_id)
+                for kind, text, data, call_id in self.reasoning
+            ],
         )
 
     def finish(

@@ -16,7 +16,7 @@ from llm_conversations.api.representations import message_data, message_row
 from llm_conversations.api.serializers import MessageSerializer
 from llm_conversations.conversations import append_completion, create_conversation, load_messages
 from llm_conversations.core.completions import CompletionResponse, Usage
-from llm_conversations.core.messages import ChatMessage, Role, ToolCall
+from llm_conversations.core.messages import ChatMessage, Reasoning, ReasoningKind, Role, ToolCall
 from llm_conversations.models import Conversation, Message, Run, RunStatus
 from tests.api.conftest import calls_text
 
@@ -80,6 +80,7 @@ def test_representation_is_the_openai_form_plus_stored_fields(
         "parsed": None,
         "cost": None,
         "feedback": None,
+        "reasoning": None,
     }
     call_turn = data[2]
     assert call_turn["content"] is None
@@ -111,6 +112,25 @@ def test_representation_is_the_openai_form_plus_stored_fields(
         {k: m[k] for k in ("role", "content", "tool_calls", "tool_call_id") if k in m} for m in data
     ]
     assert [ChatMessage.from_dict(w) for w in wire[:4]] == stored[:4]
+
+
+@pytest.mark.parametrize("show", [False, True])
+def test_reasoning_text_is_shown_by_the_setting_and_opaque_data_never(
+    client: APIClient, user: User, settings: Any, show: bool
+) -> None:
+    settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "SHOW_REASONING": show}
+    conversation = create_conversation(owner=user, messages=[ChatMessage.user("q")])
+    reasoning = (
+        Reasoning("anthropic", ReasoningKind.THINKING, "Weigh it.", "SIGNATURE-SECRET"),
+        Reasoning("anthropic", ReasoningKind.REDACTED, data="REDACTED-SECRET"),
+    )
+    append_completion(conversation, CompletionResponse("a", reasoning=reasoning))
+    response = client.get(url(conversation), {"order": "asc"})
+    assert "SECRET" not in response.content.decode()
+    shown = response.json()["data"][1]["reasoning"]
+    assert shown == ([{"kind": "thinking", "text": "Weigh it."}] if show else None)
+    stored = Message.objects.get(conversation=conversation, position=1)
+    assert stored.to_chat_message().reasoning == reasoning
 
 
 def test_cursor_pages_forwards_and_backwards(client: APIClient, history: Conversation) -> None:

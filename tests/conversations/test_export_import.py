@@ -26,7 +26,7 @@ from llm_conversations.conversations.export import (
 )
 from llm_conversations.conversations.feedback import rate_message
 from llm_conversations.conversations.importing import Importer
-from llm_conversations.core.messages import ChatMessage
+from llm_conversations.core.messages import ChatMessage, Reasoning, ReasoningKind
 from llm_conversations.exceptions import LLMConversationsError
 from llm_conversations.models import Conversation, Feedback, Message, Rating, Run, RunStatus
 from llm_conversations.runs import ToolLoopService
@@ -177,7 +177,8 @@ class TestFinetuneForm:
 class TestFullForm:
     def test_every_stored_field(self, corpus: list[Conversation]) -> None:
         good = export("--user", "alice")[0]
-        assert (good["format"], good["version"], good["owner"]) == (FORMAT, 2, "alice")
+        assert (good["format"], good["version"], good["owner"]) == (FORMAT, 3, "alice")
+        assert {message["reasoning"] for message in good["messages"]} == {None}
         assert good["metadata"] == {"k": ["v", 1.5]}
         run = good["runs"][0]
         assert run["status"] == "completed"
@@ -294,6 +295,26 @@ class TestRoundTrip:
         call("export_conversations", "--output", str(second))
         assert second.read_bytes() == first.read_bytes()
 
+    def test_reasoning_survives_it_byte_for_byte(self, alice: Any, tmp_path: Path) -> None:
+        reasoning = [
+            Reasoning("anthropic", ReasoningKind.THINKING, "Think.", "sig=="),
+            Reasoning("anthropic", ReasoningKind.REDACTED, data="opaque"),
+        ]
+        conversation = create_conversation(
+            owner=alice,
+            messages=[ChatMessage.user("q"), ChatMessage.assistant("a", reasoning=reasoning)],
+        )
+        first = tmp_path / "first.jsonl"
+        call("export_conversations", "--output", str(first))
+        line = json.loads(first.read_text())
+        assert line["messages"][1]["reasoning"] == [part.to_stored() for part in reasoning]
+        conversation.delete()
+        call("import_conversations", str(first))
+        assert Message.objects.get(position=1).to_chat_message().reasoning == tuple(reasoning)
+        second = tmp_path / "second.jsonl"
+        call("export_conversations", "--output", str(second))
+        assert second.read_bytes() == first.read_bytes()
+
     def test_existing_ids_are_refused_or_skipped(
         self, corpus: list[Conversation], tmp_path: Path
     ) -> None:
@@ -392,13 +413,40 @@ class TestImportValidation:
         assert "missing keys (attachments)" in self.refused(data).message
         data = copy.deepcopy(base)
         data["version"] = 1
-        assert "unknown keys (attachments)" in self.refused(data).message
+        assert "unknown keys (attachments, reasoning)" in self.refused(data).message
         data = copy.deepcopy(base)
-        data["version"] = 3
+        data["version"] = 2
+        assert "unknown keys (reasoning)" in self.refused(data).message
+        data = copy.deepcopy(base)
+        data["version"] = 4
         assert self.refused(data).code == "unsupported_version"
         data = copy.deepcopy(base)
         data["created_at"] = "2026-01-01T00:00:00"
         assert self.refused(data).field == "created_at"
+
+    def test_reasoning_follows_the_message_rules(self, corpus: list[Conversation]) -> None:
+        base = record(corpus)
+        data = copy.deepcopy(base)
+        data["messages"][0]["reasoning"] = [{"provider": "anthropic", "kind": "redacted"}]
+        refused = self.refused(data)
+        assert (refused.code, refused.field) == ("reasoning_not_allowed", "messages[0].reasoning")
+        data = copy.deepcopy(base)
+        data["messages"][-1]["reasoning"] = [{"provider": "anthropic", "kind": "redacted"}]
+        refused = self.refused(data)
+        last = len(data["messages"]) - 1
+        assert (refused.code, refused.field) == (
+            "invalid_reasoning",
+            f"messages[{last}].reasoning[0].data",
+        )
+
+    def test_a_version_2_line_is_read_without_reasoning(self, corpus: list[Conversation]) -> None:
+        data = record(corpus)
+        data["version"] = 2
+        for message in data["messages"]:
+            del message["reasoning"]
+        Conversation.objects.all().delete()
+        assert Importer().import_record(data) is not None
+        assert not Message.objects.filter(reasoning__isnull=False).exists()
 
     def test_not_json(self, tmp_path: Path) -> None:
         path = tmp_path / "bad.jsonl"

@@ -8,12 +8,13 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from llm_conversations.core.messages import ChatMessage, ToolCall
+from llm_conversations.core.messages import ChatMessage, Reasoning, ReasoningKind, ToolCall
 from llm_conversations.models import Conversation, Message
 
 pytestmark = pytest.mark.django_db
 
 CALL = {"id": "a", "type": "function", "function": {"name": "f", "arguments": {}}}
+REASONING = {"provider": "anthropic", "kind": "thinking", "text": "t", "data": "sig"}
 
 # Each row breaks one rule that a single row can break; the database must refuse it.
 INVALID_ROWS: list[tuple[dict[str, Any], str]] = [
@@ -67,6 +68,19 @@ INVALID_ROWS: list[tuple[dict[str, Any], str]] = [
         {"role": "tool", "content": "x", "tool_call_id": "a", "input_tokens": 3},
         "llmconv_message_usage_assistant_only",
     ),
+    (
+        {"role": "user", "content": "x", "reasoning": [REASONING]},
+        "llmconv_message_reasoning_assistant_only",
+    ),
+    ({"role": "assistant", "content": "x", "reasoning": []}, "llmconv_message_reasoning_nonempty"),
+    (
+        {"role": "assistant", "content": "x", "reasoning": REASONING},
+        "llmconv_message_reasoning_nonempty",
+    ),
+    (
+        {"role": "assistant", "content": "x", "reasoning": [{"kind": "thinking"}]},
+        "llmconv_message_reasoning_nonempty",
+    ),
 ]
 
 
@@ -111,6 +125,11 @@ VALID_MESSAGES = [
     ChatMessage.system("s"),
     ChatMessage.user("u"),
     ChatMessage.assistant("a"),
+    ChatMessage.assistant("a", reasoning=[Reasoning.from_dict(REASONING)]),
+    ChatMessage.assistant_tool_calls(
+        [ToolCall("a", "f")],
+        reasoning=[Reasoning("gemini", ReasoningKind.SIGNATURE, data="s", call_id="a")],
+    ),
     ChatMessage.assistant_tool_calls(
         [ToolCall("a", "f", {"x": [1, {"y": None}]}), ToolCall("b", "g")]
     ),
@@ -160,6 +179,29 @@ def test_valid_messages_store_clean_and_round_trip(
         ),
         ({"role": "user", "content": "x", "is_error": True}, "is_error", "is_error_not_allowed"),
         ({"role": "user", "content": "x", "model": "m"}, "__all__", "usage_not_allowed"),
+        (
+            {"role": "user", "content": "x", "reasoning": [REASONING]},
+            "reasoning",
+            "reasoning_not_allowed",
+        ),
+        ({"role": "assistant", "content": "x", "reasoning": []}, "reasoning", "empty_reasoning"),
+        (
+            {"role": "assistant", "content": "x", "reasoning": [{**REASONING, "kind": "x"}]},
+            "reasoning",
+            "invalid_reasoning",
+        ),
+        (
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [CALL],
+                "reasoning": [
+                    {"provider": "gemini", "kind": "signature", "data": "s", "call_id": "zz"}
+                ],
+            },
+            "reasoning",
+            "invalid_reasoning",
+        ),
     ],
 )
 def test_clean_reports_the_rule_on_its_field(

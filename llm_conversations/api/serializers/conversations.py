@@ -15,6 +15,7 @@ from llm_conversations.api.serializers.messages import ROLE_CHOICES
 from llm_conversations.conversations.search import MAX_SEARCH_CHARS
 from llm_conversations.core.completions import FinishReason
 from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS, cost_text
+from llm_conversations.core.reasoning import ReasoningKind
 from llm_conversations.models import (
     Conversation,
     Message,
@@ -132,6 +133,13 @@ class UsageSerializer(serializers.Serializer[Any]):
     cached_tokens = serializers.IntegerField(allow_null=True)
 
 
+class ShownReasoningSerializer(serializers.Serializer[Any]):
+    """A piece of reasoning text: what kind of reasoning it is, and the text."""
+
+    kind = serializers.ChoiceField(choices=[kind.value for kind in ReasoningKind])
+    text = serializers.CharField()
+
+
 class MessageSerializer(serializers.Serializer[Message]):
     """A stored message: the `ChatMessage.to_wire()` fields plus stored ones.
 
@@ -182,6 +190,14 @@ class MessageSerializer(serializers.Serializer[Message]):
     feedback = MessageFeedbackSerializer(
         allow_null=True,
         help_text="The caller's rating of this assistant turn, or null (`PUT feedback/` sets it).",
+    )
+    reasoning = ShownReasoningSerializer(
+        many=True,
+        allow_null=True,
+        help_text=(
+            "Assistant turns: the model's reasoning text, when the `SHOW_REASONING` setting "
+            "is on; null otherwise. Opaque reasoning data is never shown."
+        ),
     )
 
     def to_representation(self, instance: Message) -> dict[str, Any]:

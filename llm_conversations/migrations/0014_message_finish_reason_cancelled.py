@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('llm_conversations', '0012_run_queued_at'),
+        ('llm_conversations', '0013_message_reasoning'),
     ]
 
     operations = [
