@@ -7,9 +7,7 @@ shown is the text stored).
 
 from __future__ import annotations
 
-import json
 import os
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,8 +16,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from llm_conversations.models import Conversation, Message, Run
-from llm_conversations.providers import EchoProvider, StreamEvent, TextDelta
-from llm_conversations.tools import tool
+from project.tests.live_runs import PASSWORD, STORY_PROMPT, calls, gate, live_run_settings
 from project.views import REACT_BUNDLE
 from tests.browser.chromium import running_under_ci
 
@@ -32,49 +29,10 @@ pytestmark = [
     pytest.mark.skipif(not REACT_BUNDLE.is_file(), reason="examples/react-chat is not built"),
 ]
 
-PASSWORD = "browser-pass"
-# Each word is logged when the next arrives: the stream halts with "Once upon " shown.
-STORY = ["Once ", "upon ", "a "]
-gate = threading.Event()
-
-
-@tool
-def wait_for_gate() -> str:
-    """Works until the test opens the gate."""
-    assert gate.wait(30)
-    return "through"
-
-
-class Storyteller(EchoProvider):
-    """The echo backend, but a story streams word by word and halts before its end."""
-
-    def send_stream(self, request: Any) -> Iterator[StreamEvent]:
-        if request.messages[-1].content != "Tell me a story.":
-            yield from super().send_stream(request)
-            return
-        for word in STORY:
-            time.sleep(0.1)  # past TEXT_FLUSH_SECONDS: the word before is logged now
-            yield TextDelta(word)
-        assert gate.wait(30)
-        yield from super().send_stream(request)
-
 
 @pytest.fixture(autouse=True)
 def example_settings(settings: Any) -> Iterator[None]:
-    settings.LLM_CONVERSATIONS = {
-        **settings.LLM_CONVERSATIONS,
-        "DEFAULT_PROVIDER": "story",
-        "PROVIDERS": {
-            "story": {"BACKEND": "project.tests.test_react_example.Storyteller", "MODEL": "echo"}
-        },
-        "TOOLS": [
-            *settings.LLM_CONVERSATIONS["TOOLS"],
-            "project.tests.test_react_example.wait_for_gate",
-        ],
-    }
-    gate.clear()
-    yield
-    gate.set()  # nothing stays blocked after a test
+    yield from live_run_settings(settings)
 
 
 @pytest.fixture
@@ -91,17 +49,6 @@ def opened(page: Any, live_server: Any) -> Any:
 def send(page: Any, text: str) -> None:
     page.fill("#input", text)
     page.click("#send")
-
-
-def calls(*items: tuple[str, str, dict[str, Any]]) -> str:
-    return json.dumps(
-        {
-            "tool_calls": [
-                {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
-                for i, n, a in items
-            ]
-        }
-    )
 
 
 def test_send_and_approve_a_call(opened: Any) -> None:
@@ -143,7 +90,7 @@ def test_a_reload_mid_run_resumes_the_stream_without_calling_the_model_again(
 
 def test_stop_keeps_the_text_shown_as_the_answer(opened: Any) -> None:
     page = opened
-    send(page, "Tell me a story.")
+    send(page, STORY_PROMPT)
     page.locator(".msg.assistant .text", has_text="upon").wait_for()
     page.click("#stop")
     page.locator("#status[data-status=ready]").wait_for()

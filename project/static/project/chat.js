@@ -5,6 +5,10 @@
 // temperature, and a structured output example) from GET /api/providers/.
 // An image or a PDF can be attached: it is uploaded to POST /api/attachments/
 // and the user turn shows it by id, as a content part.
+// The open conversation is in the URL's hash, so a reload reopens it at its
+// newest messages ("Load earlier" pages back) and reattaches to a run still
+// executing by following its event log. Stop cancels the run; the text it had
+// streamed is kept as its answer.
 "use strict";
 
 const API = "/api";
@@ -40,6 +44,11 @@ const $ = (id) => document.getElementById(id);
 let providers = []; // GET /api/providers/: what this user may run with
 let conversationId = null;
 let waitingRun = null;
+let executingRun = null; // the run this page streams or follows, for Stop
+let live = null; // the assistant bubble being streamed
+let oldestId = null; // the oldest message shown, for "Load earlier"
+let nextConversations = null; // the next page of the sidebar
+const PAGE = 50;
 const cards = new Map(); // tool_call_id -> card element
 
 function csrfToken() {
@@ -145,45 +154,80 @@ async function upload(file) {
   return body;
 }
 
-function renderMessage(message, replacing = null) {
+function renderMessage(message, replacing = null, into = null) {
+  const shown = document.querySelector(`[data-message-id="${message.id}"]`);
+  if (shown) {
+    replacing?.remove(); // a replayed turn this page already shows
+    return;
+  }
   if (message.role === "tool" && attachResult(message)) return;
   const bubble = element("div", `msg ${message.role}` + (message.is_error ? " error" : ""));
   bubble.dataset.messageId = message.id;
-  bubble.append(element("span", "role", message.role + (message.model ? ` · ${message.model}` : "")));
+  const cancelled = message.finish_reason === "cancelled" ? " · stopped" : "";
+  bubble.append(element("span", "role", message.role + (message.model ? ` · ${message.model}` : "") + cancelled));
   appendContent(bubble, message.content);
   if (message.parsed != null) bubble.append(element("code", "parsed", "parsed: " + JSON.stringify(message.parsed)));
   for (const call of message.tool_calls || []) bubble.append(callCard(call));
   if (replacing) replacing.replaceWith(bubble);
+  else if (into) into.append(bubble);
   else $("transcript").append(bubble);
-  bubble.scrollIntoView({ block: "end" });
+  if (!into) bubble.scrollIntoView({ block: "end" });
 }
 
-async function loadConversations() {
-  const body = await (await api("/conversations/?ordering=-updated_at")).json();
+async function loadConversations(more = false) {
+  const search = $("search").value.trim();
+  const path = more ? nextConversations : `/conversations/?ordering=-updated_at${search ? `&search=${encodeURIComponent(search)}` : ""}`;
+  const body = await (await api(path)).json();
   const list = $("conversations");
-  list.replaceChildren();
+  if (!more) list.replaceChildren();
   for (const conversation of body.results) {
     const item = element("li", conversation.id === conversationId ? "active" : "", conversation.title || "Untitled");
     item.dataset.id = conversation.id;
     item.addEventListener("click", () => openConversation(conversation.id, conversation.title));
     list.append(item);
   }
+  // The API's next page, as a path under /api.
+  nextConversations = body.next ? body.next.slice(body.next.indexOf(API + "/") + API.length) : null;
+  $("more-conversations").hidden = !nextConversations;
+}
+
+// The newest PAGE messages first; older ones page by page, in order, on top.
+async function showPage(after = null) {
+  const query = `?order=desc&limit=${PAGE}` + (after ? `&after=${after}` : "");
+  const body = await (await api(`/conversations/${conversationId}/messages/${query}`)).json();
+  const page = document.createDocumentFragment();
+  for (const message of body.data.slice().reverse()) renderMessage(message, null, page);
+  $("load-earlier").after(page);
+  if (body.last_id) oldestId = body.last_id;
+  $("load-earlier").hidden = !body.has_more;
+}
+
+async function loadEarlier() {
+  const transcript = $("transcript");
+  const fromBottom = transcript.scrollHeight - transcript.scrollTop;
+  await showPage(oldestId);
+  transcript.scrollTop = transcript.scrollHeight - fromBottom; // the view stays where it was
 }
 
 async function openConversation(id, title) {
   conversationId = id;
+  executingRun = null;
   cards.clear();
-  $("title").textContent = title || "Untitled";
-  $("transcript").replaceChildren();
+  live = null;
+  oldestId = null;
+  history.replaceState(null, "", `#c=${id}`);
+  $("transcript").replaceChildren($("load-earlier"));
   showAction(null);
-  const body = await (await api(`/conversations/${id}/messages/?limit=100&order=asc`)).json();
-  for (const message of body.data) renderMessage(message);
-  const activeRun = (await (await api(`/conversations/${id}/`)).json()).active_run;
-  if (activeRun) {
-    const run = await (await api(`/conversations/${id}/runs/${activeRun}/`)).json();
-    if (run.status === "requires_action") showAction(run);
-  }
+  const conversation = await (await api(`/conversations/${id}/`)).json();
+  $("title").textContent = title || conversation.title || "Untitled";
+  await showPage();
+  $("transcript").lastElementChild?.scrollIntoView({ block: "end" });
   setStatus("");
+  if (conversation.active_run) {
+    const run = await (await api(`/conversations/${id}/runs/${conversation.active_run}/`)).json();
+    if (run.status === "requires_action") showAction(run);
+    else followRun(run.id).catch((error) => setStatus(error.message, true));
+  }
   await loadConversations();
 }
 
@@ -196,7 +240,7 @@ function showAction(run) {
   }
 }
 
-// Reads an SSE body and calls onEvent(name, data) for each message.
+// Reads an SSE body and calls onEvent(name, data, id) for each message.
 async function readEvents(response, onEvent) {
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
@@ -210,53 +254,106 @@ async function readEvents(response, onEvent) {
       const frame = buffer.slice(0, end);
       buffer = buffer.slice(end + 2);
       let name = "message";
+      let id = null;
       const data = [];
       for (const line of frame.split("\n")) {
         if (line.startsWith("event:")) name = line.slice(6).trim();
+        else if (line.startsWith("id:")) id = Number(line.slice(3).trim());
         else if (line.startsWith("data:")) data.push(line.slice(5).trim());
       }
-      if (data.length) onEvent(name, JSON.parse(data.join("\n")));
+      if (data.length) onEvent(name, JSON.parse(data.join("\n")), id);
     }
   }
 }
 
-async function streamRun(path, body) {
-  let live = null; // the assistant bubble being streamed
-  const response = await api(path, { method: "POST", body: JSON.stringify({ ...body, stream: true }) });
-  await readEvents(response, (name, data) => {
-    switch (name) {
-      case "text.delta":
-        if (!live) {
-          live = element("div", "msg assistant");
-          live.append(element("span", "role", "assistant"));
-          $("transcript").append(live);
-        }
-        live.append(document.createTextNode(data.delta));
-        break;
-      case "message.stored":
-        renderMessage(data.message, live);
+function onRunEvent(name, data) {
+  switch (name) {
+    case "run.running":
+      // A lost attempt's text is answered again: drop what it had streamed.
+      if (data.superseded_after !== undefined && live) {
+        live.remove();
         live = null;
-        break;
-      case "tool_call.started":
-        cards.get(data.tool_call.id)?.querySelector(".state")?.replaceChildren("running…");
-        break;
-      case "tool_result.stored":
-        renderMessage(data.message);
-        break;
-      case "run.requires_action":
-        showAction(data.run);
-        setStatus("Waiting for your approval.");
-        break;
-      case "run.completed":
-        setStatus(`Run ${data.run.termination_reason}: ${data.run.iterations} model call(s), ${data.run.usage.total_tokens} tokens.`);
-        break;
-      case "run.failed":
-      case "run.cancelled":
-        setStatus(`Run ${data.run.status}: ${data.run.error ? data.run.error.message : ""}`, true);
-        break;
-    }
-  });
+      }
+      break;
+    case "text.delta":
+      if (!live) {
+        live = element("div", "msg assistant");
+        live.append(element("span", "role", "assistant"));
+        $("transcript").append(live);
+      }
+      live.append(document.createTextNode(data.delta));
+      break;
+    case "message.stored":
+      renderMessage(data.message, live);
+      live = null;
+      break;
+    case "tool_call.started":
+      cards.get(data.tool_call.id)?.querySelector(".state")?.replaceChildren("running…");
+      break;
+    case "tool_result.stored":
+      renderMessage(data.message);
+      break;
+    case "run.requires_action":
+      showAction(data.run);
+      setStatus("Waiting for your approval.");
+      break;
+    case "run.completed":
+      setStatus(`Run ${data.run.termination_reason}: ${data.run.iterations} model call(s), ${data.run.usage.total_tokens} tokens.`);
+      break;
+    case "run.failed":
+    case "run.cancelled":
+      setStatus(`Run ${data.run.status}${data.run.error ? ": " + data.run.error.message : ""}`, data.run.status === "failed");
+      break;
+  }
+}
+
+function executing(runId) {
+  executingRun = runId;
+  $("stop").hidden = !runId;
+}
+
+async function streamRun(path, body) {
+  live = null;
+  const response = await api(path, { method: "POST", body: JSON.stringify({ ...body, stream: true }) });
+  executing(response.headers.get("X-Run-Id"));
+  try {
+    await readEvents(response, onRunEvent);
+  } finally {
+    executing(null);
+  }
   await loadConversations();
+}
+
+// A run executing elsewhere (a reload, another tab): its log, from the start,
+// past its pauses, until it ends or waits; turns shown already are skipped.
+async function followRun(runId) {
+  const conversation = conversationId;
+  executing(runId);
+  setStatus("Running…");
+  let after = 0;
+  try {
+    for (;;) {
+      const response = await api(`/conversations/${conversation}/runs/${runId}/events/?after=${after}`);
+      await readEvents(response, (name, data, id) => {
+        if (id) after = id;
+        if (conversationId === conversation) onRunEvent(name, data);
+      });
+      const run = await (await api(`/conversations/${conversation}/runs/${runId}/`)).json();
+      if (run.status !== "queued" && run.status !== "running") break;
+    }
+  } finally {
+    if (conversationId === conversation) executing(null);
+  }
+}
+
+async function stop() {
+  if (!executingRun) return;
+  setStatus("Stopping…");
+  try {
+    await api(`/conversations/${conversationId}/runs/${executingRun}/cancel/`, { method: "POST" });
+  } catch (error) {
+    setStatus(error.message, true);
+  }
 }
 
 function selectedProvider() {
@@ -346,6 +443,14 @@ async function newConversation(title = "New conversation") {
 }
 
 $("composer").addEventListener("submit", send);
+$("stop").addEventListener("click", stop);
+$("load-earlier").addEventListener("click", () => loadEarlier().catch((e) => setStatus(e.message, true)));
+$("more-conversations").addEventListener("click", () => loadConversations(true).catch((e) => setStatus(e.message, true)));
+let searching = null;
+$("search").addEventListener("input", () => {
+  clearTimeout(searching);
+  searching = setTimeout(() => loadConversations().catch((e) => setStatus(e.message, true)), 250);
+});
 $("new-conversation").addEventListener("click", () => newConversation().catch((e) => setStatus(e.message, true)));
 $("approve").addEventListener("click", () => decide("approve"));
 $("deny").addEventListener("click", () => decide("deny"));
@@ -362,4 +467,6 @@ for (const button of document.querySelectorAll("button.example")) {
   });
 }
 loadProviders().catch((error) => setStatus(error.message, true));
-loadConversations().catch((error) => setStatus(error.message, true));
+const reopened = location.hash.match(/^#c=([0-9a-f-]{36})$/);
+if (reopened) openConversation(reopened[1]).catch((error) => setStatus(error.message, true));
+else loadConversations().catch((error) => setStatus(error.message, true));
