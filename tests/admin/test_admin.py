@@ -462,6 +462,20 @@ def run_change_url(run: Run) -> str:
     return reverse("admin:llm_conversations_run_change", args=[run.pk])
 
 
+def test_run_page_lists_tools_offered_by_name_with_schemas_folded(staff_client: Client) -> None:
+    (run,) = run_turns(create_conversation(), "hello")
+    html = staff_client.get(run_change_url(run)).content.decode()
+    names = run.offered_tool_names
+    assert len(names) > 3
+    assert f"{len(names)} tools" in html
+    for name in names:
+        assert f"<li><details><summary><code>{name}</code>" in html
+    # Each schema sits inside its closed <details>, none printed open on the page.
+    section = html.split('class="llmconv-tools"', 1)[1].split("</ul>", 1)[0]
+    assert section.count("<details>") == section.count("<pre>") == len(names)
+    assert "<details open" not in section
+
+
 def test_run_page_shows_the_worker_and_events_at_a_constant_query_count(
     staff_client: Client,
 ) -> None:
