@@ -8,6 +8,9 @@
 "use strict";
 
 const API = "/api";
+// Conversations are created untitled: a title sent would be the user's, and an
+// automatic title (TITLE_PROVIDER) never replaces a user's. This is only shown.
+const UNTITLED = "New conversation";
 const EXAMPLES = {
   weather: {
     tool_calls: [
@@ -163,7 +166,9 @@ async function loadConversations() {
   const list = $("conversations");
   list.replaceChildren();
   for (const conversation of body.results) {
-    const item = element("li", conversation.id === conversationId ? "active" : "", conversation.title || "Untitled");
+    const item = element("li", conversation.id === conversationId ? "active" : "", conversation.title || UNTITLED);
+    // An automatic title arrives after the first run: show it on the open one too.
+    if (conversation.id === conversationId) $("title").textContent = conversation.title || UNTITLED;
     item.dataset.id = conversation.id;
     item.addEventListener("click", () => openConversation(conversation.id, conversation.title));
     list.append(item);
@@ -173,7 +178,7 @@ async function loadConversations() {
 async function openConversation(id, title) {
   conversationId = id;
   cards.clear();
-  $("title").textContent = title || "Untitled";
+  $("title").textContent = title || UNTITLED;
   $("transcript").replaceChildren();
   showAction(null);
   const body = await (await api(`/conversations/${id}/messages/?limit=100&order=asc`)).json();
@@ -304,8 +309,7 @@ async function send(event) {
   if (!text && !file) return;
   $("send").disabled = true;
   try {
-    const title = text ? (text.startsWith("{") ? "Tool call example" : text.slice(0, 60)) : file.name;
-    if (!conversationId) await newConversation(title);
+    if (!conversationId) await newConversation();
     let message = text;
     if (file) {
       setStatus("Uploading…");
@@ -340,8 +344,8 @@ async function decide(action) {
   }
 }
 
-async function newConversation(title = "New conversation") {
-  const body = await (await api("/conversations/", { method: "POST", body: JSON.stringify({ title }) })).json();
+async function newConversation() {
+  const body = await (await api("/conversations/", { method: "POST", body: "{}" })).json();
   await openConversation(body.id, body.title);
 }
 
