@@ -319,7 +319,7 @@ def _default_tools_errors(local: set[str]) -> list[CheckMessage]:
             id="llm_conversations.E023",
         )
         for name in names
-        if name not in local and not (name.startswith(prefixes) and prefixes)
+        if name not in local and not name.startswith(prefixes)
     ]
 
 
