@@ -17,7 +17,9 @@ One function per concern, each id stable:
   :func:`~llm_conversations.providers.registry.provider_entry_problems`, which
   ``build_provider()`` applies too.
 - :func:`check_tools`: E020 a ``TOOLS`` entry is not a usable tool, E021 two
-  tools share a name.
+  tools share a name, E022 ``DEFAULT_TOOLS`` neither ``None`` nor a list of
+  names, E023 a name of ``DEFAULT_TOOLS`` neither a ``TOOLS`` tool nor
+  ``<server>__<tool>`` of an ``MCP_SERVERS`` entry.
 - :func:`check_mcp_servers`: E030 ``MCP_SERVERS`` not a dict, and the rules of
   each entry (E030-E034) from
   :func:`~llm_conversations.tools.mcp_config.mcp_server_problems`, which the
@@ -61,7 +63,12 @@ from llm_conversations.providers.registry import (
     provider_entry_problems,
 )
 from llm_conversations.tools import ToolError, load_tool
-from llm_conversations.tools.mcp_config import MISSING_SDK, mcp_installed, mcp_server_problems
+from llm_conversations.tools.mcp_config import (
+    MISSING_SDK,
+    SEPARATOR,
+    mcp_installed,
+    mcp_server_problems,
+)
 
 __all__ = [
     "check_attachments",
@@ -236,7 +243,8 @@ def _summary_provider_errors(providers: Mapping[Any, Any]) -> list[CheckMessage]
 
 
 def check_tools(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """E020 an entry that cannot be imported or is not a tool; E021 duplicate tool names."""
+    """E020 an entry that cannot be imported or is not a tool; E021 duplicate tool names;
+    E022 and E023 ``DEFAULT_TOOLS``."""
     paths = raw_setting("TOOLS")
     if isinstance(paths, str) or not isinstance(paths, list | tuple):
         return _wrong_type(
@@ -283,7 +291,36 @@ def check_tools(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
             )
         else:
             seen[loaded.name] = path
-    return errors
+    return errors + _default_tools_errors(set(seen))
+
+
+def _default_tools_errors(local: set[str]) -> list[CheckMessage]:
+    """E022 DEFAULT_TOOLS not None or a list of names; E023 a name no tool can have.
+
+    An MCP server's tools are not listed here (no server is started), so a
+    name of one is accepted by its ``<server>__`` prefix.
+    """
+    names = raw_setting("DEFAULT_TOOLS")
+    if names is None:
+        return []
+    if not isinstance(names, list | tuple) or not all(isinstance(n, str) for n in names):
+        return _wrong_type(
+            "LLM_CONVERSATIONS['DEFAULT_TOOLS']",
+            "None or a list of tool names",
+            names,
+            "llm_conversations.E022",
+        )
+    servers = raw_setting("MCP_SERVERS")
+    prefixes = tuple(f"{s}{SEPARATOR}" for s in servers) if isinstance(servers, Mapping) else ()
+    return [
+        Error(
+            f"LLM_CONVERSATIONS['DEFAULT_TOOLS'] names {name!r}, which is no tool.",
+            hint="Name a tool of TOOLS, or <server>__<tool> of an MCP_SERVERS entry.",
+            id="llm_conversations.E023",
+        )
+        for name in names
+        if name not in local and not name.startswith(prefixes)
+    ]
 
 
 def check_mcp_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:

@@ -21,6 +21,10 @@ DEFAULTS: dict[str, Any] = {
     # strategy (docs/context.md); None: that strategy is unavailable.
     "SUMMARY_PROVIDER": None,
     "TOOLS": [],
+    # The tools a run offers when it names none (docs/tools.md#tools-offered-by-default):
+    # None, every tool of TOOLS and those of the MCP_SERVERS entries with
+    # OFFER_BY_DEFAULT; or a list of tool names, those only.
+    "DEFAULT_TOOLS": None,
     # Tool servers spoken to over the Model Context Protocol (docs/mcp.md).
     "MCP_SERVERS": {},
     # Seconds a server's tool list is reused before it is listed again.
@@ -177,6 +181,7 @@ class Settings:
     TITLE_PROVIDER: _Setting[str | None] = _Setting(_optional(str))
     SUMMARY_PROVIDER: _Setting[str | None] = _Setting(_optional(str))
     TOOLS: _Setting[list[str]] = _Setting(list)
+    DEFAULT_TOOLS: _Setting[list[str] | None] = _Setting(_optional(list))
     MCP_SERVERS: _Setting[dict[str, Any]] = _Setting(dict)
     MCP_TOOLS_TTL: _Setting[float] = _Setting(float)
     MAX_ITERATIONS: _Setting[int] = _Setting(int)

@@ -203,6 +203,9 @@ if os.environ.get("DJANGO_TASKS") == "rq":
 LLM_CONVERSATIONS = {
     "DEFAULT_PROVIDER": os.environ.get("LLM_PROVIDER", "echo"),
     "PROVIDERS": PROVIDERS,
+    # Automatic titles from the same provider (the echo backend titles a
+    # conversation with its first question).
+    "TITLE_PROVIDER": os.environ.get("LLM_PROVIDER", "echo"),
     "TOOLS": [
         "project.tools.get_weather",
         "project.tools.get_time",

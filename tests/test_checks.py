@@ -72,6 +72,8 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.E042": ({"SUMMARY_PROVIDER": "missing"}, True),
     "llm_conversations.E020": ({"TOOLS": ["no_such_module.tool"]}, True),
     "llm_conversations.E021": ({"TOOLS": [f"{FIXTURES}.add", f"{FIXTURES}.another_add"]}, True),
+    "llm_conversations.E022": ({"DEFAULT_TOOLS": "add"}, True),
+    "llm_conversations.E023": ({"TOOLS": [f"{FIXTURES}.add"], "DEFAULT_TOOLS": ["ad"]}, True),
     "llm_conversations.E030": ({"MCP_SERVERS": {"a.b": {"COMMAND": "x"}}}, True),
     "llm_conversations.E031": ({"MCP_SERVERS": {"s": {"ARGS": []}}}, True),
     "llm_conversations.E032": ({"MCP_SERVERS": {"s": {"COMMAND": "x", "COMAND": "y"}}}, True),
@@ -457,6 +459,31 @@ def test_e021_duplicate_names() -> None:
         messages = check_tools()
     assert [m.id for m in messages] == ["llm_conversations.E021"]
     assert messages[0].msg == "LLM_CONVERSATIONS['TOOLS'] has two tools named 'add'."
+
+
+def defaults_ids(names: Any, **more: Any) -> list[str]:
+    config = {"TOOLS": [f"{FIXTURES}.add", f"{FIXTURES}.shout"], "DEFAULT_TOOLS": names, **more}
+    with override_settings(LLM_CONVERSATIONS=config):
+        return [m.id for m in check_tools()]
+
+
+@pytest.mark.parametrize("names", ["add", [1], {"add": True}, ("add", None)])
+def test_e022_default_tools_none_or_a_list_of_names(names: Any) -> None:
+    assert defaults_ids(names) == ["llm_conversations.E022"]
+
+
+def test_e023_default_tools_names_only_tools() -> None:
+    servers = {"MCP_SERVERS": {"files": {"COMMAND": "x"}}}
+    assert (
+        defaults_ids(["add", "shuot", "files__read", "other__read"], **servers)
+        == ["llm_conversations.E023"] * 2
+    )
+    assert defaults_ids(["files__read"]) == ["llm_conversations.E023"]
+
+
+@pytest.mark.parametrize("names", [None, [], ["shout"], ("add", "files__read")])
+def test_default_tools_may_be_all_none_or_named_tools(names: Any) -> None:
+    assert defaults_ids(names, MCP_SERVERS={"files": {"COMMAND": "x"}}) == []
 
 
 # Run policy and limits (E050-E052) --------------------------------------------

@@ -33,8 +33,35 @@ else:  # ModelAdmin is generic for type checkers only
     _ModelAdmin = admin.ModelAdmin
 
 
+# A tool's description on the run page, before its schema is opened.
+TOOL_DESCRIPTION_CHARS = 120
+
+
 def _pre(value: Any) -> SafeString | str:
     return format_html("<pre>{}</pre>", pretty_json(value)) if value else "-"
+
+
+def tool_list(tools: Any) -> SafeString | str:
+    """The tools a run offered as names with a short description, each schema folded
+    in a ``<details>``: a run offered dozens, and their schemas are long."""
+    if not tools:
+        return "-"
+    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        return _pre(tools)  # not the stored form: shown as it is
+    items = format_html_join(
+        "",
+        "<li><details><summary><code>{}</code> {}</summary><pre>{}</pre></details></li>",
+        (
+            (
+                tool.get("name", "?"),
+                Truncator(str(tool.get("description") or "")).chars(TOOL_DESCRIPTION_CHARS),
+                pretty_json(tool.get("parameters", {})),
+            )
+            for tool in tools
+        ),
+    )
+    count = ngettext("%(n)d tool", "%(n)d tools", len(tools)) % {"n": len(tools)}
+    return format_html('<p class="help">{}</p><ul class="llmconv-tools">{}</ul>', count, items)
 
 
 class HistoryAdmin(_ModelAdmin):
@@ -225,7 +252,7 @@ class RunAdmin(HistoryAdmin):
 
     @admin.display(description=_("Tools offered"))
     def tools_pretty(self, obj: Run) -> SafeString | str:
-        return _pre(obj.tools)
+        return tool_list(obj.tools)
 
     @admin.display(description=_("Events"))
     def events_table(self, obj: Run) -> SafeString | str:

@@ -14,8 +14,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.urls import reverse
 
+from llm_conversations.conf import conf
+from llm_conversations.conversations.usage import model_label
 from llm_conversations.core.content_parts import describe_size
 from llm_conversations.core.messages import ToolCall
 from llm_conversations.models import (
@@ -29,6 +32,7 @@ from llm_conversations.models import (
     RunStatus,
     WaitReason,
 )
+from llm_conversations.providers.registry import backend_class
 
 
 def attachment_content_url(attachment: Attachment, site_name: str = "admin") -> str:
@@ -106,6 +110,8 @@ class TranscriptEntry:
     message: Message
     calls: list[TranscriptCall] = field(default_factory=list)
     run: RunSummary | None = None
+    # How the model of an assistant turn is named, as everywhere (model_label).
+    model: str = ""
     feedback: list[Feedback] = field(default_factory=list)
     # Runs whose last model call sent the history from this message on (the
     # turns before it left out, or replaced by a summary): where the cut is.
@@ -123,6 +129,19 @@ class RunSummary:
     pending: list[PendingCall] = field(default_factory=list)
     # The run's admin page, when the admin site has one.
     url: str = ""
+    # The backend of the run's PROVIDERS entry: what its turns record as provider.
+    backend: str = ""
+
+    @property
+    def model_label(self) -> str:
+        """The run's model named as its turns and the usage page name it:
+        ``gpt-4o (openai)``, the backend rather than the entry's name."""
+        return model_label(self.backend or self.run.provider, self.run.model)
+
+    @property
+    def entry(self) -> str:
+        """The run's ``PROVIDERS`` entry when its name is not its backend's, else ``""``."""
+        return self.run.provider if self.run.provider != self.backend else ""
 
     @property
     def shown_pending(self) -> list[tuple[PendingCall, str]]:
@@ -148,7 +167,23 @@ def shown_arguments(call: ToolCall) -> str:
 def summarise_runs(runs: Iterable[Run]) -> list[RunSummary]:
     """Runs oldest first, numbered from 1, with the calls they wait on."""
     ordered = sorted(runs, key=lambda r: r.created_at)
-    return [RunSummary(run, number, run.waiting_calls) for number, run in enumerate(ordered, 1)]
+    return [
+        RunSummary(run, number, run.waiting_calls, backend=entry_backend(run.provider))
+        for number, run in enumerate(ordered, 1)
+    ]
+
+
+def entry_backend(name: str) -> str:
+    """The backend name (``openai``) of the ``PROVIDERS`` entry ``name`` (``oai``), which
+    is what a provider records on the turns it answers; ``name`` itself when the entry
+    is gone or unusable. Read from the settings: nothing is built or connected."""
+    entry = conf.PROVIDERS.get(name) if name else None
+    if not isinstance(entry, Mapping):
+        return name
+    try:
+        return backend_class(entry.get("BACKEND")).backend
+    except ImproperlyConfigured:
+        return name
 
 
 def transcript(
@@ -188,6 +223,9 @@ def transcript(
             feedback=ratings.get(message.pk, []),
             attachments=by_message.get(message.pk, []),
             cuts=cuts.get(message.position, []),
+            model=model_label(message.provider, message.model)
+            if message.model or message.provider
+            else "",
         )
         if message.run_id is not None and message.run_id != previous_run:
             entry.run = by_run.get(message.run_id)

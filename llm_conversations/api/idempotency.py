@@ -1,4 +1,5 @@
-"""The ``Idempotency-Key`` header of ``POST messages/`` and ``POST runs/``.
+"""The ``Idempotency-Key`` header of ``POST messages/``, ``POST runs/``, ``chat/`` and
+the other requests that store messages or start runs.
 
 A request repeated with the same key, path and body (by the same user) gets the
 first answer again, status and body, and stores nothing twice. The rules live
@@ -8,7 +9,8 @@ to what they compare and the answer to what they store.
 Which answers are kept: successes, and the 5xx answers of a run that failed
 after it was stored (``run_failed``, ``provider_error``). A refused request
 (4xx: nothing was stored) releases its key, so the client may send it again.
-A streamed answer is kept as its run: a repeat gets that run's log as events.
+A streamed answer is kept as its run and its format: a repeat gets that run's
+log as events, as UI message chunks when the first answer was (``chat/``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.encoders import JSONEncoder
 
+from llm_conversations.api.ai_sdk import PROTOCOL_HEADER
 from llm_conversations.api.errors import ApiError, as_api_error, error_body
 from llm_conversations.api.sse import RunStream, log_stream_response
 from llm_conversations.conversations import idempotency
@@ -72,8 +75,12 @@ def _as_json(data: Any) -> Any:
 
 
 def _replay(request: Request, status: int, stored: Any) -> HttpResponseBase:
-    if isinstance(stored, dict) and set(stored) == {"stream"}:
-        return log_stream_response(request._request, stored["stream"], 0)
+    if isinstance(stored, dict) and "stream" in stored and set(stored) <= {"stream", "ai_sdk"}:
+        # A stream in the AI SDK's format is replayed in it, whatever the repeat asks.
+        ai_sdk_format = True if stored.get("ai_sdk") else None
+        return log_stream_response(
+            request._request, stored["stream"], 0, ai_sdk_format=ai_sdk_format
+        )
     return Response(stored, status=status)
 
 
@@ -100,7 +107,10 @@ def idempotent(request: Request, answer: Callable[[], HttpResponseBase]) -> Http
             idempotency.release(row)
         raise
     if isinstance(response, RunStream):
-        idempotency.complete(row, response.status_code, {"stream": str(response.run_id)})
+        kept: dict[str, Any] = {"stream": str(response.run_id)}
+        if response.has_header(PROTOCOL_HEADER):
+            kept["ai_sdk"] = True
+        idempotency.complete(row, response.status_code, kept)
     elif isinstance(response, Response):
         idempotency.complete(row, response.status_code, _as_json(response.data))
     else:

@@ -59,6 +59,7 @@ __all__ = [
     "create_conversation",
     "delete_conversation",
     "fork_conversation",
+    "fork_title",
     "insert_history",
     "load_messages",
     "lock_idle_conversation",
@@ -411,6 +412,11 @@ def fork_conversation(
     """A new conversation of the same owner holding copies of ``source``'s first
     ``count`` messages, recording where it came from.
 
+    Without ``title`` the fork is named after its source so lists tell them
+    apart (:func:`fork_title`: ``Trip (fork)``, then ``Trip (fork 2)``, ...),
+    keeping who set it; an untitled source gives an untitled fork, which an
+    automatic title fills after its first run. A ``title`` given is the user's.
+
     ``source`` is only read, never locked or changed, so a source with an
     active run can be forked: only turns already stored are copied. Copies
     keep their text, usage and metadata but not their run. Raises
@@ -428,7 +434,7 @@ def fork_conversation(
     with transaction.atomic():
         fork = Conversation.objects.create(
             owner_id=source.owner_id,
-            title=source.title if title is None else title,
+            title=fork_title(source) if title is None else title,
             title_source=source.title_source if title is None else TitleSource.USER,
             metadata=source.metadata,
             forked_from=source,
@@ -440,6 +446,25 @@ def fork_conversation(
         # The copies show the same attachments: index them too.
         copy_attachment_links(source.pk, fork.pk, count)
     return fork
+
+
+FORK_SUFFIX = " (fork)"
+NUMBERED_FORK_SUFFIX = " (fork {n})"
+
+
+def fork_title(source: Conversation) -> str:
+    """The title of a new fork of ``source``: its title and `` (fork)``, numbered from the
+    second fork of the same source on (`` (fork 2)``); ``""`` for an untitled source.
+
+    The source's title is cut to leave room for the suffix (one count query,
+    only for a titled source).
+    """
+    if not source.title:
+        return ""
+    earlier = Conversation.objects.filter(forked_from_id=source.pk).count()
+    suffix = FORK_SUFFIX if not earlier else NUMBERED_FORK_SUFFIX.format(n=earlier + 1)
+    room = (Conversation._meta.get_field("title").max_length or 200) - len(suffix)
+    return source.title[:room].rstrip() + suffix
 
 
 def insert_history(

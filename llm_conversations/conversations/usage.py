@@ -26,6 +26,7 @@ from llm_conversations.models import Message
 
 __all__ = [
     "DEFAULT_DAYS",
+    "NO_MODEL",
     "NO_OWNER",
     "UsageRow",
     "UsageWindow",
@@ -37,6 +38,8 @@ __all__ = [
 
 DEFAULT_DAYS = 30
 NO_OWNER = "(no owner)"
+# The key of turns no model is recorded for (stored by a client or imported).
+NO_MODEL = "(no model)"
 """The label of conversations without an owner."""
 
 _COST = DecimalField(max_digits=COST_DIGITS, decimal_places=COST_DECIMALS)
@@ -90,8 +93,10 @@ def usage_window(days: int = DEFAULT_DAYS, *, now: datetime | None = None) -> Us
 
 
 def model_label(provider: str, model: str) -> str:
-    """How a model is named in reports: ``gpt-4o (openai)``."""
-    return f"{model or '?'} ({provider})" if provider else model or "?"
+    """How a model is named in reports: ``gpt-4o (openai)``; ``(no model)`` for turns
+    that record none (``(no model) (openai)`` when only their provider is known)."""
+    name = model or NO_MODEL
+    return f"{name} ({provider})" if provider else name
 
 
 def _turns(window: UsageWindow) -> QuerySet[Message]:

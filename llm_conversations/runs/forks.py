@@ -63,7 +63,8 @@ def fork(
     A fork that would separate tool calls from their results is refused
     (``ForkError`` ``inside_tool_group``), never moved: the caller said
     where, and either edge of the group is a history the caller did not ask
-    for. ``title`` replaces the source's title (as the user's).
+    for. ``title`` is the fork's (as the user's); without it the fork is named
+    after its source (``conversations/store.fork_title``).
     """
     source = _source(conversation)
     count = source.message_count if message_id is None else _message(source, message_id)[0] + 1

@@ -52,7 +52,7 @@ from llm_conversations.runs.budgets import check_start
 from llm_conversations.runs.context_window import check_strategy
 from llm_conversations.runs.events import LoopEvent, RunEnded, RunFailed
 from llm_conversations.runs.rounds import execute_rounds
-from llm_conversations.tools import ToolRegistry, default_registry
+from llm_conversations.tools import ToolRegistry, default_registry, offered_by_default
 from llm_conversations.users import AnyUser
 
 __all__ = ["RunRef", "ToolLoopService", "enqueue_run", "execute_run"]
@@ -88,6 +88,13 @@ class ToolLoopService:
     @property
     def registry(self) -> ToolRegistry:
         return self._tools if self._tools is not None else default_registry()
+
+    def default_tools(self, registry: ToolRegistry | None = None) -> list[str]:
+        """The tools a run offers when it names none: every tool of a registry this
+        service was given; of the settings' registry, those ``DEFAULT_TOOLS`` says."""
+        if self._tools is not None:
+            return self._tools.names()
+        return offered_by_default(registry or self.registry)
 
     def _provider_for(self, name: str | None) -> tuple[str, Provider]:
         """The provider called ``name``; ``None`` means this service's own.
@@ -150,10 +157,13 @@ class ToolLoopService:
                 field="max_iterations",
             )
         name, backend = self._provider_for(provider)
-        if tools is None and user is not None:
-            tools = policy.permitted_tools(user, self.registry.names(), rules)
+        registry = self.registry
+        if tools is None:
+            tools = self.default_tools(registry)
+            if user is not None:
+                tools = policy.permitted_tools(user, tools, rules)
         try:
-            offered = self.registry if tools is None else self.registry.subset(tools)
+            offered = registry.subset(tools)
         except ToolError as exc:
             raise exc.within("tools") from None
         chosen = RunParameters.from_input(parameters)

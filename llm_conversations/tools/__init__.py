@@ -10,7 +10,12 @@ frontend runs it and submits the output. Executing a call always produces a
 from llm_conversations.exceptions import ToolArgumentsError, ToolError
 from llm_conversations.tools.context import ToolContext
 from llm_conversations.tools.definition import Tool, ToolOptions, tool
-from llm_conversations.tools.registry import ToolRegistry, default_registry, load_tool
+from llm_conversations.tools.registry import (
+    ToolRegistry,
+    default_registry,
+    load_tool,
+    offered_by_default,
+)
 from llm_conversations.tools.results import format_tool_output, tool_result_message, truncate_text
 
 __all__ = [
@@ -23,6 +28,7 @@ __all__ = [
     "default_registry",
     "format_tool_output",
     "load_tool",
+    "offered_by_default",
     "tool",
     "tool_result_message",
     "truncate_text",

@@ -136,6 +136,12 @@ class Tool:
         return self.function is None
 
     @property
+    def offered_by_default(self) -> bool:
+        """Whether a run that names no tools offers this one while ``DEFAULT_TOOLS``
+        is ``None``: every ``@tool`` does; an MCP tool only when its server says so."""
+        return True
+
+    @property
     def spec(self) -> ToolSpec:
         """What providers are sent (a copy: adapters may not alter this tool)."""
         return ToolSpec(self.name, self.description, deepcopy(self.parameters))

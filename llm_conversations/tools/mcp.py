@@ -59,6 +59,11 @@ class McpTool(Tool):
     remote_name: str = ""
     """The tool's name on its server (``name`` carries the server prefix)."""
 
+    @property
+    def offered_by_default(self) -> bool:
+        """Only when its server's entry sets ``OFFER_BY_DEFAULT``."""
+        return self.server is not None and self.server.offer_by_default
+
     def execute(self, call: ToolCall, context: ToolContext | None = None) -> ChatMessage:
         """Validate the arguments, call the server and answer with its result.
 

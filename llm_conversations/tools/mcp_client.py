@@ -94,13 +94,18 @@ def call_tool(server: McpServer, name: str, arguments: dict[str, Any]) -> McpAns
 
 
 def result_text(result: CallToolResult) -> str:
-    """A result as one text: its content blocks, then its structured content as JSON
-    unless a text block holds the same value already (as the protocol advises)."""
-    parts = [_block_text(block) for block in result.content]
+    """A result as one text: its content blocks, one a line.
+
+    With structured content the protocol makes the text blocks its serialization
+    "for backwards compatibility" (however a server writes it: ``42`` for
+    ``{"result": 42}``), so the structured content is kept, as JSON, in their
+    place: the value once, never twice. Other blocks (images, resources) stay.
+    """
     structured = result.structured_content
-    if structured is not None and not any(_holds(part, structured) for part in parts):
-        parts.append(json.dumps(structured, ensure_ascii=False))
-    return "\n".join(parts)
+    if structured is None:
+        return "\n".join(_block_text(block) for block in result.content)
+    parts = [_block_text(block) for block in result.content if not isinstance(block, TextContent)]
+    return "\n".join([json.dumps(structured, ensure_ascii=False), *parts])
 
 
 def _block_text(block: ContentBlock) -> str:
@@ -116,13 +121,6 @@ def _block_text(block: ContentBlock) -> str:
             return block.resource.text
         return f"[resource: {block.resource.uri} ({block.resource.mime_type or 'binary'})]"
     return f"[{block.type} content]"
-
-
-def _holds(text: str, value: object) -> bool:
-    try:
-        return bool(json.loads(text) == value)
-    except ValueError:
-        return False
 
 
 def _exchange(

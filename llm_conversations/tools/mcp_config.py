@@ -49,7 +49,17 @@ VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # Options that apply to every tool of a server and may be set again per tool.
 TOOL_KEYS = frozenset({"REQUIRES_APPROVAL", "CLIENT_SIDE", "REPEATABLE", "TIMEOUT"})
-ENTRY_KEYS = TOOL_KEYS | {"COMMAND", "ARGS", "ENV", "CWD", "URL", "HEADERS", "INCLUDE", "TOOLS"}
+ENTRY_KEYS = TOOL_KEYS | {
+    "COMMAND",
+    "ARGS",
+    "ENV",
+    "CWD",
+    "URL",
+    "HEADERS",
+    "INCLUDE",
+    "TOOLS",
+    "OFFER_BY_DEFAULT",
+}
 _FLAGS = ("REQUIRES_APPROVAL", "CLIENT_SIDE", "REPEATABLE")
 
 MISSING_SDK = (
@@ -95,6 +105,9 @@ class McpServer:
     headers: Mapping[str, str] = field(default_factory=dict)
     """Header -> variable of this process holding its value."""
     include: frozenset[str] | None = None
+    offer_by_default: bool = False
+    """Whether a run that names no tools offers this server's tools while
+    ``DEFAULT_TOOLS`` is ``None`` (``OFFER_BY_DEFAULT``)."""
     rules: ToolRules = ToolRules()
     tool_rules: Mapping[str, ToolRules] = field(default_factory=dict)
 
@@ -253,7 +266,7 @@ def mcp_server_problems(
 
     Ids: E030 a bad name or an entry that is not a dict, E031 the transport
     (COMMAND with ARGS/CWD/ENV, or URL with HEADERS), E032 an unknown key, E033
-    a bad option (TIMEOUT, the flags, INCLUDE, TOOLS), E034 ENV or HEADERS not
+    a bad option (TIMEOUT, the flags, OFFER_BY_DEFAULT, INCLUDE, TOOLS), E034 ENV or HEADERS not
     a dict of names. With ``environment`` (the system check), E034 also reports
     a named environment variable that is not set.
     """
@@ -271,6 +284,14 @@ def mcp_server_problems(
     problems = _transport_problems(entry, where)
     problems += _unknown_keys(entry, ENTRY_KEYS, where)
     problems += _option_problems(entry, where) + _tools_problems(entry, where)
+    if not isinstance(entry.get("OFFER_BY_DEFAULT", False), bool):
+        problems.append(
+            EntryProblem(
+                "llm_conversations.E033",
+                f"{where}['OFFER_BY_DEFAULT'] must be True or False; "
+                f"got {entry['OFFER_BY_DEFAULT']!r}.",
+            )
+        )
     for key in ("ENV", "HEADERS"):
         names = entry.get(key, {})
         if not _is_names(names):
@@ -314,6 +335,7 @@ def _server(name: str, entry: Mapping[str, Any]) -> McpServer:
         url=entry.get("URL"),
         headers=dict(entry.get("HEADERS", {})),
         include=None if include is None else frozenset(include),
+        offer_by_default=entry.get("OFFER_BY_DEFAULT", False),
         rules=rules,
         tool_rules={tool: _rules(o, rules) for tool, o in entry.get("TOOLS", {}).items()},
     )

@@ -141,6 +141,20 @@ def default_registry() -> ToolRegistry:
         return _combined[1]
 
 
+def offered_by_default(registry: ToolRegistry) -> list[str]:
+    """The names of ``registry`` a run offers when it names no tools, in order.
+
+    ``DEFAULT_TOOLS`` ``None``: every tool whose ``offered_by_default`` holds
+    (all of ``TOOLS``, an MCP server's only with ``OFFER_BY_DEFAULT``); a list:
+    the ones it names. A named tool the registry lacks (an MCP server that did
+    not answer its listing) is left out, so a run still starts.
+    """
+    chosen = conf.DEFAULT_TOOLS
+    if chosen is None:
+        return [item.name for item in registry if item.offered_by_default]
+    return [name for name in dict.fromkeys(chosen) if name in registry]
+
+
 def _with_remote(local: ToolRegistry, remote: Iterable[Tool]) -> ToolRegistry:
     combined = ToolRegistry(local)
     for item in remote:

@@ -179,3 +179,42 @@ def test_demo_page_attaches_an_image(
         {"type": "text", "text": "What colour is this?"},
         {"type": "image", "attachment_id": str(attachment.pk)},
     ]
+
+
+def test_new_leaves_the_title_to_the_automatic_one(page: Any, live_server: Any, staff: Any) -> None:
+    log_in(page, live_server.url)
+    page.wait_for_url(f"{live_server.url}/")
+    with page.expect_request(
+        lambda r: r.url.endswith("/api/conversations/") and r.method == "POST"
+    ) as sent:
+        page.click("#new-conversation")
+    assert sent.value.post_data_json == {}
+    page.locator("#conversations li.active", has_text="New conversation").wait_for()
+    conversation = Conversation.objects.get()
+    assert (conversation.title, conversation.title_source) == ("", "")
+    page.fill("#input", "Weekend in Lisbon")
+    page.click("#send")
+    page.locator("#status", has_text="Run completed").wait_for()
+    # The echo backend titles a conversation with its first question, after the reply.
+    for _ in range(50):
+        conversation.refresh_from_db()
+        if conversation.title:
+            break
+        page.wait_for_timeout(100)
+    assert (conversation.title, conversation.title_source) == ("Weekend in Lisbon", "auto")
+    page.reload()
+    page.locator("#conversations li", has_text="Weekend in Lisbon").wait_for()
+
+
+def test_a_first_message_without_a_conversation_creates_it_untitled(
+    page: Any, live_server: Any, staff: Any
+) -> None:
+    log_in(page, live_server.url)
+    page.wait_for_url(f"{live_server.url}/")
+    page.fill("#input", "Hello there")
+    page.click("#send")
+    page.locator("#status", has_text="Run completed").wait_for()
+    conversation = Conversation.objects.get()
+    # Not the user's: the automatic title may fill it (or has already).
+    assert conversation.title_source != "user"
+    assert conversation.title in ("", "Hello there")

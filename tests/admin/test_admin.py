@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -181,8 +182,21 @@ def test_transcript_shows_roles_model_usage_and_escapes(staff_client: Client) ->
     html = staff_client.get(change_url(other)).content.decode()
     assert 'class="llmconv-msg llmconv-user"' in html
     reply = html[html.index('class="llmconv-msg llmconv-assistant"') :]
-    assert '<span class="llmconv-model">echo · echo</span>' in reply
+    assert '<span class="llmconv-model">echo (echo)</span>' in reply
     assert "5 in / 5 out / 10 total" in reply
+
+
+def test_the_timeline_and_the_transcript_name_a_model_alike(staff_client: Client) -> None:
+    config = {"PROVIDERS": {"oai": {"BACKEND": "echo", "MODEL": "echo-1"}}}
+    with override_settings(LLM_CONVERSATIONS=config):
+        conversation = create_conversation()
+        ToolLoopService("oai").send(conversation, "hello")
+        html = staff_client.get(change_url(conversation)).content.decode()
+    labels = re.findall(r'<span class="llmconv-model">([^<]*)</span>', html)
+    # Once in the timeline, once on the reply: the backend, not the entry's name.
+    assert labels == ["echo-1 (echo)", "echo-1 (echo)"]
+    assert '<span class="llmconv-entry">entry oai</span>' in html
+    assert "oai ·" not in html
 
 
 def test_run_timeline_shows_status_reason_usage_error_and_pending(staff_client: Client) -> None:
@@ -460,6 +474,20 @@ RUN_PAGE_QUERIES = 4
 
 def run_change_url(run: Run) -> str:
     return reverse("admin:llm_conversations_run_change", args=[run.pk])
+
+
+def test_run_page_lists_tools_offered_by_name_with_schemas_folded(staff_client: Client) -> None:
+    (run,) = run_turns(create_conversation(), "hello")
+    html = staff_client.get(run_change_url(run)).content.decode()
+    names = run.offered_tool_names
+    assert len(names) > 3
+    assert f"{len(names)} tools" in html
+    for name in names:
+        assert f"<li><details><summary><code>{name}</code>" in html
+    # Each schema sits inside its closed <details>, none printed open on the page.
+    section = html.split('class="llmconv-tools"', 1)[1].split("</ul>", 1)[0]
+    assert section.count("<details>") == section.count("<pre>") == len(names)
+    assert "<details open" not in section
 
 
 def test_run_page_shows_the_worker_and_events_at_a_constant_query_count(

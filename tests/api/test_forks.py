@@ -59,7 +59,7 @@ def test_fork_answers_the_new_conversation(client: APIClient, source: Conversati
     assert response.status_code == 201, response.json()
     data = response.json()
     assert (data["forked_from"], data["forked_at_position"]) == (str(source.pk), 5)
-    assert (data["message_count"], data["title"], data["active_run"]) == (5, "Trip", None)
+    assert (data["message_count"], data["title"], data["active_run"]) == (5, "Trip (fork)", None)
     assert state(client, source) == before
     copy = Conversation.objects.get(pk=data["id"])
     assert load_messages(copy) == load_messages(source)[:5]

@@ -1,4 +1,4 @@
-"""The Idempotency-Key header of POST messages/ and POST runs/, and pruning."""
+"""The Idempotency-Key header of POST messages/, POST runs/ and chat/, and pruning."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from llm_conversations.conversations import create_conversation
 from llm_conversations.conversations.retention import prune
 from llm_conversations.models import Conversation, IdempotencyKey, Message, Run, RunEvent
 from llm_conversations.runs import ToolLoopService
-from tests.api.conftest import parse_sse_ids
+from tests.api.conftest import calls_text, parse_sse_ids
 from tests.conftest import requires_postgresql, run_together
 
 pytestmark = pytest.mark.django_db
@@ -102,6 +102,58 @@ def test_a_streamed_start_is_replayed_as_the_runs_log(
     replayed = parse_sse_ids(b"".join(again.streaming_content))
     assert [(i, n) for i, n, _ in replayed] == [(i, n) for i, n, _ in first]
     assert Run.objects.count() == 1
+
+
+def chat_url(conversation: Conversation) -> str:
+    return f"/api/conversations/{conversation.pk}/chat/"
+
+
+def chat_body(*parts: dict[str, Any], role: str = "user") -> dict[str, Any]:
+    message = {"id": "m", "role": role, "parts": list(parts)}
+    return {"id": "c", "messages": [message], "trigger": "submit-message", "messageId": None}
+
+
+def test_a_repeated_chat_post_replays_its_run_as_ui_message_chunks(
+    client: APIClient, conversation: Conversation
+) -> None:
+    body = chat_body({"type": "text", "text": "once"})
+    first = post(client, chat_url(conversation), body)
+    first_text = b"".join(first.streaming_content)
+    again = post(client, chat_url(conversation), body)
+    assert again.status_code == 200
+    assert again["x-vercel-ai-ui-message-stream"] == "v1"
+    replayed = b"".join(again.streaming_content)
+    assert replayed.endswith(b"data: [DONE]\n\n")
+    assert b'"type":"finish"' in replayed.replace(b" ", b"")
+    assert Run.objects.count() == 1
+    assert Message.objects.filter(content="once").count() == 2  # the turn and its echo
+    assert replayed.count(b"data: ") == first_text.count(b"data: ")
+    other = post(client, chat_url(conversation), chat_body({"type": "text", "text": "other"}))
+    assert (other.status_code, other.json()["error"]["code"]) == (422, "idempotency_key_reused")
+
+
+def test_a_repeated_chat_decision_replays_instead_of_refusing(
+    client: APIClient, conversation: Conversation
+) -> None:
+    paused = ToolLoopService().send(conversation, calls_text(("d", "delete_file", {"path": "x"})))
+    assert paused.status == "requires_action"
+    decision = chat_body(
+        {
+            "type": "tool-delete_file",
+            "toolCallId": "d",
+            "state": "approval-responded",
+            "input": {"path": "x"},
+            "approval": {"id": "d", "approved": True},
+        },
+        role="assistant",
+    )
+    first = post(client, chat_url(conversation), decision, key="decide-1")
+    b"".join(first.streaming_content)
+    again = post(client, chat_url(conversation), decision, key="decide-1")
+    assert again.status_code == 200
+    b"".join(again.streaming_content)
+    assert Run.objects.get().status == "completed"
+    assert Message.objects.filter(role="tool").count() == 1
 
 
 def test_an_expired_key_is_forgotten(

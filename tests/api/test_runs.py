@@ -303,6 +303,23 @@ def test_tools_lists_the_configured_tools(client: APIClient) -> None:
     assert (tools["pick_color"]["client_side"], tools["get_time"]["client_side"]) == (True, False)
 
 
+def test_default_tools_are_what_a_run_naming_none_offers(
+    client: APIClient, conversation: Conversation, settings: Any
+) -> None:
+    settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "DEFAULT_TOOLS": ["get_time"]}
+    listed = {t["name"]: t["offered_by_default"] for t in client.get("/api/tools/").json()}
+    assert listed == {
+        "get_weather": False,
+        "get_time": True,
+        "delete_file": False,
+        "pick_color": False,
+    }
+    plain = start(client, conversation, message="hi").json()
+    assert plain["tools"] == ["get_time"]
+    named = start(client, conversation, message="hi", tools=["get_weather"]).json()
+    assert named["tools"] == ["get_weather"]
+
+
 def test_runs_status_values_match_the_model() -> None:
     assert set(RunStatus.values) == {
         "queued",

@@ -24,6 +24,7 @@ from django.utils import timezone
 from llm_conversations.admin.charts import MAX_SERIES, stacked_chart
 from llm_conversations.conversations import append_completion, append_messages, create_conversation
 from llm_conversations.conversations.usage import (
+    NO_MODEL,
     NO_OWNER,
     UsageRow,
     model_label,
@@ -263,6 +264,22 @@ def test_page_shows_the_totals_and_charts_in_four_queries(
         '<td class="llmconv-num">0.0055950000</td>' in page
     )  # gpt-4o: 0.0045 + 0.000045 + 0.00105
     assert "<script" not in page.split('id="content-main"')[1]
+
+
+@pytest.mark.usefixtures("frozen_now")
+def test_turns_without_a_model_are_labelled_no_model(staff_client: Client) -> None:
+    conversation = create_conversation()
+    day = NOW - timedelta(hours=1)
+    turn(conversation, at=day, provider="", model="", tokens=(1, 2), cost=None)
+    turn(conversation, at=day, provider="openai", model="", tokens=(3, 4), cost=None)
+    assert model_label("", "") == NO_MODEL == "(no model)"
+    response = staff_client.get(reverse(USAGE), {"format": "csv", "by": "model"})
+    _header, *lines = csv_rows(response)
+    assert [line[1:5] for line in lines] == [
+        ["(no model)", "1", "1", "2"],
+        ["(no model) (openai)", "1", "3", "4"],
+    ]
+    assert "?" not in response.content.decode()
 
 
 @pytest.mark.usefixtures("frozen_now")

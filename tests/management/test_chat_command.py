@@ -47,7 +47,15 @@ def calls(*items: tuple[str, dict[str, Any]]) -> str:
     )
 
 
+@pytest.fixture(autouse=True)
+def terminal_user(db: None) -> User:
+    return User.objects.create_user("terminal")
+
+
 def chat(*lines: str, **options: Any) -> tuple[str, str]:
+    """Run the command on ``lines``; a new conversation is the ``terminal`` user's."""
+    if "conversation" not in options:
+        options.setdefault("user", "terminal")
     out, err = StringIO(), StringIO()
     stdin = StringIO("".join(line + "\n" for line in lines))
     call_command("chat", stdin=stdin, stdout=out, stderr=err, **options)
@@ -133,6 +141,35 @@ def test_eof_during_approval_leaves_the_run_waiting_and_continue_resumes_it() ->
     assert "result of delete_file" in out
     assert Run.objects.get().status == "completed"
     assert Conversation.objects.count() == 1
+
+
+def test_a_new_conversation_needs_a_user_and_nothing_is_stored_without_one() -> None:
+    with pytest.raises(CommandError, match="--user is required for a new conversation"):
+        chat("hello", user=None)
+    assert not Conversation.objects.exists()
+    chat("hello")
+    conversation = Conversation.objects.get()
+    assert conversation.owner is not None
+    assert conversation.owner.get_username() == "terminal"
+
+
+def test_continuing_without_user_chats_as_the_owner_and_their_policy_applies(
+    terminal_user: User,
+) -> None:
+    chat("first")
+    conversation = Conversation.objects.get()
+    config = {
+        "DEFAULT_PROVIDER": "echo",
+        "PROVIDERS": {"echo": {"BACKEND": "echo", "MODEL": "echo"}},
+        "TOOLS": TOOLS,
+        "RUN_POLICY": "tests.runs.test_policy.OnlyEcho",
+    }
+    with override_settings(LLM_CONVERSATIONS=config):
+        chat("second", conversation=str(conversation.pk))
+    latest = Run.objects.latest("created_at")
+    # OnlyEcho's tools and limit: the owner's policy, as with --user.
+    assert (latest.offered_tool_names, latest.max_iterations) == (["get_weather", "get_time"], 4)
+    assert Conversation.objects.get().owner == terminal_user
 
 
 def test_continue_appends_to_the_given_conversation() -> None:

@@ -159,6 +159,7 @@ def test_e032_unknown_keys_of_an_entry_and_of_a_tool() -> None:
         {"REQUIRES_APPROVAL": "yes"},
         {"CLIENT_SIDE": 1},
         {"REPEATABLE": None},
+        {"OFFER_BY_DEFAULT": "yes"},
         {"INCLUDE": "echo"},
         {"TOOLS": ["echo"]},
         {"TOOLS": {"echo": True}},

@@ -30,8 +30,16 @@ THREE_CALLS = calls_text(
 
 
 def three_tools(entry: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """``entry`` as server ``s`` offering echo, gzip and the slow tool (1 s to answer)."""
-    return {"s": {**entry, "INCLUDE": [ECHO, GZIP, SLOW], "TOOLS": {SLOW: {"TIMEOUT": 1}}}}
+    """``entry`` as server ``s`` offering echo, gzip and the slow tool (1 s to answer)
+    to every run that names no tools."""
+    return {
+        "s": {
+            **entry,
+            "INCLUDE": [ECHO, GZIP, SLOW],
+            "TOOLS": {SLOW: {"TIMEOUT": 1}},
+            "OFFER_BY_DEFAULT": True,
+        }
+    }
 
 
 def results(conversation: Any) -> dict[str, ChatMessage]:
@@ -68,7 +76,12 @@ def test_a_run_over_streamable_http(everything_url: str) -> None:
 
 
 def test_a_tool_that_requires_approval_waits_then_runs(node: str) -> None:
-    entry = stdio_entry(node, INCLUDE=[ECHO, "get-sum"], TOOLS={ECHO: {"REQUIRES_APPROVAL": True}})
+    entry = stdio_entry(
+        node,
+        INCLUDE=[ECHO, "get-sum"],
+        TOOLS={ECHO: {"REQUIRES_APPROVAL": True}},
+        OFFER_BY_DEFAULT=True,
+    )
     service = ToolLoopService()
     with mcp_settings({"s": entry}):
         conversation = create_conversation()
@@ -88,7 +101,8 @@ def test_a_tool_that_requires_approval_waits_then_runs(node: str) -> None:
 
 def test_a_client_side_server_waits_for_submitted_outputs(node: str) -> None:
     service = ToolLoopService()
-    with mcp_settings({"s": stdio_entry(node, INCLUDE=[ECHO], CLIENT_SIDE=True)}):
+    entry = stdio_entry(node, INCLUDE=[ECHO], CLIENT_SIDE=True, OFFER_BY_DEFAULT=True)
+    with mcp_settings({"s": entry}):
         conversation = create_conversation()
         run = service.send(conversation, calls_text(("e", "s__echo", {"message": "in the app"})))
         assert [(c.call.id, c.reason) for c in run.waiting_calls] == [("e", "client_side")]
@@ -108,17 +122,21 @@ def test_the_api_lists_mcp_tools_and_a_server_that_went_down_is_an_error_result(
                 listed = client.get("/api/tools/")
             assert listed.status_code == 200
             assert [
-                (t["name"], t["requires_approval"], t["client_side"]) for t in listed.json()
+                (t["name"], t["requires_approval"], t["client_side"], t["offered_by_default"])
+                for t in listed.json()
             ] == [
-                ("web__echo", True, False),
-                ("web__get-sum", True, False),
+                ("web__echo", True, False, False),
+                ("web__get-sum", True, False, False),
             ]
             assert listed.json()[0]["parameters"]["required"] == ["message"]
             server.terminate()
             server.wait(timeout=10)
             response = client.post(
                 f"/api/conversations/{conversation.pk}/runs/",
-                {"message": calls_text(("e", "web__echo", {"message": "anyone?"}))},
+                {
+                    "message": calls_text(("e", "web__echo", {"message": "anyone?"})),
+                    "tools": ["web__echo"],
+                },
                 format="json",
             )
             assert response.json()["status"] == "requires_action"
@@ -132,3 +150,23 @@ def test_the_api_lists_mcp_tools_and_a_server_that_went_down_is_an_error_result(
     result = results(conversation)["e"]
     assert result.is_error
     assert result.content.startswith("The MCP server 'web' is not reachable")
+
+
+def test_mcp_tools_are_offered_only_where_configured_so(node: str) -> None:
+    local = "tests.support.loop_tools.get_time"
+    entry = stdio_entry(node, INCLUDE=[ECHO, "get-sum"])
+    service = ToolLoopService()
+    with mcp_settings({"s": entry}, TOOLS=[local]):
+        # A run that names no tools: TOOLS only, none of the server's.
+        plain = service.start(create_conversation(), "hi")
+        assert plain.offered_tool_names == ["get_time"]
+        # Named by the run, a server's tool is offered all the same.
+        named = service.start(create_conversation(), "hi", tools=["s__get-sum"])
+        assert named.offered_tool_names == ["s__get-sum"]
+    with mcp_settings({"s": {**entry, "OFFER_BY_DEFAULT": True}}, TOOLS=[local]):
+        every = service.start(create_conversation(), "hi")
+    assert every.offered_tool_names == ["get_time", "s__echo", "s__get-sum"]
+    with mcp_settings({"s": entry}, TOOLS=[local], DEFAULT_TOOLS=["s__echo", "s__gone"]):
+        # DEFAULT_TOOLS names them: those only; a name no server listed is left out.
+        chosen = service.start(create_conversation(), "hi")
+    assert chosen.offered_tool_names == ["s__echo"]

@@ -78,7 +78,7 @@ def test_results_text_structured_binary_and_is_error(node: str) -> None:
         image = registry.execute(call("everything__get-tiny-image"))
         failed = registry.execute(call("everything__gzip-file-as-resource", data="ftp://x/y"))
     assert (echo.content, echo.is_error, echo.tool_call_id) == ("Echo: héllo", False, "c1")
-    # The text block already holds the structured value: it is not repeated.
+    # The structured value, once: its text block is not stored beside it.
     assert set(json.loads(weather.content)) == {"temperature", "conditions", "humidity"}
     assert not weather.is_error
     assert image.content.splitlines() == [
@@ -323,16 +323,22 @@ def test_result_text_of_each_content_kind() -> None:
         structured_content={"n": 1},
     )
     assert client.result_text(result).splitlines() == [
-        "two blocks",
+        '{"n": 1}',  # in place of the text block, its serialization
         "embedded text",
         "[resource: file:///a.bin (binary)]",
         "[resource link: demo://r/1 (Resource 1)]",
         "[audio: audio/wav, 8 base64 characters]",
-        '{"n": 1}',  # no text block holds it: appended
     ]
+    without = types.CallToolResult(content=result.content)
+    assert client.result_text(without).splitlines()[0] == "two blocks"
     holds = types.CallToolResult(
         content=[types.TextContent(text='{"n":1}')], structured_content={"n": 1}
     )
-    assert client.result_text(holds) == '{"n":1}'
+    assert client.result_text(holds) == '{"n": 1}'
+    # A server's own serialization of a wrapped value is not stored beside it.
+    wrapped = types.CallToolResult(
+        content=[types.TextContent(text="42")], structured_content={"result": 42}
+    )
+    assert client.result_text(wrapped) == '{"result": 42}'
     assert client.result_text(types.CallToolResult(content=[], structured_content=["a"])) == '["a"]'
     assert client.result_text(types.CallToolResult(content=[])) == ""

@@ -109,7 +109,29 @@ def test_a_whole_fork_and_a_fork_of_an_empty_conversation() -> None:
     source = history_with_tools()
     assert load_messages(fork(source)) == load_messages(source)
     empty = fork(create_conversation(title="Empty"))
-    assert (empty.message_count, empty.title, empty.title_source) == (0, "Empty", "")
+    assert (empty.message_count, empty.title, empty.title_source) == (0, "Empty (fork)", "")
+
+
+def test_forks_are_named_after_their_source_and_numbered() -> None:
+    source = history_with_tools()  # "Trip"
+    Conversation.objects.filter(pk=source.pk).update(title_source="auto")
+    source.refresh_from_db()
+    first, second, third = fork(source), fork(source, ids(source)[1]), fork(source)
+    assert [c.title for c in (first, second, third)] == [
+        "Trip (fork)",
+        "Trip (fork 2)",
+        "Trip (fork 3)",
+    ]
+    assert {c.title_source for c in (first, second, third)} == {"auto"}
+    # A fork of a fork is told apart from both.
+    assert fork(first).title == "Trip (fork) (fork)"
+    # An untitled source: an untitled fork, for an automatic title after its first run.
+    untitled = fork(create_conversation())
+    assert (untitled.title, untitled.title_source) == ("", "")
+    # Cut to fit the column, the suffix kept.
+    long = fork(create_conversation(title="x" * 200))
+    assert long.title == "x" * 193 + " (fork)"
+    assert Conversation.objects.get(pk=long.pk).title == long.title
 
 
 @pytest.mark.parametrize("position", [2, 3])

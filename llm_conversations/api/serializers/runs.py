@@ -327,3 +327,6 @@ class ToolSerializer(serializers.Serializer[Any]):
     parameters = serializers.DictField(help_text="JSON Schema of the arguments.")
     requires_approval = serializers.BooleanField()
     client_side = serializers.BooleanField(help_text="Run by the frontend: submit its output.")
+    offered_by_default = serializers.BooleanField(
+        help_text="Offered by a run that names no tools (DEFAULT_TOOLS, OFFER_BY_DEFAULT)."
+    )

@@ -30,6 +30,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from llm_conversations.api.ai_sdk import PROTOCOL_HEADER, PROTOCOL_VERSION
+from llm_conversations.api.idempotency import IDEMPOTENCY_KEY, idempotent
 from llm_conversations.api.serializers import (
     ChatRequestSerializer,
     ChatStopSerializer,
@@ -140,15 +141,19 @@ class ChatViewSet(RunViews[Conversation]):
 
     @extend_schema(
         summary="Chat (AI SDK)",
-        parameters=[CONVERSATION_ID],
+        parameters=[CONVERSATION_ID, IDEMPOTENCY_KEY],
         request=ChatRequestSerializer,
         responses={
             (200, EVENT_STREAM): _CHAT_STREAM,
-            **error_responses(*BODY_ERRORS, 409, media_type="application/json"),
+            **error_responses(*BODY_ERRORS, 409, 422, media_type="application/json"),
         },
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        """Answer the last UI message: a new user turn, or decisions on a waiting run."""
+        """Answer the last UI message: a new user turn, or decisions on a waiting run.
+        A repeat with the same ``Idempotency-Key`` and body streams the first one's run."""
+        return idempotent(request, lambda: self._chat(request))
+
+    def _chat(self, request: Request) -> HttpResponseBase:
         conversation = self.get_conversation()
         body = self.validated_body(ChatRequestSerializer)
         last = body.validated_data["messages"][-1]

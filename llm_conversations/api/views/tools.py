@@ -10,7 +10,7 @@ from rest_framework.response import Response
 from llm_conversations.api.serializers import ToolSerializer
 from llm_conversations.api.views.base import ApiView, error_responses
 from llm_conversations.runs.policy import permitted_tools
-from llm_conversations.tools import default_registry
+from llm_conversations.tools import default_registry, offered_by_default
 
 __all__ = ["ToolViewSet"]
 
@@ -27,6 +27,7 @@ class ToolViewSet(ApiView, viewsets.ViewSet):
         """The tools the caller may offer, in settings order: ``TOOLS``, then each MCP server's."""
         registry = default_registry()
         allowed = set(permitted_tools(request.user, registry.names()))
+        defaults = set(offered_by_default(registry))
         return Response(
             [
                 {
@@ -35,6 +36,7 @@ class ToolViewSet(ApiView, viewsets.ViewSet):
                     "parameters": item.parameters,
                     "requires_approval": item.requires_approval,
                     "client_side": item.is_client_side,
+                    "offered_by_default": item.name in defaults,
                 }
                 for item in registry
                 if item.name in allowed

@@ -80,7 +80,8 @@ class Command(BaseCommand):
             "--user",
             metavar="USERNAME",
             help="Chat as this user: new conversations are theirs, and RUN_POLICY and "
-            "MAX_ACTIVE_RUNS_PER_USER apply to their runs.",
+            "MAX_ACTIVE_RUNS_PER_USER apply to their runs. Required for a new conversation; "
+            "with --conversation the default is its owner.",
         )
         parser.add_argument(
             "--provider",
@@ -109,7 +110,7 @@ class Command(BaseCommand):
         try:
             provider = get_provider(name)
             service = ToolLoopService(name)
-            tool_names = service.registry.names()
+            tool_names = service.default_tools()
             self.parameters = self.run_parameters(options)
             provider.check_parameters(
                 RunParameters.from_input(self.parameters), name=name, tools=tool_names
@@ -119,8 +120,17 @@ class Command(BaseCommand):
         except ParameterError as exc:
             flag = (exc.field or "").split(".")[0].split("[")[0].replace("_", "-")
             raise CommandError(f"--{flag}: {exc.message}") from None
-        conversation = self.conversation(options.get("conversation"))
-        if self.user is not None and conversation.owner_id != self.user.pk:
+        ref = options.get("conversation")
+        if ref is None and self.user is None:
+            # An ownerless conversation is invisible in the API and the demo.
+            raise CommandError(
+                "--user is required for a new conversation: it is that user's, "
+                "and shows in their API and the demo."
+            )
+        conversation = self.conversation(ref)
+        if self.user is None:
+            self.user = conversation.owner
+        elif conversation.owner_id != self.user.pk:
             raise CommandError(f"Conversation {conversation.pk} is not {self.user}'s.")
         model = self.parameters.get("model") or provider.model
         self.stdout.write(

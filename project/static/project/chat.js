@@ -12,6 +12,9 @@
 "use strict";
 
 const API = "/api";
+// Conversations are created untitled: a title sent would be the user's, and an
+// automatic title (TITLE_PROVIDER) never replaces a user's. This is only shown.
+const UNTITLED = "New conversation";
 const EXAMPLES = {
   weather: {
     tool_calls: [
@@ -181,7 +184,9 @@ async function loadConversations(more = false) {
   const list = $("conversations");
   if (!more) list.replaceChildren();
   for (const conversation of body.results) {
-    const item = element("li", conversation.id === conversationId ? "active" : "", conversation.title || "Untitled");
+    const item = element("li", conversation.id === conversationId ? "active" : "", conversation.title || UNTITLED);
+    // An automatic title arrives after the first run: show it on the open one too.
+    if (conversation.id === conversationId) $("title").textContent = conversation.title || UNTITLED;
     item.dataset.id = conversation.id;
     item.addEventListener("click", () => openConversation(conversation.id, conversation.title));
     list.append(item);
@@ -219,7 +224,7 @@ async function openConversation(id, title) {
   $("transcript").replaceChildren($("load-earlier"));
   showAction(null);
   const conversation = await (await api(`/conversations/${id}/`)).json();
-  $("title").textContent = title || conversation.title || "Untitled";
+  $("title").textContent = title || conversation.title || UNTITLED;
   await showPage();
   $("transcript").lastElementChild?.scrollIntoView({ block: "end" });
   setStatus("");
@@ -401,8 +406,7 @@ async function send(event) {
   if (!text && !file) return;
   $("send").disabled = true;
   try {
-    const title = text ? (text.startsWith("{") ? "Tool call example" : text.slice(0, 60)) : file.name;
-    if (!conversationId) await newConversation(title);
+    if (!conversationId) await newConversation();
     let message = text;
     if (file) {
       setStatus("Uploading…");
@@ -437,8 +441,8 @@ async function decide(action) {
   }
 }
 
-async function newConversation(title = "New conversation") {
-  const body = await (await api("/conversations/", { method: "POST", body: JSON.stringify({ title }) })).json();
+async function newConversation() {
+  const body = await (await api("/conversations/", { method: "POST", body: "{}" })).json();
   await openConversation(body.id, body.title);
 }
 
