@@ -216,4 +216,6 @@ LLM_CONVERSATIONS = {
     # started with background=True (and failed runs requeued from the admin)
     # are executed by the task worker `make run` starts.
     "BACKGROUND_RUNS": False,
+    # A development tool: its users see the reasoning text of reasoning models.
+    "SHOW_REASONING": True,
 }

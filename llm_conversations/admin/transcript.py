@@ -21,6 +21,7 @@ from llm_conversations.conf import conf
 from llm_conversations.conversations.usage import model_label
 from llm_conversations.core.content_parts import describe_size
 from llm_conversations.core.messages import ToolCall
+from llm_conversations.core.reasoning import reasoning_from_list
 from llm_conversations.models import (
     Attachment,
     Decision,
@@ -118,6 +119,10 @@ class TranscriptEntry:
     cuts: list[RunSummary] = field(default_factory=list)
     # The images and files the message shows.
     attachments: list[ShownAttachment] = field(default_factory=list)
+    # The model's reasoning, shown to staff folded: (kind, text) of each part;
+    # opaque data (signatures, redacted or encrypted reasoning) only counted.
+    reasoning: list[tuple[str, str]] = field(default_factory=list)
+    opaque_reasoning: int = 0
 
 
 @dataclass
@@ -227,6 +232,11 @@ def transcript(
             if message.model or message.provider
             else "",
         )
+        for part in reasoning_from_list(message.reasoning or ()):
+            if part.text:
+                entry.reasoning.append((part.kind.value, part.text))
+            else:
+                entry.opaque_reasoning += 1
         if message.run_id is not None and message.run_id != previous_run:
             entry.run = by_run.get(message.run_id)
         previous_run = message.run_id

@@ -10,7 +10,9 @@ The whole run is one UI message whose id is the run's id:
 - a model round (its ``text.delta`` events and the ``message.stored`` of its
   assistant turn) opens a step: ``start-step``, ``text-start`` /
   ``text-delta`` / ``text-end`` (the stored text when no delta was logged),
-  then per call ``tool-input-start`` and ``tool-input-available`` (or
+  then the turn's reasoning text when ``SHOW_REASONING`` is on
+  (``reasoning-start`` / ``reasoning-delta`` / ``reasoning-end`` per part,
+  whole), then per call ``tool-input-start`` and ``tool-input-available`` (or
   ``tool-input-error`` for arguments that were not a JSON object);
 - ``tool_result.stored``: ``tool-output-available`` (the stored text),
   ``tool-output-error`` (``is_error``) or ``tool-output-denied`` (a call a
@@ -44,7 +46,9 @@ from django.http import HttpRequest
 from rest_framework.renderers import BaseRenderer
 from rest_framework.utils.encoders import JSONEncoder
 
+from llm_conversations.api.representations import shown_reasoning
 from llm_conversations.core.messages import Role
+from llm_conversations.core.reasoning import reasoning_from_list
 from llm_conversations.models import (
     Decision,
     Message,
@@ -65,6 +69,7 @@ __all__ = [
     "SUPERSEDED",
     "AiSdkRenderer",
     "UIMessageStream",
+    "reasoning_part_id",
     "wants_ai_sdk",
 ]
 
@@ -145,6 +150,29 @@ def _tool_inputs(message: Message) -> list[dict[str, Any]]:
             )
         else:
             chunks.append({"type": "tool-input-available", **ids, "input": call.arguments})
+    return chunks
+
+
+def reasoning_part_id(message_id: Any, index: int) -> str:
+    """The id of a turn's reasoning part, the same in a stream and in the history."""
+    return f"reasoning-{message_id}-{index}"
+
+
+def _reasoning_chunks(message: Message) -> list[dict[str, Any]]:
+    """The turn's reasoning text an end user may see (``SHOW_REASONING``), one part each.
+
+    Sent whole once the turn is stored, after its text (whose deltas may have
+    streamed before): the history endpoint puts the parts in the same place.
+    """
+    chunks: list[dict[str, Any]] = []
+    parts = shown_reasoning(reasoning_from_list(message.reasoning or ()))
+    for index, part in enumerate(parts or ()):
+        part_id = reasoning_part_id(message.pk, index)
+        chunks += [
+            {"type": "reasoning-start", "id": part_id},
+            {"type": "reasoning-delta", "id": part_id, "delta": part["text"]},
+            {"type": "reasoning-end", "id": part_id},
+        ]
     return chunks
 
 
@@ -303,6 +331,7 @@ class UIMessageStream:
         chunks += self._close_text()
         self.turn_stored = True
         if row is not None:
+            chunks += _reasoning_chunks(row)
             chunks += _tool_inputs(row)
         return chunks
 

@@ -6,7 +6,9 @@ is the run's id, with per assistant turn a ``step-start``, its text and a tool
 part per call (``tool-{name}``, in the state its result, the run's decision or
 its wait leaves it). User and system turns are one message each, with their
 stored id; images and files are ``file`` parts whose ``url`` is the
-attachment's ``content/`` endpoint.
+attachment's ``content/`` endpoint. Reasoning text an end user may see
+(``SHOW_REASONING``) is a ``reasoning`` part after the turn's text, where
+the stream sends it (whole, once the turn is stored).
 
 Of the run executing now, the turns of its current stretch (stored after its
 last pause) are left out: the reconnect stream (``chat/{id}/stream``) sends
@@ -21,6 +23,8 @@ from typing import Any
 
 from django.urls import reverse
 
+from llm_conversations.api.ai_sdk import reasoning_part_id
+from llm_conversations.api.representations import shown_reasoning
 from llm_conversations.core.messages import ChatMessage, Role
 from llm_conversations.models import (
     Attachment,
@@ -47,6 +51,7 @@ _COLUMNS = (
     "run_id",
     "model",
     "finish_reason",
+    "reasoning",
 )
 _ENDINGS = [kind for kind in RunEventType if kind.ends_stream]
 
@@ -175,11 +180,19 @@ def _turn_parts(
     row: dict[str, Any], results: dict[str | None, dict[str, Any]], run: Run | None
 ) -> list[dict[str, Any]]:
     message: ChatMessage = chat_message_from_row(
-        row["role"], row["content"], row["tool_calls"], row["tool_call_id"], row["is_error"]
+        row["role"],
+        row["content"],
+        row["tool_calls"],
+        row["tool_call_id"],
+        row["is_error"],
+        reasoning=row["reasoning"],
     )
     parts: list[dict[str, Any]] = [{"type": "step-start"}]
     if message.content:
         parts.append({"type": "text", "text": message.content, "state": "done"})
+    for index, thought in enumerate(shown_reasoning(message.reasoning) or ()):
+        part_id = reasoning_part_id(row["id"], index)
+        parts.append({"type": "reasoning", "id": part_id, "text": thought["text"], "state": "done"})
     waiting: dict[str, WaitReason] = {}
     if run is not None and run.status == RunStatus.REQUIRES_ACTION:
         waiting = {pending.call.id: pending.reason for pending in run.waiting_calls}

@@ -168,6 +168,13 @@ function renderMessage(message, replacing = null, into = null) {
   bubble.dataset.messageId = message.id;
   const cancelled = message.finish_reason === "cancelled" ? " · stopped" : "";
   bubble.append(element("span", "role", message.role + (message.model ? ` · ${message.model}` : "") + cancelled));
+  if (message.reasoning) {
+    // The model's reasoning (shown when SHOW_REASONING is on), folded.
+    const reasoning = element("details", "reasoning");
+    reasoning.append(element("summary", "", "Reasoning"));
+    for (const part of message.reasoning) reasoning.append(element("p", part.kind, part.text));
+    bubble.append(reasoning);
+  }
   appendContent(bubble, message.content);
   if (message.parsed != null) bubble.append(element("code", "parsed", "parsed: " + JSON.stringify(message.parsed)));
   for (const call of message.tool_calls || []) bubble.append(callCard(call));
