@@ -4,11 +4,12 @@ The same message a client rebuilt from the run's UI message stream
 (:mod:`llm_conversations.api.ai_sdk`): a run is one assistant message whose id
 is the run's id, with per assistant turn a ``step-start``, its text and a tool
 part per call (``tool-{name}``, in the state its result, the run's decision or
-its wait leaves it). User and system turns are one message each, with their
+its wait leaves it). User and system turns are one message each, with the id
+the client gave them (``chat/`` keeps it in the turn's metadata) or else their
 stored id; images and files are ``file`` parts whose ``url`` is the
 attachment's ``content/`` endpoint. Reasoning text an end user may see
-(``SHOW_REASONING``) is a ``reasoning`` part after the turn's text, where
-the stream sends it (whole, once the turn is stored).
+(``SHOW_REASONING``) is a ``reasoning`` part after the turn's text, where the
+stream sends it (whole, once the turn is stored).
 
 Of the run executing now, the turns of its current stretch (stored after its
 last pause) are left out: the reconnect stream (``chat/{id}/stream``) sends
@@ -38,7 +39,11 @@ from llm_conversations.models import (
     chat_message_from_row,
 )
 
-__all__ = ["active_stretch", "ui_messages"]
+__all__ = ["UI_MESSAGE_ID", "active_stretch", "ui_messages"]
+
+# The key of a user turn's metadata holding the id its client gave it (chat/):
+# the history answers with that id, so the client's message keeps it.
+UI_MESSAGE_ID = "ui_message_id"
 
 _COLUMNS = (
     "id",
@@ -52,6 +57,7 @@ _COLUMNS = (
     "model",
     "finish_reason",
     "reasoning",
+    "metadata",
 )
 _ENDINGS = [kind for kind in RunEventType if kind.ends_stream]
 
@@ -160,7 +166,8 @@ def _plain(row: dict[str, Any], files: dict[str, dict[str, Any]]) -> dict[str, A
             else files.get(str(part.get("attachment_id")), {"type": "text", "text": ""})
             for part in row["content_parts"]
         ]
-    return {"id": str(row["id"]), "role": row["role"], "parts": parts}
+    client_id = (row["metadata"] or {}).get(UI_MESSAGE_ID)
+    return {"id": str(client_id or row["id"]), "role": row["role"], "parts": parts}
 
 
 def _assistant(message_id: str, run: Run | None) -> dict[str, Any]:

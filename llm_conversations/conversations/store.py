@@ -335,13 +335,22 @@ def append_messages(
 
 
 def append_locked(
-    conversation: ConversationRef, count: int, messages: Iterable[MessageInput], *, run: Run
+    conversation: ConversationRef,
+    count: int,
+    messages: Iterable[MessageInput],
+    *,
+    run: Run,
+    metadata: Mapping[str, Any] | None = None,
 ) -> list[Message]:
     """:func:`append_messages` in the caller's transaction, which holds the
     conversation's lock: ``count`` is what :func:`lock_idle_conversation`
     returned. ``ToolLoopService.start`` stores its run's user turn so, without
-    locking and checking for an active run a second time."""
-    items = [(message, {"run": run, "metadata": {}}) for message in as_chat_messages(messages)]
+    locking and checking for an active run a second time; ``metadata`` goes
+    on every message."""
+    items = [
+        (message, {"run": run, "metadata": dict(metadata or {})})
+        for message in as_chat_messages(messages)
+    ]
     return _append(conversation, items, run, locked=count)
 
 

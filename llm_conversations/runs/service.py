@@ -120,6 +120,7 @@ class ToolLoopService:
         background: bool = False,
         user: AnyUser | None = None,
         context_strategy: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
         **parameters: Unpack[RunParameterInput],
     ) -> Run:
         """Store the user turn and a queued run, atomically; execute it with :meth:`execute`,
@@ -139,7 +140,8 @@ class ToolLoopService:
         spent a budget (docs/costs.md#budgets). ``context_strategy`` (``"error"``,
         ``"truncate"``, ``"summarize"``)
         overrides the provider entry's ``CONTEXT_STRATEGY`` for this run
-        (docs/context.md).
+        (docs/context.md). ``metadata`` is stored on the user turn
+        (``Message.metadata``).
         """
         user_turn = _user_turn(message)
         rules = None if user is None else policy.run_policy()
@@ -194,7 +196,7 @@ class ToolLoopService:
                 run.offered_tools = offered.specs()
                 run.run_parameters = chosen
                 run.save(force_insert=True)
-                append_locked(conversation_id, count, [user_turn], run=run)
+                append_locked(conversation_id, count, [user_turn], run=run, metadata=metadata)
                 if background:
                     transaction.on_commit(partial(enqueue_run, run.pk, marked=True))
         except InvalidMessage as exc:

@@ -67,11 +67,6 @@ def urls(live_server: Any, conversation: Conversation) -> dict[str, str]:
     return {"api": api, "history": f"{api}messages/", "chatId": str(conversation.pk)}
 
 
-def without_user_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The client names its user messages itself; the stored ones have the stored id."""
-    return [{**m, "id": None} if m["role"] == "user" else m for m in messages]
-
-
 @pytest.mark.parametrize(
     ("calls", "decide"),
     [
@@ -92,7 +87,8 @@ def test_the_history_is_the_message_the_sdk_rebuilt_from_the_streams(
     result = node_sdk.run_node(spec)
     assert result["errors"] == []
     assert "historyError" not in result
-    assert without_user_ids(result["history"]) == without_user_ids(result["messages"])
+    # The same messages with the same ids: the user turn keeps the id its client gave it.
+    assert result["history"] == result["messages"]
     assert result["history"][1]["id"] == str(Run.objects.get().pk)
 
 
@@ -144,7 +140,7 @@ def test_nothing_to_resume_is_204_and_the_sdk_stays_ready(live_server: Any, owne
     assert result["errors"] == []
     assert result["status"] == "ready"
     assert [r["status"] for r in result["responses"]] == [204]
-    assert without_user_ids(result["messages"]) == without_user_ids(result["history"])
+    assert result["messages"] == result["history"]
 
 
 # A worker thread writes while the live server reads: SQLite's in-memory test
@@ -183,7 +179,7 @@ def test_a_reload_mid_run_resumes_the_stream_to_the_same_message(
     assert answer["parts"] == node_sdk.stored_parts(conversation)
     # One model round per turn: the resumed stream followed the log, repeating nothing.
     assert run.iterations == 2
-    assert without_user_ids(result["messages"]) == without_user_ids(result["history"])
+    assert result["messages"] == result["history"]
 
 
 def test_images_and_text_of_a_user_turn_are_its_parts_in_order(

@@ -36,7 +36,9 @@ class UIMessageSerializer(StrictTypes[Any]):
     # The AI SDK owns this shape and adds to it between versions.
     strict_fields = False
 
-    id = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    id = serializers.CharField(
+        required=False, allow_blank=True, trim_whitespace=False, max_length=200
+    )
     # A pattern, not a choice: an enum named "role" would collide with the messages' one.
     role = serializers.RegexField(
         r"^(user|assistant)\Z",

@@ -38,7 +38,7 @@ from llm_conversations.api.serializers import (
     UIMessageChunkEventSerializer,
 )
 from llm_conversations.api.sse import EVENT_STREAM, event_stream_response, log_stream_response
-from llm_conversations.api.ui_messages import active_stretch, ui_messages
+from llm_conversations.api.ui_messages import UI_MESSAGE_ID, active_stretch, ui_messages
 from llm_conversations.api.views.base import (
     BODY_ERRORS,
     CONVERSATION_ID,
@@ -160,7 +160,10 @@ class ChatViewSet(RunViews[Conversation]):
         if last["role"] == "assistant":
             return self._resume(request, conversation, last)
         text = body.validated_data["text"]
-        return self._start(request, text, body, stream=True, ai_sdk_format=True)
+        # The client's id for its message: the history endpoint answers with it.
+        ui_id = last.get("id")
+        metadata = {UI_MESSAGE_ID: ui_id} if ui_id else None
+        return self._start(request, text, body, stream=True, ai_sdk_format=True, metadata=metadata)
 
     @extend_schema(
         summary="Chat history (AI SDK)",

@@ -221,12 +221,15 @@ class RunViews(RunStartingView, viewsets.GenericViewSet[_M], Generic[_M]):
         *,
         stream: bool,
         ai_sdk_format: bool | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> HttpResponseBase:
         """Start a run of the URL's conversation for ``message``, with the options ``body``
-        validated, and answer with it (:meth:`_started`)."""
+        validated (``metadata`` goes on the user turn), and answer with it (:meth:`_started`)."""
         service = ToolLoopService()
         options = body.start_options()
-        run = service.start(self.get_conversation(), message, user=request.user, **options)
+        run = service.start(
+            self.get_conversation(), message, user=request.user, metadata=metadata, **options
+        )
         return self._started(
             request, service, run, stream, options["background"], ai_sdk_format=ai_sdk_format
         )
