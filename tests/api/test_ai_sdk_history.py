@@ -206,3 +206,33 @@ def test_images_and_text_of_a_user_turn_are_its_parts_in_order(
         {"type": "file", "mediaType": "image/png", "url": url, "filename": "dot.png"},
     ]
     assert b"".join(client.get(url).streaming_content) == data
+
+
+def read_with_the_sdk(
+    live_server: Any, conversation: Conversation, run: Run, **spec: Any
+) -> dict[str, Any]:
+    url = f"{live_server.url}/api/conversations/{conversation.pk}/runs/{run.pk}/events/"
+    return node_sdk.run_node({"mode": "events", "url": f"{url}?format=ai-sdk", **spec})
+
+
+def test_the_sdk_reads_a_failed_runs_stream(live_server: Any, owner: User) -> None:
+    conversation = create_conversation(owner=owner)
+    run = ToolLoopService().send(conversation, "hi", provider="broken")
+    assert run.status == RunStatus.FAILED
+    result = read_with_the_sdk(live_server, conversation, run, terminateOnError=False)
+    # The SDK reports the error chunk as the stream's error: the failure is the answer.
+    assert result["errors"] == [run.error_message]
+    (response,) = result["responses"]
+    assert (response["parseErrors"], response["done"]) == (0, True)
+    assert [c["type"] for c in response["chunks"]] == ["start", "error", "finish"]
+
+
+def test_the_sdk_reads_a_cancelled_runs_stream(live_server: Any, owner: User) -> None:
+    conversation = create_conversation(owner=owner)
+    service = ToolLoopService()
+    run = service.cancel(service.start(conversation, "hi").pk)
+    result = read_with_the_sdk(live_server, conversation, run)
+    node_sdk.assert_clean(result, responses=1)
+    chunks = result["responses"][0]["chunks"]
+    assert [c["type"] for c in chunks] == ["start", "abort", "finish"]
+    assert result["messages"][0]["metadata"]["status"] == "cancelled"

@@ -7,7 +7,8 @@
 //   waiting for approval is decided and the chat sends again, as an app does after
 //   addToolApprovalResponse.
 // spec.mode "events": GET spec.url (a run's events with ?format=ai-sdk) and read the
-//   stream into a UI message (continuing spec.message when given).
+//   stream into a UI message (continuing spec.message when given; an error chunk
+//   ends the reading unless spec.terminateOnError is false).
 // spec.mode "resume": a reload: GET spec.history (the chat's UIMessage[]), validated
 //   by the SDK, opens a chat with it, which resumes the stream as useChat's
 //   `resume: true` does (the transport's reconnect request).
@@ -143,7 +144,7 @@ async function events() {
     message: spec.message,
     stream: chunks,
     onError: (error) => errors.push(String(error.message ?? error)),
-    terminateOnError: true,
+    terminateOnError: spec.terminateOnError ?? true,
   })) {
     message = snapshot;
   }
