@@ -9,6 +9,7 @@ from django.contrib import admin
 
 from llm_conversations.admin.attachments import AttachmentAdmin
 from llm_conversations.admin.conversations import ConversationAdmin, status_badge
+from llm_conversations.admin.decisions import ToolDecisionAdmin
 from llm_conversations.admin.feedback import FeedbackAdmin
 from llm_conversations.admin.history import HistoryAdmin, MessageAdmin, RunAdmin
 from llm_conversations.admin.transcript import (
@@ -25,6 +26,7 @@ from llm_conversations.models import (
     Message,
     PendingCall,
     Run,
+    ToolDecision,
 )
 
 admin.site.register(Attachment, AttachmentAdmin)
@@ -32,6 +34,7 @@ admin.site.register(Conversation, ConversationAdmin)
 admin.site.register(Feedback, FeedbackAdmin)
 admin.site.register(Message, MessageAdmin)
 admin.site.register(Run, RunAdmin)
+admin.site.register(ToolDecision, ToolDecisionAdmin)
 
 __all__ = [
     "AttachmentAdmin",
@@ -42,6 +45,7 @@ __all__ = [
     "PendingCall",
     "RunAdmin",
     "RunSummary",
+    "ToolDecisionAdmin",
     "TranscriptCall",
     "TranscriptEntry",
     "status_badge",

@@ -164,6 +164,7 @@ class RunAdmin(HistoryAdmin):
         "__str__",
         "conversation",
         "status_label",
+        "waiting_for",
         "termination_reason",
         "iterations",
         "attempts",
@@ -233,6 +234,12 @@ class RunAdmin(HistoryAdmin):
     @admin.display(description=_("Status"), ordering="status")
     def status_label(self, obj: Run) -> SafeString:
         return status_badge(obj.status)
+
+    @admin.display(description=_("Waiting for"))
+    def waiting_for(self, obj: Run) -> str:
+        """The calls a paused run waits on, by tool: a person's approval or a client's output
+        (filter by status "requires action" for every call waiting across conversations)."""
+        return ", ".join(f"{p.call.name} ({p.reason.label})" for p in obj.waiting_calls)
 
     @admin.display(description=_("Conversation"))
     def conversation_link(self, obj: Run) -> SafeString:

@@ -10,6 +10,7 @@ from django.urls import re_path
 from rest_framework.routers import SimpleRouter
 
 from llm_conversations.api.views import (
+    ApprovalViewSet,
     AttachmentViewSet,
     ChatViewSet,
     ConversationViewSet,
@@ -35,6 +36,7 @@ router.register(f"{_CONVERSATION}/chat", ChatViewSet, basename="chat")
 router.register("tools", ToolViewSet, basename="tool")
 router.register("attachments", AttachmentViewSet, basename="attachment")
 router.register("providers", ProviderViewSet, basename="provider")
+router.register("approvals", ApprovalViewSet, basename="approval")
 
 urlpatterns = [
     # The AI SDK's reconnect and stop requests name no trailing slash: it is optional here.

@@ -12,6 +12,7 @@ from llm_conversations.models.conversations import (
     TitleSource,
     chat_message_from_row,
 )
+from llm_conversations.models.decisions import MAX_REASON_CHARS, ToolDecision
 from llm_conversations.models.feedback import MAX_COMMENT_CHARS, Feedback, Rating
 from llm_conversations.models.idempotency import IdempotencyKey
 from llm_conversations.models.run_events import RunEvent, RunEventType
@@ -30,6 +31,7 @@ __all__ = [
     "ACTIVE_RUN_STATUSES",
     "MAX_COMMENT_CHARS",
     "MAX_ID_CHARS",
+    "MAX_REASON_CHARS",
     "MESSAGE_COLUMNS",
     "MESSAGE_FIELDS",
     "ROLE_CHOICES",
@@ -50,6 +52,7 @@ __all__ = [
     "RunStatus",
     "TerminationReason",
     "TitleSource",
+    "ToolDecision",
     "WaitReason",
     "chat_message_from_row",
 ]

@@ -8,6 +8,8 @@ JSON columns.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -33,6 +35,7 @@ __all__ = [
     "RunStatus",
     "TerminationReason",
     "WaitReason",
+    "approval_digest",
 ]
 
 
@@ -101,6 +104,16 @@ class PendingCall:
         """Read :meth:`to_stored` output."""
         fields = {key: value for key, value in data.items() if key != "reason"}
         return cls(ToolCall.from_dict(fields), WaitReason(data["reason"]))
+
+
+def approval_digest(waiting: Iterable[PendingCall]) -> str | None:
+    """A digest of the calls waiting for approval (ids, names, arguments), ``None`` when
+    none waits: a decision names it to prove which calls it saw."""
+    calls = [p.call.to_stored() for p in waiting if p.reason == WaitReason.REQUIRES_APPROVAL]
+    if not calls:
+        return None
+    canonical = json.dumps(calls, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class Run(models.Model):
@@ -265,6 +278,11 @@ class Run(models.Model):
     def waiting_calls(self) -> list[PendingCall]:
         """The calls this run waits on, in call order."""
         return [PendingCall.from_dict(item) for item in self.pending_tool_calls]
+
+    @property
+    def approval_digest(self) -> str | None:
+        """The :func:`approval_digest` of the calls this run waits on."""
+        return approval_digest(self.waiting_calls)
 
     @staticmethod
     def stored_waiting(calls: Iterable[PendingCall]) -> list[dict[str, Any]]:

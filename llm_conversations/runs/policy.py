@@ -20,9 +20,10 @@ from django.contrib.auth import get_user_model
 from django.utils.module_loading import import_string
 
 from llm_conversations.conf import conf
+from llm_conversations.core.messages import ToolCall
 from llm_conversations.core.parameters import ParameterSupport
 from llm_conversations.exceptions import RunNotPermitted, TooManyActiveRuns
-from llm_conversations.models import ACTIVE_RUN_STATUSES, Run
+from llm_conversations.models import ACTIVE_RUN_STATUSES, Decision, Run
 from llm_conversations.providers.registry import backend_class
 from llm_conversations.users import AnyUser
 
@@ -30,6 +31,7 @@ __all__ = [
     "PermittedProvider",
     "RunPolicy",
     "RunRequest",
+    "Verdict",
     "check_run",
     "default_iterations",
     "lock_active_runs",
@@ -37,6 +39,22 @@ __all__ = [
     "permitted_tools",
     "run_policy",
 ]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What an approval rule decided about a call, and why (kept with the decision)."""
+
+    decision: Decision
+    reason: str = ""
+
+    @classmethod
+    def approve(cls, reason: str = "") -> Verdict:
+        return cls(Decision.APPROVED, reason)
+
+    @classmethod
+    def deny(cls, reason: str = "") -> Verdict:
+        return cls(Decision.DENIED, reason)
 
 
 class RunPolicy:
@@ -58,6 +76,12 @@ class RunPolicy:
     def allowed_tools(self, user: AnyUser) -> Collection[str] | None:
         """Names of tools (as ``GET tools/`` lists them) a run of the user may offer."""
         return None if user.is_authenticated else ()
+
+    def decide_call(self, run: Run, call: ToolCall) -> Verdict | None:
+        """Approve or deny a call waiting for approval by rule, before a person is asked;
+        ``None`` (the default, for every call) asks a person. ``run.conversation``
+        names the owner; the verdict is kept in the approvals trail as the rule's."""
+        return None
 
     def max_iterations(self, user: AnyUser) -> int | None:
         """The highest ``max_iterations`` the user may ask for (``MAX_ITERATIONS_LIMIT`` bounds it

@@ -95,6 +95,8 @@ def execute_rounds(
             calls = [c for c in _last_tool_calls(history) if c.id in pending]
             waiting = tool_answers.waiting_calls(calls, offered, run)
             if waiting:
+                waiting = transitions.decide_by_rule(run, waiting)
+            if waiting:
                 yield RunRequiresAction(transitions.pause(run, waiting))
                 return
             started = [c for c in calls if run.decision(c.id) is not Decision.DENIED]

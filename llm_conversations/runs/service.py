@@ -275,6 +275,10 @@ class ToolLoopService:
         deny: Iterable[str] | None = (),
         outputs: Mapping[str, Any] | None = None,
         resume: bool = True,
+        user: AnyUser | None = None,
+        reason: str = "",
+        reasons: Mapping[str, str] | None = None,
+        digest: str | None = None,
     ) -> Run:
         """Answer a waiting run's calls at once; with ``resume``, execute it when none waits.
 
@@ -285,23 +289,50 @@ class ToolLoopService:
         "is_error": bool}``. Everything is stored in one transaction, or nothing:
         ``RunStateError`` ``run_not_waiting``, or ``unknown_tool_call`` for a call
         that does not wait for that answer (or no call named at all).
+
+        Each decision is kept in the approvals trail (``ToolDecision``): who
+        (``user``), why (``reasons[call_id]``, else ``reason``), and the digest
+        of the calls that waited. A ``digest`` (``Run.approval_digest`` as the
+        caller saw it) that no longer matches is ``RunStateError``
+        ``stale_decision``.
         """
-        answered = transitions.answer_waiting(_run_pk(run), approve, deny, outputs)
+        answered = transitions.answer_waiting(
+            _run_pk(run),
+            approve,
+            deny,
+            outputs,
+            user=user,
+            reason=reason,
+            reasons=reasons,
+            digest=digest,
+        )
         if resume and answered.status == RunStatus.QUEUED:
             return self.execute(answered)
         return answered
 
     def approve(
-        self, run: RunRef, call_ids: Iterable[str] | None = None, *, resume: bool = True
+        self,
+        run: RunRef,
+        call_ids: Iterable[str] | None = None,
+        *,
+        resume: bool = True,
+        user: AnyUser | None = None,
+        reason: str = "",
     ) -> Run:
         """Approve waiting calls (all when ``call_ids`` is ``None``); resume when none waits."""
-        return self.answer(run, approve=call_ids, resume=resume)
+        return self.answer(run, approve=call_ids, resume=resume, user=user, reason=reason)
 
     def deny(
-        self, run: RunRef, call_ids: Iterable[str] | None = None, *, resume: bool = True
+        self,
+        run: RunRef,
+        call_ids: Iterable[str] | None = None,
+        *,
+        resume: bool = True,
+        user: AnyUser | None = None,
+        reason: str = "",
     ) -> Run:
         """Deny waiting calls: each is answered with an error result saying so."""
-        return self.answer(run, deny=call_ids, resume=resume)
+        return self.answer(run, deny=call_ids, resume=resume, user=user, reason=reason)
 
     def submit_tool_outputs(
         self, run: RunRef, outputs: Mapping[str, Any], *, resume: bool = True

@@ -27,6 +27,7 @@ from llm_conversations.api.serializers.parameters import (
 from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS
 from llm_conversations.models import (
     MAX_ID_CHARS,
+    MAX_REASON_CHARS,
     Decision,
     PendingCall,
     Run,
@@ -214,6 +215,12 @@ class RunSerializer(serializers.Serializer[Run]):
     )
     fitting = RunContextSerializer(source="*")
     pending_tool_calls = PendingToolCallSerializer(source="waiting_calls", many=True)
+    approval_digest = serializers.CharField(
+        read_only=True,
+        allow_null=True,
+        help_text="A digest of the calls waiting for approval (`null` when none): send it "
+        "with a decision to have it refused if they changed meanwhile.",
+    )
     decisions = serializers.DictField(
         child=serializers.ChoiceField(choices=Decision.values),
         help_text="Decisions by call id.",
@@ -277,6 +284,22 @@ class ToolDecisionSerializer(StrictTypes[Any]):
         required=False,
         allow_null=True,
         help_text="The calls to decide; all calls waiting for approval when omitted.",
+    )
+    reason = serializers.CharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        max_length=MAX_REASON_CHARS,
+        help_text="Why, kept with the decision in the approvals trail.",
+    )
+    digest = serializers.RegexField(
+        r"^[0-9a-f]{64}\Z",
+        required=False,
+        allow_null=True,
+        help_text=(
+            "The run's `approval_digest` as the caller saw it: when the calls waiting "
+            "changed since, the decision is refused (409 `stale_decision`)."
+        ),
     )
     stream = serializers.BooleanField(required=False, default=False)
 

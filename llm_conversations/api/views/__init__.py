@@ -1,5 +1,6 @@
 """The API's views."""
 
+from llm_conversations.api.views.approvals import ApprovalViewSet
 from llm_conversations.api.views.attachments import AttachmentViewSet
 from llm_conversations.api.views.chat import ChatViewSet
 from llm_conversations.api.views.conversations import (
@@ -13,6 +14,7 @@ from llm_conversations.api.views.runs import RunViewSet
 from llm_conversations.api.views.tools import ToolViewSet
 
 __all__ = [
+    "ApprovalViewSet",
     "AttachmentViewSet",
     "ChatViewSet",
     "ConversationPagination",

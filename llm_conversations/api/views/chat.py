@@ -49,6 +49,7 @@ from llm_conversations.api.views.runs import RunViews
 from llm_conversations.exceptions import RunStateError
 from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,
+    MAX_REASON_CHARS,
     Conversation,
     Run,
     RunStatus,
@@ -101,16 +102,19 @@ _CHAT_STREAM = OpenApiResponse(
 
 def decisions_of(
     message: dict[str, Any], run: Run
-) -> tuple[list[str], list[str], dict[str, dict[str, Any]]]:
+) -> tuple[list[str], list[str], dict[str, dict[str, Any]], dict[str, str]]:
     """What an assistant UI message decides about the run's waiting calls.
 
-    ``(approved, denied, outputs)``: call ids approved and denied, and the
-    outputs of client-side calls. Parts about other calls are ignored.
+    ``(approved, denied, outputs, reasons)``: call ids approved and denied, the
+    outputs of client-side calls, and the reason given with each decision
+    (``addToolApprovalResponse({id, approved, reason})``). Parts about other
+    calls are ignored.
     """
     waiting = {pending.call.id: pending.reason for pending in run.waiting_calls}
     approved: list[str] = []
     denied: list[str] = []
     outputs: dict[str, dict[str, Any]] = {}
+    reasons: dict[str, str] = {}
     for part in message["parts"]:
         call_id = part.get("toolCallId")
         reason = waiting.get(call_id) if isinstance(call_id, str) else None
@@ -118,11 +122,13 @@ def decisions_of(
         if reason == WaitReason.REQUIRES_APPROVAL and isinstance(approval, dict):
             if isinstance(approval.get("approved"), bool):
                 (approved if approval["approved"] else denied).append(str(call_id))
+                if isinstance(approval.get("reason"), str):
+                    reasons[str(call_id)] = approval["reason"][:MAX_REASON_CHARS]
         elif reason == WaitReason.CLIENT_SIDE and part.get("state") == "output-available":
             outputs[str(call_id)] = {"output": part.get("output"), "is_error": False}
         elif reason == WaitReason.CLIENT_SIDE and part.get("state") == "output-error":
             outputs[str(call_id)] = {"output": str(part.get("errorText", "")), "is_error": True}
-    return approved, denied, outputs
+    return approved, denied, outputs, reasons
 
 
 class ChatViewSet(RunViews[Conversation]):
@@ -234,7 +240,7 @@ class ChatViewSet(RunViews[Conversation]):
             raise RunStateError(
                 "run_not_waiting", "No run of this conversation waits for a decision or an output."
             )
-        approved, denied, outputs = decisions_of(message, run)
+        approved, denied, outputs, reasons = decisions_of(message, run)
         if not (approved or denied or outputs):
             raise RunStateError(
                 "unknown_tool_call",
@@ -242,5 +248,13 @@ class ChatViewSet(RunViews[Conversation]):
                 field="messages",
             )
         service = ToolLoopService()
-        service.answer(run.pk, approve=approved, deny=denied, outputs=outputs, resume=False)
+        service.answer(
+            run.pk,
+            approve=approved,
+            deny=denied,
+            outputs=outputs,
+            resume=False,
+            user=request.user,
+            reasons=reasons,
+        )
         return event_stream_response(request._request, service, run.pk, ai_sdk_format=True)

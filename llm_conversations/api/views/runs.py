@@ -352,10 +352,14 @@ class RunViewSet(RunViews[Run]):
         else:
             body = self.validated_body(ToolDecisionSerializer).validated_data
             # Omitted ids (None) are every call waiting for approval.
-            answers = {decision: body.get("tool_call_ids")}
+            answers = {
+                decision: body.get("tool_call_ids"),
+                "reason": body["reason"],
+                "digest": body.get("digest"),
+            }
         stream = wants_stream(request, body["stream"])
         service = ToolLoopService()
-        run = service.answer(run.pk, **answers, resume=not stream)
+        run = service.answer(run.pk, **answers, resume=not stream, user=request.user)
         if stream:
             return event_stream_response(request._request, service, run.pk)
         return self._answer(run)
