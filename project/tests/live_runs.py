@@ -70,3 +70,19 @@ def calls(*items: tuple[str, str, dict[str, Any]]) -> str:
             ]
         }
     )
+
+
+def sign_in(page: Any, base: str, then: str) -> Any:
+    """Sign in as the ``staff`` user (``PASSWORD``) and open ``then``; the page is returned."""
+    page.goto(f"{base}/admin/login/?next={then}")
+    page.fill("#id_username", "staff")
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{base}{then}**")  # the page may add a query or a hash
+    return page
+
+
+def send(page: Any, text: str) -> None:
+    """Type ``text`` in the page's ``#input`` and press ``#send``."""
+    page.fill("#input", text)
+    page.click("#send")

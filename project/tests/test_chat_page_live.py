@@ -17,7 +17,15 @@ from django.contrib.auth import get_user_model
 from llm_conversations.conversations import create_conversation
 from llm_conversations.core.messages import ChatMessage
 from llm_conversations.models import Message, Run
-from project.tests.live_runs import PASSWORD, STORY_PROMPT, calls, gate, live_run_settings
+from project.tests.live_runs import (
+    PASSWORD,
+    STORY_PROMPT,
+    calls,
+    gate,
+    live_run_settings,
+    send,
+    sign_in,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -34,17 +42,7 @@ def staff() -> Any:
 
 @pytest.fixture
 def signed_in(page: Any, live_server: Any, staff: Any) -> Any:
-    page.goto(f"{live_server.url}/admin/login/?next=/")
-    page.fill("#id_username", "staff")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
-    return page
-
-
-def send(page: Any, text: str) -> None:
-    page.fill("#input", text)
-    page.click("#send")
+    return sign_in(page, live_server.url, "/")
 
 
 def test_a_reload_mid_run_reattaches_to_the_run(signed_in: Any) -> None:

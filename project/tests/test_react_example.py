@@ -16,7 +16,15 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from llm_conversations.models import Conversation, Message, Run
-from project.tests.live_runs import PASSWORD, STORY_PROMPT, calls, gate, live_run_settings
+from project.tests.live_runs import (
+    PASSWORD,
+    STORY_PROMPT,
+    calls,
+    gate,
+    live_run_settings,
+    send,
+    sign_in,
+)
 from project.views import REACT_BUNDLE
 from tests.browser.chromium import running_under_ci
 
@@ -38,17 +46,9 @@ def example_settings(settings: Any) -> Iterator[None]:
 @pytest.fixture
 def opened(page: Any, live_server: Any) -> Any:
     get_user_model().objects.create_superuser("staff", "staff@example.com", PASSWORD)
-    page.goto(f"{live_server.url}/admin/login/?next=/examples/react-chat/")
-    page.fill("#id_username", "staff")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
+    page = sign_in(page, live_server.url, "/examples/react-chat/")
     page.locator("#input").wait_for()
     return page
-
-
-def send(page: Any, text: str) -> None:
-    page.fill("#input", text)
-    page.click("#send")
 
 
 def test_send_and_approve_a_call(opened: Any) -> None:

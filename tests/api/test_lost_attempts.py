@@ -24,10 +24,10 @@ from llm_conversations.models import Conversation, Run, RunEvent, RunStatus
 from llm_conversations.providers import Provider, ResponseCompleted, StreamEvent, TextDelta
 from llm_conversations.runs import ToolLoopService, event_log
 from llm_conversations.runs import event_reader as run_events
-from llm_conversations.runs import events as loop_events
 from tests.api import test_ai_sdk_node as node_sdk
 from tests.api.conftest import API_SETTINGS, parse_sse
 from tests.api.test_ai_sdk import parse_chunks
+from tests.support.streaming import streamed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -76,13 +76,7 @@ def lose_attempt_one(conversation: Conversation) -> Run:
     """Attempt 1 logs 12 words and its worker dies: its lease has lapsed."""
     loop = ToolLoopService()
     run = loop.start(conversation, "Count to 24.")
-    executing = loop.events(run.pk)
-    deltas = 0
-    for event in executing:
-        if isinstance(event, loop_events.TextDelta):
-            deltas += 1
-            if deltas == 12:
-                break
+    executing = streamed(loop, run.pk, 12)
     # The process is gone: nobody renews the lease, the reaper finds it expired.
     Run.objects.filter(pk=run.pk).update(
         lease_owner="gone-host:1:dead", lease_expires_at=timezone.now() - timedelta(seconds=1)

@@ -19,9 +19,9 @@ from llm_conversations.core.messages import check_sequence
 from llm_conversations.models import Conversation, Run, RunEvent, RunStatus
 from llm_conversations.providers import Provider, ResponseCompleted, StreamEvent, TextDelta
 from llm_conversations.runs import ToolLoopService, event_log
-from llm_conversations.runs import events as loop_events
 from tests.api.conftest import API_SETTINGS
 from tests.api.test_ai_sdk import parse_chunks
+from tests.support.streaming import streamed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -56,16 +56,10 @@ def slow(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(event_log, "TEXT_FLUSH_CHARS", 1)
 
 
-def cancel_mid_reply(conversation: Conversation, words: int = 12) -> Run:
+def cancel_mid_reply(conversation: Conversation) -> Run:
     loop = ToolLoopService()
     run = loop.start(conversation, "Tell me a story.")
-    executing = loop.events(run.pk)
-    seen = 0
-    for event in executing:
-        if isinstance(event, loop_events.TextDelta):
-            seen += 1
-            if seen == words:
-                break
+    executing = streamed(loop, run.pk, len(WORDS))
     loop.cancel(run.pk)
     executing.close()
     run.refresh_from_db()
@@ -126,13 +120,7 @@ def suspended_mid_reply(conversation: Conversation) -> tuple[Run, Any]:
     """A run whose model has streamed every word and is still answering."""
     loop = ToolLoopService()
     run = loop.start(conversation, "Tell me a story.")
-    executing = loop.events(run.pk)
-    seen = 0
-    for event in executing:
-        seen += isinstance(event, loop_events.TextDelta)
-        if seen == len(WORDS):
-            break
-    return run, executing
+    return run, streamed(loop, run.pk, len(WORDS))
 
 
 def test_the_ai_sdk_stop_endpoint_cancels_and_keeps_the_streamed_text(user: Any) -> None:
