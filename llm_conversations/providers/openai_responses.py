@@ -76,6 +76,10 @@ def input_part(part: ContentPart) -> dict[str, Any]:
     }
 
 
+def _mine(reasoning: Sequence[Reasoning] | None) -> list[Reasoning]:
+    return [part for part in reasoning or () if part.provider == BACKEND]
+
+
 def reasoning_items(reasoning: Sequence[Reasoning] | None) -> list[dict[str, Any]]:
     """The ``reasoning`` input items of a turn this backend answered, as they came.
 
@@ -83,8 +87,8 @@ def reasoning_items(reasoning: Sequence[Reasoning] | None) -> list[dict[str, Any
     its encrypted content a stateless request cannot use an item.
     """
     items: list[dict[str, Any]] = []
-    for part in reasoning or ():
-        if part.provider != BACKEND or part.kind is not ReasoningKind.ENCRYPTED:
+    for part in _mine(reasoning):
+        if part.kind is not ReasoningKind.ENCRYPTED:
             continue
         try:
             stored = json.loads(part.data or "")
@@ -127,18 +131,35 @@ def to_responses_input(messages: Sequence[ChatMessage]) -> tuple[str, list[dict[
             items.append({"role": "user", "content": content})
             continue
         items.extend(reasoning_items(message.reasoning))
+        # The ids of the items that followed a reasoning item, by call id (None: the text).
+        item_ids = {
+            part.call_id: part.data
+            for part in _mine(message.reasoning)
+            if part.kind is ReasoningKind.SIGNATURE
+        }
         if message.content:
-            items.append({"role": "assistant", "content": message.content})
+            items.append(_assistant_text(message.content, item_ids.get(None)))
         for call in message.tool_calls or ():
-            items.append(
-                {
-                    "type": "function_call",
-                    "call_id": call.id,
-                    "name": call.name,
-                    "arguments": call.arguments_json,
-                }
-            )
+            item = {"type": "function_call", "call_id": call.id, "name": call.name}
+            item["arguments"] = call.arguments_json
+            if call.id in item_ids:
+                item["id"] = item_ids[call.id]
+            items.append(item)
     return "\n\n".join(system), items
+
+
+def _assistant_text(text: str, item_id: str | None) -> dict[str, Any]:
+    """An assistant turn's text: the output message it came as when its id was kept."""
+    if item_id is None:
+        return {"role": "assistant", "content": text}
+    part = {"type": "output_text", "text": text, "annotations": []}
+    return {
+        "type": "message",
+        "id": item_id,
+        "role": "assistant",
+        "status": "completed",
+        "content": [part],
+    }
 
 
 def responses_parameters(parameters: RunParameters) -> dict[str, Any]:
@@ -219,11 +240,16 @@ class _Reply(StreamAccumulator):
     """A reply being read, and whether the model refused (a ``refusal`` part)."""
 
     refused = False
+    # Whether a reasoning item came: the items after it then keep their ids.
+    reasoned = False
 
     def item(self, item: Mapping[str, Any], ids: CallIds, *, text: bool) -> list[StreamEvent]:
         """Add one output item; ``text`` is false when its text already streamed.
 
-        Returns the call event a ``function_call`` item makes.
+        Returns the call event a ``function_call`` item makes. After a
+        reasoning item, the ``id`` of each message and call item is kept as a
+        ``signature`` part (a call's by its call id), so the items go back
+        as they came, paired with the reasoning that preceded them.
         """
         kind = item.get("type")
         events: list[StreamEvent] = []
@@ -235,14 +261,20 @@ class _Reply(StreamAccumulator):
                         self.text(part.get("refusal"))
                 elif part.get("type") == "output_text" and text:
                     self.text(part.get("text"))
+            if self.reasoned:
+                self.reason(ReasoningKind.SIGNATURE, data=item.get("id"))
         elif kind == "function_call":
-            events.append(
-                self.call(ids.take(item.get("call_id")), item["name"], item.get("arguments"))
-            )
+            event = self.call(ids.take(item.get("call_id")), item["name"], item.get("arguments"))
+            events.append(event)
+            if self.reasoned:
+                self.reason(
+                    ReasoningKind.SIGNATURE, data=item.get("id"), call_id=event.tool_call.id
+                )
         elif kind == "reasoning":
             for summary in item.get("summary") or ():
                 self.reason(ReasoningKind.SUMMARY, summary.get("text"))
             if item.get("encrypted_content"):
+                self.reasoned = True
                 kept = {key: item[key] for key in _REASONING_KEYS if key in item}
                 self.reason(ReasoningKind.ENCRYPTED, data=json.dumps(kept))
         return events

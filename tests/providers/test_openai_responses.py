@@ -145,6 +145,8 @@ def test_a_thinking_and_tools_round_trip_sends_the_reasoning_item_back_before_it
                 {"id": "rs_1", "encrypted_content": "ENC-1==", "summary": REASONING_ITEM["summary"]}
             ),
         ),
+        # The id of the call item that followed the reasoning item, to send it back with it.
+        Reasoning("openai_responses", ReasoningKind.SIGNATURE, data="fc_1", call_id="call_9"),
     )
     turn = reply.to_message()
     conversation = [*question, turn, ChatMessage.tool_result("call_9", "18C")]
@@ -159,6 +161,7 @@ def test_a_thinking_and_tools_round_trip_sends_the_reasoning_item_back_before_it
         REASONING_ITEM,
         {
             "type": "function_call",
+            "id": "fc_1",
             "call_id": "call_9",
             "name": "get_weather",
             "arguments": '{"city":"Paris"}',
@@ -167,6 +170,34 @@ def test_a_thinking_and_tools_round_trip_sends_the_reasoning_item_back_before_it
     ]
     assert json.loads(second)["input"] == expected_input
     assert json.loads(second)["include"] == ["reasoning.encrypted_content"]
+
+
+def test_a_text_turn_after_reasoning_goes_back_as_its_output_message(make_provider):
+    provider, recorder = provider_for(
+        make_provider,
+        httpx.Response(200, json=response_body(REASONING_ITEM, message("Sunny."))),
+        httpx.Response(200, json=response_body(message("Yes."))),
+    )
+    reply = provider.complete([ChatMessage.user("Weather?")])
+    provider.complete([ChatMessage.user("Weather?"), reply.to_message(), ChatMessage.user("Sure?")])
+    assert recorder.body["input"][1:] == [
+        REASONING_ITEM,
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "Sunny.", "annotations": []}],
+        },
+        {"role": "user", "content": "Sure?"},
+    ]
+
+
+def test_item_ids_are_not_kept_without_reasoning(make_provider):
+    provider, _ = provider_for(
+        make_provider, httpx.Response(200, json=response_body(message("Hi."), function_call()))
+    )
+    assert provider.complete([ChatMessage.user("x")], tools=TOOLS[:1]).reasoning == ()
 
 
 def test_reasoning_from_another_backend_is_never_sent(make_provider):
@@ -404,9 +435,11 @@ def test_a_stream_yields_text_then_the_call_and_ends_with_the_whole_reply(make_p
     assert final.finish_reason == FinishReason.TOOL_CALLS
     assert final.usage.reasoning_tokens == 32
     assert final.usage.cached_tokens == 64
-    assert [part.kind for part in final.reasoning] == [
-        ReasoningKind.SUMMARY,
-        ReasoningKind.ENCRYPTED,
+    assert [(part.kind, part.call_id) for part in final.reasoning] == [
+        (ReasoningKind.SUMMARY, None),
+        (ReasoningKind.ENCRYPTED, None),
+        (ReasoningKind.SIGNATURE, None),  # the message item's id
+        (ReasoningKind.SIGNATURE, "call_9"),  # the call item's id
     ]
     assert json.loads(final.reasoning[1].data)["encrypted_content"] == "ENC-1=="
 

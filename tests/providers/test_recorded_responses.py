@@ -139,13 +139,23 @@ def reply_to(replay: Replay, index: int, conversation: list[ChatMessage], stream
     return final.response
 
 
+def replay_second_request(name: str) -> list[dict[str, Any]]:
+    """The input items our adapter sends after replaying the first reply of ``name``."""
+    replay = Replay(name)
+    tool_round_trip_with(replay, stream=False, compare_call_ids=True)
+    return replay.sent[1]["input"]
+
+
 def tool_round_trip(name: str, *, stream: bool, compare_call_ids: bool = True) -> None:
+    tool_round_trip_with(Replay(name), stream=stream, compare_call_ids=compare_call_ids)
+
+
+def tool_round_trip_with(replay: Replay, *, stream: bool, compare_call_ids: bool) -> None:
     """A call, its recorded result, and the answer: both replies and the second request.
 
     ``compare_call_ids`` false leaves the ``call_id`` of the recorded second
     request out of the comparison (an older client sent the item id there).
     """
-    replay = Replay(name)
     first_input = replay.request(0)["input"]
     conversation = [ChatMessage.user(first_input[0]["content"])]
     instructions = replay.request(0).get("instructions")
@@ -182,12 +192,20 @@ def test_a_recorded_streamed_tool_call_and_its_answer_round_trip() -> None:
 
 def test_a_recorded_reasoning_item_is_sent_back_verbatim_before_its_call() -> None:
     name = "test_openai_responses_thinking_with_tool_calls"
-    tool_round_trip(name, stream=False)
+    ours = replay_second_request(name)
     replay = Replay(name)
     (item,) = items(replay.recorded(0), "reasoning")
-    sent_reasoning = [i for i in replay.request(1)["input"] if i.get("type") == "reasoning"]
-    # The recording's own second request carries the item as the reply had it.
-    assert sent_reasoning == [{k: v for k, v in item.items() if k != "status"}]
+    theirs = replay.request(1)["input"]
+    # The recording's own second request carries the item as the reply had it ...
+    assert theirs[1] == {k: v for k, v in item.items() if k != "status"}
+    # ... and ours carries it too, then the call item with the id it came with.
+    assert [i.get("type", i.get("role")) for i in ours] == [
+        "user",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+    ]
+    assert ours[1:3] == theirs[1:3]
     assert replay.recorded(1)["usage"]["input_tokens_details"]["cached_tokens"] == 2048
 
 
@@ -208,9 +226,11 @@ def test_a_recorded_reasoning_reply_keeps_its_summaries_and_encrypted_content() 
     follow_up = replay.request(1)["input"][-1]["content"]
     conversation = [ChatMessage.user(question), reply.to_message(), ChatMessage.user(follow_up)]
     second = reply_to(replay, 1, conversation, stream=False)
-    ours = [i for i in replay.sent[1]["input"] if i.get("type") == "reasoning"]
-    theirs = [i for i in replay.request(1)["input"] if i.get("type") == "reasoning"]
-    assert ours == theirs
+    # The reasoning item and the message that followed it go back as recorded.
+    ours = replay.sent[1]["input"]
+    theirs = replay.request(1)["input"]
+    assert [i.get("type", i.get("role")) for i in ours] == ["user", "reasoning", "message", "user"]
+    assert ours[1:3] == theirs[1:3]
     assert second.content == texts(replay.recorded(1))
 
 
