@@ -9,6 +9,8 @@ state travels with it as the ``reasoning`` items it returned (their
 ``encrypted_content``, ``summary``), beside ``summary`` parts holding its
 summary text; they go back verbatim, ahead of the turn's message and
 ``function_call`` items, to this backend only (docs/providers.md, "Reasoning").
+The items that followed a reasoning item keep their ids (``signature`` parts)
+and go back with them, as OpenAI's stateless examples send a response's output.
 
 Tool calls are ``function_call`` items and their results
 ``function_call_output`` items, paired by ``call_id``. Images are

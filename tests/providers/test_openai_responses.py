@@ -266,6 +266,16 @@ def test_parameters_map_to_responses_fields(make_provider):
     }
 
 
+def test_a_runs_effort_keeps_the_entrys_other_reasoning_keys(make_provider):
+    provider, recorder = provider_for(
+        make_provider,
+        httpx.Response(200, json=response_body(message("ok"))),
+        reasoning={"effort": "high", "summary": "auto"},
+    )
+    provider.complete([ChatMessage.user("x")], parameters={"reasoning_effort": "minimal"})
+    assert recorder.body["reasoning"] == {"effort": "minimal", "summary": "auto"}
+
+
 @pytest.mark.parametrize("mode", ["auto", "none", "required"])
 def test_tool_choice_modes_are_sent_as_words(make_provider, mode):
     provider, recorder = provider_for(
