@@ -142,9 +142,9 @@ def to_responses_input(messages: Sequence[ChatMessage]) -> tuple[str, list[dict[
         if message.content:
             items.append(_assistant_text(message.content, item_ids.get(None)))
         for call in message.tool_calls or ():
-            item = {"type": "function_call", "call_id": call.id, "name": call.name}
-            item["arguments"] = call.arguments_json
-            if call.id in item_ids:
+            item: dict[str, Any] = {"type": "function_call", "call_id": call.id}
+            item.update(name=call.name, arguments=call.arguments_json)
+            if item_ids.get(call.id):
                 item["id"] = item_ids[call.id]
             items.append(item)
     return "\n\n".join(system), items
