@@ -248,7 +248,7 @@ class _Reply(StreamAccumulator):
     def item(self, item: Mapping[str, Any], ids: CallIds, *, text: bool) -> list[StreamEvent]:
         """Add one output item; ``text`` is false when its text already streamed.
 
-        Returns the call event a ``function_call`` item makes. After a
+        Returns the events it makes: its text (when ``text``) and its call. After a
         reasoning item, the ``id`` of each message and call item is kept as a
         ``signature`` part (a call's by its call id), so the items go back
         as they came, paired with the reasoning that preceded them.
@@ -259,10 +259,11 @@ class _Reply(StreamAccumulator):
             for part in item.get("content") or ():
                 if part.get("type") == "refusal":
                     self.refused = True
-                    if text:
-                        self.text(part.get("refusal"))
-                elif part.get("type") == "output_text" and text:
-                    self.text(part.get("text"))
+                piece = part.get("refusal") if part.get("type") == "refusal" else None
+                if part.get("type") == "output_text":
+                    piece = part.get("text")
+                if text and (delta := self.text(piece)):
+                    events.append(delta)
             if self.reasoned:
                 self.reason(ReasoningKind.SIGNATURE, data=item.get("id"))
         elif kind == "function_call":
@@ -337,7 +338,9 @@ class OpenAIResponsesProvider(Provider):
 
         Text arrives as ``response.output_text.delta`` (and ``refusal.delta``);
         each call, reasoning item and message is complete at its
-        ``response.output_item.done``. The reply is complete at
+        ``response.output_item.done``, and an item of the final response that
+        had none is read from there (its text yielded then, unless it
+        streamed). The reply is complete at
         ``response.completed`` or ``response.incomplete``; ``response.failed``
         and ``error`` raise the error they carry, and a stream closed before
         any of them ended early.
@@ -346,6 +349,10 @@ class OpenAIResponsesProvider(Provider):
         reply = _Reply(raw_key="events")
         # Arguments streamed so far per output index, for the size check.
         arguments: dict[int, int] = {}
+        summary_chars = 0
+        # The output indexes whose text streamed, and those whose item is done.
+        streamed: set[object] = set()
+        done: set[object] = set()
         final: Mapping[str, Any] | None = None
         for sse in iter_sse(self.lines(response)):
             data = json.loads(sse.data)
@@ -358,6 +365,7 @@ class OpenAIResponsesProvider(Provider):
             if kind in ("response.created", "response.in_progress"):
                 reply.keep(model=(data.get("response") or {}).get("model"))
             elif kind in ("response.output_text.delta", "response.refusal.delta"):
+                streamed.add(data.get("output_index"))
                 if text := reply.text(data.get("delta")):
                     yield text
             elif kind == "response.function_call_arguments.delta":
@@ -365,15 +373,20 @@ class OpenAIResponsesProvider(Provider):
                 arguments[index] = arguments.get(index, 0) + len(data.get("delta") or "")
                 self.check_size(arguments[index], "tool call arguments")
             elif kind == "response.reasoning_summary_text.delta":
-                reply.reasoning_chars += len(data.get("delta") or "")
-                self.check_size(reply.reasoning_chars, "reasoning")
+                summary_chars += len(data.get("delta") or "")
+                self.check_size(summary_chars, "reasoning")
             elif kind == "response.output_item.done":
-                yield from reply.item(data["item"], ids, text=False)
+                index = data.get("output_index")
+                done.add(index)
+                yield from reply.item(data["item"], ids, text=index not in streamed)
             elif kind in ("response.completed", "response.incomplete"):
                 final = data["response"]
                 break
         if final is None:
             raise self.stream_ended_early("response.completed")
+        for index, item in enumerate(final.get("output") or ()):
+            if index not in done:
+                yield from reply.item(item, ids, text=index not in streamed)
         yield reply.finish(self, *self._ending(reply, final))
 
     @staticmethod

@@ -465,6 +465,26 @@ def test_the_streamed_reply_replays_like_the_whole_one(make_provider):
     assert streamed.response.tool_calls == whole.tool_calls
 
 
+def test_items_only_in_the_final_response_are_read_from_it(make_provider):
+    final = response_body(message("Hi."), function_call())
+    provider, _ = provider_for(make_provider, sse(event("response.completed", response=final)))
+    events = list(provider.stream([ChatMessage.user("x")], tools=TOOLS[:1]))
+    assert [type(e) for e in events] == [TextDelta, ToolCallCompleted, ResponseCompleted]
+    reply = events[-1].response
+    assert (reply.content, [c.id for c in reply.tool_calls]) == ("Hi.", ["call_9"])
+
+
+def test_streamed_text_is_not_read_twice_from_its_item(make_provider):
+    provider, _ = provider_for(
+        make_provider,
+        sse(
+            event("response.output_text.delta", output_index=0, delta="Hi."),
+            event("response.completed", response=response_body(message("Hi."))),
+        ),
+    )
+    assert list(provider.stream([ChatMessage.user("x")]))[-1].response.content == "Hi."
+
+
 @pytest.mark.parametrize(
     ("reason", "finish"),
     [("max_output_tokens", FinishReason.LENGTH), ("content_filter", FinishReason.CONTENT_FILTER)],
