@@ -569,3 +569,36 @@ def test_the_backend_is_registered(settings):
     )
     assert isinstance(provider, OpenAIResponsesProvider)
     assert provider.base_url == "https://api.openai.com/v1"
+
+
+def test_responses_reasoning_and_item_ids_never_reach_another_provider(make_provider):
+    from llm_conversations.providers import AnthropicProvider, GeminiProvider, OllamaProvider
+
+    turn = ChatMessage.assistant_tool_calls(
+        [ToolCall("call_1", "get_time", {})],
+        "Checking.",
+        reasoning=[
+            Reasoning("openai_responses", ReasoningKind.SUMMARY, "SUMMARY-TEXT"),
+            Reasoning("openai_responses", ReasoningKind.ENCRYPTED, data='{"id": "rs_SECRET"}'),
+            Reasoning("openai_responses", ReasoningKind.SIGNATURE, data="msg_SECRET"),
+            Reasoning(
+                "openai_responses", ReasoningKind.SIGNATURE, data="fc_SECRET", call_id="call_1"
+            ),
+        ],
+    )
+    conversation = [ChatMessage.user("t?"), turn, ChatMessage.tool_result("call_1", "9")]
+    replies = {
+        AnthropicProvider: {"content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"},
+        GeminiProvider: {
+            "candidates": [{"content": {"parts": [{"text": "ok"}]}, "finishReason": "STOP"}]
+        },
+        OllamaProvider: {"message": {"content": "ok"}, "done": True, "done_reason": "stop"},
+        OpenAIProvider: {"choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}]},
+    }
+    for cls, reply in replies.items():
+        recorder = Recorder(httpx.Response(200, json=reply))
+        provider, _ = make_provider(cls, recorder, model="m")
+        provider.complete(conversation, tools=TOOLS)
+        body = recorder.requests[0].content.decode()
+        assert "SECRET" not in body, cls
+        assert "SUMMARY-TEXT" not in body, cls
