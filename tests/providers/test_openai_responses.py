@@ -158,18 +158,32 @@ def test_a_thinking_and_tools_round_trip_sends_the_reasoning_item_back_before_it
     second = recorder.requests[1].content
     expected_input = [
         {"role": "user", "content": "Weather in Paris?"},
-        REASONING_ITEM,
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "encrypted_content": "ENC-1==",
+            "summary": [{"type": "summary_text", "text": "Need the weather."}],
+        },
         {
             "type": "function_call",
-            "id": "fc_1",
             "call_id": "call_9",
             "name": "get_weather",
             "arguments": '{"city":"Paris"}',
+            "id": "fc_1",
         },
         {"type": "function_call_output", "call_id": "call_9", "output": "18C"},
     ]
     assert json.loads(second)["input"] == expected_input
-    assert json.loads(second)["include"] == ["reasoning.encrypted_content"]
+    # The bytes themselves, key order included (what a prompt cache compares).
+    expected = {
+        "model": "gpt-5",
+        "input": expected_input,
+        "tools": first_body["tools"],
+        "store": False,
+        "include": ["reasoning.encrypted_content"],
+        "reasoning": {"effort": "low"},
+    }
+    assert second == json.dumps(expected, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def test_a_text_turn_after_reasoning_goes_back_as_its_output_message(make_provider):
