@@ -315,6 +315,8 @@ class OpenAIResponsesProvider(Provider):
         body["include"] = include
         for key, value in options.items():
             body.setdefault(key, value)
+        if request.parameters.tool_choice is not None:
+            body.pop("tool_choice", None)  # the run's choice replaces the entry's, never mixes
         body = merge_fields(body, responses_parameters(request.parameters))
         if request.stream:
             body["stream"] = True

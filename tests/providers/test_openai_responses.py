@@ -290,6 +290,19 @@ def test_a_runs_effort_keeps_the_entrys_other_reasoning_keys(make_provider):
     assert recorder.body["reasoning"] == {"effort": "minimal", "summary": "auto"}
 
 
+def test_a_runs_tool_choice_replaces_the_entrys_whole(make_provider):
+    entry_choice = {"type": "allowed_tools", "mode": "auto", "tools": []}
+    provider, recorder = provider_for(
+        make_provider,
+        httpx.Response(200, json=response_body(message("ok"))),
+        tool_choice=entry_choice,
+    )
+    provider.complete(
+        [ChatMessage.user("x")], tools=TOOLS, parameters={"tool_choice": {"name": "get_time"}}
+    )
+    assert recorder.body["tool_choice"] == {"type": "function", "name": "get_time"}
+
+
 @pytest.mark.parametrize("mode", ["auto", "none", "required"])
 def test_tool_choice_modes_are_sent_as_words(make_provider, mode):
     provider, recorder = provider_for(
