@@ -201,7 +201,8 @@ class OpenAIResponsesProvider(Provider):
     def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
         instructions, items = to_responses_input(request.messages)
         options = dict(request.options)
-        include = [str(value) for value in options.pop("include", None) or ()]
+        extra = options.pop("include", None) or ()
+        include = [extra] if isinstance(extra, str) else [str(value) for value in extra]
         body: dict[str, Any] = {"model": request.model}
         if instructions:
             body["instructions"] = instructions

@@ -334,6 +334,19 @@ def test_an_entry_may_keep_responses_stored_and_add_includes(make_provider):
     ]
 
 
+def test_an_include_given_as_one_string_is_one_entry(make_provider):
+    provider, recorder = provider_for(
+        make_provider,
+        httpx.Response(200, json=response_body(message("ok"))),
+        include="message.output_text.logprobs",
+    )
+    provider.complete([ChatMessage.user("x")])
+    assert recorder.body["include"] == [
+        "message.output_text.logprobs",
+        "reasoning.encrypted_content",
+    ]
+
+
 def test_images_and_pdfs_are_input_parts(make_provider):
     provider, recorder = provider_for(
         make_provider, httpx.Response(200, json=response_body(message("A cat.")))
