@@ -54,6 +54,7 @@ COST_METRIC = "llm_conversations.cost"
 # gen_ai.provider.name per backend: the convention's well-known values where one exists.
 PROVIDER_NAMES = {
     "openai": "openai",
+    "openai_responses": "openai",
     "anthropic": "anthropic",
     "gemini": "gcp.gemini",
     "ollama": "ollama",

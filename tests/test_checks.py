@@ -304,6 +304,14 @@ def test_e014_missing_key_for_hosted_backend() -> None:
     assert provider_ids(entry(BACKEND="openai", MODEL="m", BASE_URL="http://localhost:1/v1")) == []
 
 
+def test_e014_the_responses_backend_needs_a_key_unless_at_its_own_url() -> None:
+    assert provider_ids(entry(BACKEND="openai_responses", MODEL="gpt-5")) == [
+        "llm_conversations.E014"
+    ]
+    local = entry(BACKEND="openai_responses", MODEL="m", BASE_URL="http://localhost:1/v1")
+    assert provider_ids(local) == []
+
+
 def test_e015_default_provider_not_configured() -> None:
     value = {"PROVIDERS": {"p": {"BACKEND": "ollama", "MODEL": "m"}}, "DEFAULT_PROVIDER": "q"}
     assert provider_ids(value) == ["llm_conversations.E015"]

@@ -386,3 +386,7 @@ def test_without_opentelemetry_nothing_is_recorded(
     assert otel.spans() == []
     assert otel.points() == {}
     assert telemetry.enabled()
+
+
+def test_the_responses_backend_is_named_openai() -> None:
+    assert telemetry.provider_name("openai_responses") == "openai"

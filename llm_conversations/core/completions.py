@@ -33,31 +33,34 @@ class FinishReason(StrEnum):
 class Usage:
     """Token usage of one completion (or a sum of several).
 
-    ``total_tokens`` defaults to input plus output; ``cached_tokens`` is
-    ``None`` where the provider does not report it.
+    ``total_tokens`` defaults to input plus output; ``cached_tokens`` (the
+    input read from the provider's cache) and ``reasoning_tokens`` (the part of
+    the output spent reasoning) are ``None`` where the provider does not report them.
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int | None = None
     cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.total_tokens is None:
             object.__setattr__(self, "total_tokens", self.input_tokens + self.output_tokens)
 
     def __add__(self, other: Usage) -> Usage:
-        cached = (
-            None
-            if self.cached_tokens is None and other.cached_tokens is None
-            else (self.cached_tokens or 0) + (other.cached_tokens or 0)
-        )
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             total_tokens=(self.total_tokens or 0) + (other.total_tokens or 0),
-            cached_tokens=cached,
+            cached_tokens=_sum_reported(self.cached_tokens, other.cached_tokens),
+            reasoning_tokens=_sum_reported(self.reasoning_tokens, other.reasoning_tokens),
         )
+
+
+def _sum_reported(a: int | None, b: int | None) -> int | None:
+    """The sum of two optional counts; ``None`` when neither was reported."""
+    return None if a is None and b is None else (a or 0) + (b or 0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from .errors import (
 from .gemini import GeminiProvider, to_gemini_request
 from .ollama import OllamaProvider, to_ollama_request
 from .openai import OpenAIProvider
+from .openai_responses import OpenAIResponsesProvider
 from .registry import BACKENDS, build_provider, clear_provider_cache, get_provider
 from .stream_events import ResponseCompleted, StreamEvent, TextDelta, ToolCallCompleted
 
@@ -33,6 +34,7 @@ __all__ = [
     "InvalidResponseError",
     "OllamaProvider",
     "OpenAIProvider",
+    "OpenAIResponsesProvider",
     "Provider",
     "ProviderError",
     "ProviderNotConfigured",

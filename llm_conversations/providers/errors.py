@@ -49,7 +49,13 @@ _STREAM_ERROR_WORDS: tuple[tuple[tuple[str, ...], type[ProviderError]], ...] = (
         AuthenticationError,
     ),
     (
-        ("invalid_request", "invalid_argument", "failed_precondition", "context_length"),
+        (
+            "invalid_request",
+            "invalid_argument",
+            "failed_precondition",
+            "context_length",
+            "invalid_prompt",
+        ),
         InvalidRequestError,
     ),
 )

@@ -35,6 +35,7 @@ from .errors import ProviderNotConfigured
 from .gemini import GeminiProvider
 from .ollama import OllamaProvider
 from .openai import OpenAIProvider
+from .openai_responses import OpenAIResponsesProvider
 
 __all__ = [
     "BACKENDS",
@@ -51,12 +52,13 @@ __all__ = [
 
 BACKENDS: dict[str, type[Provider]] = {
     "openai": OpenAIProvider,
+    "openai_responses": OpenAIResponsesProvider,
     "anthropic": AnthropicProvider,
     "gemini": GeminiProvider,
     "ollama": OllamaProvider,
     "echo": EchoProvider,
 }
-HOSTED_BACKENDS = frozenset({"openai", "anthropic", "gemini"})
+HOSTED_BACKENDS = frozenset({"openai", "openai_responses", "anthropic", "gemini"})
 ENTRY_KEYS = frozenset(
     {
         "BACKEND",
@@ -195,7 +197,7 @@ def provider_entry_problems(entry: object, name: str | None = None) -> list[Entr
         )
     # An OpenAI-compatible server at a custom BASE_URL may need no key.
     hosted = isinstance(backend, str) and backend in HOSTED_BACKENDS
-    needs_key = hosted and not (backend == "openai" and entry.get("BASE_URL"))
+    needs_key = hosted and not (backend in ("openai", "openai_responses") and entry.get("BASE_URL"))
     if needs_key and not entry.get("API_KEY"):
         problems.append(
             EntryProblem(

@@ -16,7 +16,7 @@ from . import tools
 __all__ = ["client", "user"]
 from .server import API_KEY, FakeProvider
 
-BACKENDS = ("openai", "anthropic", "gemini", "ollama")
+BACKENDS = ("openai", "anthropic", "gemini", "ollama", "openai_responses")
 TIMEOUT = 0.5
 MAX_REPLY_CHARS = 2000
 

@@ -151,6 +151,7 @@ class FakeProvider:
         root = self.server.root
         return {
             "openai": f"{root}/v1",
+            "openai_responses": f"{root}/v1",
             "anthropic": root,
             "gemini": f"{root}/v1beta",
             "ollama": root,

@@ -1,4 +1,4 @@
-"""The four wire protocols as a fake provider server answers them.
+"""The five wire protocols as a fake provider server answers them.
 
 Each protocol renders a reply (text, tool calls, a finish kind) as its
 non-streamed body or its stream, the stream's end marker separately so a
@@ -414,11 +414,170 @@ class Ollama(Protocol):
         return Rendered("application/json", b'{"message": {"role": "assistant", "content": "Hel')
 
 
-PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (OpenAI(), Anthropic(), Gemini(), Ollama())}
+class Responses(Protocol):
+    """OpenAI's Responses API: output items, and a stream of typed events."""
+
+    name = "openai_responses"
+    # The finish kinds as a response's (status, incomplete_details.reason).
+    finish_words = {
+        "stop": "completed",
+        "tool": "completed",
+        "filter": "content_filter",
+        "length": "max_output_tokens",
+    }
+
+    def _response(self, finish: str, usage: Any, output: list[Any]) -> dict[str, Any]:
+        word = self.finish_words[finish]
+        done = word == "completed"
+        return {
+            "id": "resp_fault",
+            "object": "response",
+            "model": MODEL,
+            "status": "completed" if done else "incomplete",
+            "incomplete_details": None if done else {"reason": word},
+            "output": output,
+            "usage": {"input_tokens": 5, "output_tokens": _Raw(str(usage)), "total_tokens": 8},
+        }
+
+    def _output(self, text: str, calls: Sequence[Call]) -> list[Any]:
+        output: list[Any] = []
+        if text:
+            part = {"type": "output_text", "text": text, "annotations": []}
+            output.append(
+                {
+                    "type": "message",
+                    "id": "msg_fault",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [part],
+                }
+            )
+        output += [
+            {
+                "type": "function_call",
+                "id": f"fc_{i}",
+                "call_id": i,
+                "name": n,
+                "arguments": a,
+                "status": "completed",
+            }
+            for i, n, a in calls
+        ]
+        return output
+
+    def error(self, status: int, message: str) -> bytes:
+        kind = "server_error" if status >= 500 else "rate_limit_exceeded"
+        return json.dumps({"error": {"type": kind, "code": kind, "message": message}}).encode()
+
+    def reply(self, text: str, calls: Sequence[Call], finish: str, *, usage: Any = 3) -> Rendered:
+        body = self._response(finish, usage, self._output(text, calls))
+        return Rendered("application/json", dump(body).encode())
+
+    def stream(self, text: str, calls: Sequence[Call], finish: str, *, usage: Any = 3) -> Rendered:
+        start = self._response("stop", 0, [])
+        start["status"] = "in_progress"
+        events: list[tuple[str | None, Any]] = [
+            ("response.created", {"type": "response.created", "response": start})
+        ]
+        index = 0
+        if text:
+            item = {"type": "message", "id": "msg_fault", "role": "assistant", "content": []}
+            events.append(
+                (
+                    "response.output_item.added",
+                    {"type": "response.output_item.added", "output_index": 0, "item": item},
+                )
+            )
+            for piece in pieces(text):
+                events.append(
+                    (
+                        "response.output_text.delta",
+                        {
+                            "type": "response.output_text.delta",
+                            "output_index": 0,
+                            "content_index": 0,
+                            "item_id": "msg_fault",
+                            "delta": piece,
+                        },
+                    )
+                )
+            (message,) = self._output(text, ())
+            events.append(
+                (
+                    "response.output_item.done",
+                    {"type": "response.output_item.done", "output_index": 0, "item": message},
+                )
+            )
+            index = 1
+        for call in calls:
+            (done,) = self._output("", [call])
+            added = {**done, "arguments": "", "status": "in_progress"}
+            events += [
+                (
+                    "response.output_item.added",
+                    {"type": "response.output_item.added", "output_index": index, "item": added},
+                ),
+                (
+                    "response.function_call_arguments.delta",
+                    {
+                        "type": "response.function_call_arguments.delta",
+                        "output_index": index,
+                        "item_id": done["id"],
+                        "delta": _Raw(json.dumps(call[2])),
+                    },
+                ),
+                (
+                    "response.function_call_arguments.done",
+                    {
+                        "type": "response.function_call_arguments.done",
+                        "output_index": index,
+                        "item_id": done["id"],
+                        "arguments": _Raw(json.dumps(call[2])),
+                    },
+                ),
+                (
+                    "response.output_item.done",
+                    {"type": "response.output_item.done", "output_index": index, "item": done},
+                ),
+            ]
+            index += 1
+        final = self._response(finish, usage, self._output(text, calls))
+        kind = "response.completed" if final["status"] == "completed" else "response.incomplete"
+        end = sse((kind, {"type": kind, "response": final}))
+        return Rendered("text/event-stream", sse(*events), end)
+
+    def missing_fields(self, stream: bool) -> Rendered:
+        if stream:
+            bare = {"type": "response.output_item.done", "output_index": 0}
+            return Rendered(
+                "text/event-stream",
+                sse(
+                    ("response.output_item.done", bare),
+                    ("response.completed", {"type": "response.completed"}),
+                ),
+            )
+        return Rendered("application/json", b'{"id": "resp_fault", "object": "response"}')
+
+    def invalid_json(self, stream: bool) -> Rendered:
+        if stream:
+            delta = {"type": "response.output_text.delta", "output_index": 0, "delta": "Hel"}
+            return Rendered(
+                "text/event-stream",
+                sse(("response.output_text.delta", delta))
+                + b'event: response.output_text.delta\ndata: {"type": \n\n',
+            )
+        return Rendered("application/json", b'{"output": [{"type": "message", "content": [{"te')
+
+
+PROTOCOLS: dict[str, Protocol] = {
+    p.name: p for p in (OpenAI(), Anthropic(), Gemini(), Ollama(), Responses())
+}
 
 
 def protocol_of(path: str) -> Protocol:
     """The protocol a request path belongs to."""
+    if path.endswith("/responses"):
+        return PROTOCOLS["openai_responses"]
     if path.endswith("/chat/completions"):
         return PROTOCOLS["openai"]
     if path.endswith("/v1/messages"):

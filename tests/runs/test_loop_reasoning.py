@@ -13,7 +13,7 @@ from llm_conversations.conversations import create_conversation, load_messages
 from llm_conversations.conversations.store import fork_conversation
 from llm_conversations.core.messages import ChatMessage, Reasoning, ReasoningKind, Role
 from llm_conversations.models import Message
-from llm_conversations.providers import AnthropicProvider, GeminiProvider
+from llm_conversations.providers import AnthropicProvider, GeminiProvider, OpenAIResponsesProvider
 from llm_conversations.runs import ToolLoopService
 from tests.support import loop_tools
 
@@ -105,3 +105,54 @@ def test_a_fork_keeps_the_reasoning_of_the_turns_it_copies() -> None:
     )
     copy = fork_conversation(source, 2)
     assert load_messages(copy)[1].reasoning == tuple(reasoning)
+
+
+def responses_reply(rounds: int) -> dict[str, Any]:
+    usage = {
+        "input_tokens": 9,
+        "output_tokens": 5,
+        "output_tokens_details": {"reasoning_tokens": 4},
+    }
+    reasoning = {"type": "reasoning", "id": "rs_1", "encrypted_content": "ENC", "summary": []}
+    if rounds == 0:
+        call = {
+            "type": "function_call",
+            "id": "fc_1",
+            "call_id": "call_a",
+            "name": "get_time",
+            "arguments": "{}",
+            "status": "completed",
+        }
+        output: list[Any] = [{**reasoning, "status": "completed"}, call]
+    else:
+        part = {"type": "output_text", "text": "It is 09:00.", "annotations": []}
+        output = [{"type": "message", "id": "msg_2", "role": "assistant", "content": [part]}]
+    return {"model": "gpt-5", "status": "completed", "output": output, "usage": usage}
+
+
+def test_a_responses_loop_stores_the_reasoning_item_and_sends_it_back_before_its_call() -> None:
+    bodies: list[dict[str, Any]] = []
+    conversation = create_conversation()
+    run = service(OpenAIResponsesProvider, "gpt-5", responses_reply, bodies).send(
+        conversation, {"role": "user", "content": "Time?"}
+    )
+    assert (run.status, run.iterations) == ("completed", 2)
+    history = load_messages(conversation)
+    assert [part.kind for part in history[1].reasoning or ()] == [
+        ReasoningKind.ENCRYPTED,
+        ReasoningKind.SIGNATURE,
+    ]
+    second = bodies[1]
+    assert (second["store"], second["include"]) == (False, ["reasoning.encrypted_content"])
+    assert second["input"][1:] == [
+        {"type": "reasoning", "id": "rs_1", "encrypted_content": "ENC", "summary": []},
+        {
+            "type": "function_call",
+            "call_id": "call_a",
+            "name": "get_time",
+            "arguments": "{}",
+            "id": "fc_1",
+        },
+        {"type": "function_call_output", "call_id": "call_a", "output": history[2].content},
+    ]
+    assert history[3].content == "It is 09:00."
