@@ -30,6 +30,7 @@ from ._wire import (
 )
 from .anthropic_thinking import BACKEND, fit_thinking, keep_thinking, thinking_blocks
 from .base import CompletionRequest, Provider
+from .caching import caching_on, last_key, place_breakpoints
 from .stream import StreamAccumulator
 from .stream_events import StreamEvent
 
@@ -169,6 +170,9 @@ def to_anthropic_request(
     merged (so the results of one assistant turn share one user message,
     ahead of any user text) and empty text blocks are never sent.
     ``parameters`` (:func:`anthropic_parameters`) override what ``options`` set.
+    Prompt caching (:func:`place_breakpoints`) is on unless the ``cache``
+    option is ``false``; ``messages`` comes last, so the body of the next
+    round extends this one's bytes.
     """
     check_supported_parts(messages, "anthropic", SUPPORTED_PARTS)
     system = [m.content for m in messages if m.role is Role.SYSTEM]
@@ -216,6 +220,7 @@ def to_anthropic_request(
         # Anthropic wants tool_result blocks first in a user turn.
         turn["content"].sort(key=lambda b: b["type"] != "tool_result")
     options = dict(options)
+    cache = caching_on(options)
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": options.pop("max_tokens", DEFAULT_MAX_TOKENS),
@@ -249,7 +254,9 @@ def to_anthropic_request(
         tool_choice.setdefault("type", "auto")
         if tool_choice["type"] == "none":
             del tool_choice["disable_parallel_tool_use"]
-    return fit_thinking(body)
+    body = fit_thinking(body)
+    # After fit_thinking: the rolling breakpoint goes on a block that is sent.
+    return last_key(place_breakpoints(body) if cache else body, "messages")
 
 
 def anthropic_usage(data: object) -> Usage:
@@ -304,7 +311,7 @@ class AnthropicProvider(Provider):
         )
         if request.stream:
             body["stream"] = True
-        return "/v1/messages", body
+        return "/v1/messages", last_key(body, "messages")
 
     def parse_response(
         self, data: Mapping[str, Any], messages: Sequence[ChatMessage]

@@ -25,6 +25,7 @@ from llm_conversations.core.reasoning import ReasoningKind
 
 from ._wire import CallIds, check_supported_parts, function_calls, int_or_zero, iter_sse
 from .base import CompletionRequest, Provider
+from .caching import caching_on, last_key, prefix_key
 from .stream import StreamAccumulator
 from .stream_events import StreamEvent
 
@@ -192,10 +193,14 @@ class OpenAIProvider(Provider):
         check_supported_parts(request.messages, self.backend, SUPPORTED_PARTS)
         options = dict(request.options)
         replay = options.pop(REPLAY_OPTION, False) is True
+        cache = caching_on(options)
         body: dict[str, Any] = {**options, "model": request.model}
-        body["messages"] = [_wire_message(message, replay) for message in request.messages]
         if request.tools:
             body["tools"] = [spec.to_wire() for spec in request.tools]
+        if cache and self.base_url == self.default_base_url:
+            # OpenAI's own API only: a compatible server may refuse the unknown field.
+            body.setdefault("prompt_cache_key", prefix_key(request.messages))
+        body["messages"] = [_wire_message(message, replay) for message in request.messages]
         fields = openai_parameters(request.parameters)
         if "max_completion_tokens" in fields:
             # The run's limit replaces an entry's max_tokens option; both would be refused.
@@ -205,7 +210,8 @@ class OpenAIProvider(Provider):
             body["stream"] = True
             extra = request.options.get("stream_options")
             body["stream_options"] = {**(extra or {}), "include_usage": True}
-        return "/chat/completions", body
+        # The conversation last: each round's bytes extend the last round's.
+        return "/chat/completions", last_key(body, "messages")
 
     def parse_response(
         self, data: Mapping[str, Any], messages: Sequence[ChatMessage]

@@ -33,6 +33,7 @@ from llm_conversations.core.reasoning import ReasoningKind
 
 from ._wire import CallIds, int_or_zero, iter_sse, merge_fields
 from .base import CompletionRequest, Provider
+from .caching import caching_on, last_key, prefix_key
 from .openai_responses_items import (
     BACKEND,
     SUPPORTED_PARTS,
@@ -201,6 +202,7 @@ class OpenAIResponsesProvider(Provider):
     def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
         instructions, items = to_responses_input(request.messages)
         options = dict(request.options)
+        cache = caching_on(options)
         extra = options.pop("include", None) or ()
         include = [extra] if isinstance(extra, str) else [str(value) for value in extra]
         body: dict[str, Any] = {"model": request.model}
@@ -216,6 +218,11 @@ class OpenAIResponsesProvider(Provider):
         if ENCRYPTED_REASONING not in include:
             include.append(ENCRYPTED_REASONING)
         body["include"] = include
+        if cache and self.base_url == self.default_base_url:
+            # OpenAI's own API only: a compatible server may refuse the unknown field.
+            body["prompt_cache_key"] = options.pop("prompt_cache_key", None) or prefix_key(
+                request.messages
+            )
         for key, value in options.items():
             body.setdefault(key, value)
         if request.parameters.tool_choice is not None:
@@ -223,7 +230,8 @@ class OpenAIResponsesProvider(Provider):
         body = merge_fields(body, responses_parameters(request.parameters))
         if request.stream:
             body["stream"] = True
-        return "/responses", body
+        # The conversation last: each round's bytes extend the last round's.
+        return "/responses", last_key(body, "input")
 
     def parse_response(
         self, data: Mapping[str, Any], messages: Sequence[ChatMessage]

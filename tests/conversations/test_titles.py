@@ -28,6 +28,7 @@ from llm_conversations.conversations.titles import (
 from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.models import Conversation, Run, TitleSource
 from llm_conversations.providers import EchoProvider
+from llm_conversations.providers.caching import prefix_key
 from llm_conversations.runs import ToolLoopService
 from tests.conftest import TASKS_PACKAGE, task_backend
 from tests.support.title_server import API_KEY, TitleServer, reply
@@ -72,6 +73,12 @@ class TestGenerateTitle:
             {
                 "model": "gpt-title",
                 "max_tokens": 20,
+                "prompt_cache_key": prefix_key(
+                    [
+                        ChatMessage.system(TITLE_INSTRUCTIONS),
+                        ChatMessage.user(f"{QUESTION}\n\n---\n\nYes, at 08:15."),
+                    ]
+                ),
                 "messages": [
                     {"role": "system", "content": TITLE_INSTRUCTIONS},
                     {"role": "user", "content": f"{QUESTION}\n\n---\n\nYes, at 08:15."},

@@ -14,6 +14,8 @@ from llm_conversations.providers import (
 
 from .conftest import API_KEY, CONVERSATION, TOOLS, WEATHER_SCHEMA, Recorder, sse
 
+EPHEMERAL = {"type": "ephemeral"}
+
 TEXT_REPLY = {
     "id": "msg_01",
     "type": "message",
@@ -59,7 +61,7 @@ def test_exact_request(make_provider):
         "model": "claude-sonnet-4-5",
         "max_tokens": 4096,
         "temperature": 0,
-        "system": "You are terse.",
+        "system": [{"type": "text", "text": "You are terse.", "cache_control": EPHEMERAL}],
         "messages": [
             {
                 "role": "user",
@@ -88,7 +90,7 @@ def test_exact_request(make_provider):
                         "content": "clock unavailable",
                         "is_error": True,
                     },
-                    {"type": "text", "text": "Thanks. Anything else?"},
+                    {"type": "text", "text": "Thanks. Anything else?", "cache_control": EPHEMERAL},
                 ],
             },
         ],
@@ -102,6 +104,7 @@ def test_exact_request(make_provider):
                 "name": "get_time",
                 "description": "Current time",
                 "input_schema": {"type": "object", "properties": {}},
+                "cache_control": EPHEMERAL,
             },
         ],
     }
@@ -121,7 +124,7 @@ def test_systems_joined_same_roles_merged_no_empty_text():
         "model": "m",
         "max_tokens": 50,
         "stop_sequences": ["X"],
-        "system": "Rule one.\n\nRule two.",
+        "system": [{"type": "text", "text": "Rule one.\n\nRule two.", "cache_control": EPHEMERAL}],
         "messages": [
             {
                 "role": "user",
@@ -131,7 +134,12 @@ def test_systems_joined_same_roles_merged_no_empty_text():
                 "role": "assistant",
                 "content": [{"type": "tool_use", "id": "t1", "name": "get_time", "input": {}}],
             },
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1"}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "cache_control": EPHEMERAL}
+                ],
+            },
         ],
     }
 

@@ -56,7 +56,7 @@ def test_openai_sends_image_url_and_file_parts(make_provider):
 
 def test_anthropic_sends_image_and_document_blocks_also_in_tool_results(make_provider):
     recorder = Recorder(httpx.Response(200, json=test_anthropic.TEXT_REPLY))
-    provider, _ = make_provider(AnthropicProvider, recorder, model="claude-sonnet-4-5")
+    provider, _ = make_provider(AnthropicProvider, recorder, model="claude-sonnet-4-5", cache=False)
     provider.complete([USER, CALL, TOOL_IMAGE])
     image = {
         "type": "image",

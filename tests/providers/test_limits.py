@@ -130,11 +130,11 @@ def test_a_stream_without_its_end_marker_is_an_early_end(make_provider, case):
 def test_openai_finish_reason_without_done_is_a_whole_reply(make_provider):
     body = sse((None, openai_chunk({"content": "Hi"})), (None, openai_chunk({}, "stop")))
     recorder = Recorder(body)
-    provider, _ = make_provider(OpenAIProvider, recorder, model="gpt-x")
+    provider, _ = make_provider(OpenAIProvider, recorder, model="gpt-x", cache=False)
     events = list(provider.stream(HELLO))
     assert recorder.requests[0].content == (
-        b'{"model":"gpt-x","messages":[{"role":"user","content":"hello"}],'
-        b'"stream":true,"stream_options":{"include_usage":true}}'
+        b'{"model":"gpt-x","stream":true,"stream_options":{"include_usage":true},'
+        b'"messages":[{"role":"user","content":"hello"}]}'
     )
     assert isinstance(events[-1], ResponseCompleted)
     assert events[-1].response.content == "Hi"
@@ -415,7 +415,7 @@ def test_a_retry_after_beyond_the_default_maximum_is_raised_at_once(make_provide
 
 def test_max_retry_after_is_configurable(make_provider):
     recorder = Recorder(rate_limited("7"), rate_limited("3"), httpx.Response(200, json=OPENAI_OK))
-    provider, sleeps = make_provider(OpenAIProvider, recorder, max_retry_after=5)
+    provider, sleeps = make_provider(OpenAIProvider, recorder, max_retry_after=5, cache=False)
     with pytest.raises(RateLimitError, match="asked to wait 7s, more than MAX_RETRY_AFTER=5s"):
         provider.complete(HELLO)
     assert provider.complete(HELLO).content == "ok"  # 3 s is waited for

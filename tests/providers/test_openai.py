@@ -11,6 +11,7 @@ from llm_conversations.providers import (
     TextDelta,
     ToolCallCompleted,
 )
+from llm_conversations.providers.caching import prefix_key
 
 from .conftest import API_KEY, CONVERSATION, TOOLS, WEATHER_SCHEMA, Recorder, sse
 
@@ -71,6 +72,7 @@ def test_exact_request(make_provider):
     assert recorder.body == {
         "model": "gpt-4o-mini",
         "temperature": 0.2,
+        "prompt_cache_key": prefix_key(CONVERSATION),
         "messages": [
             {"role": "system", "content": "You are terse."},
             {"role": "user", "content": "Weather in Paris, and the time?"},

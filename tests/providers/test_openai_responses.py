@@ -21,6 +21,7 @@ from llm_conversations.providers import (
     TextDelta,
     ToolCallCompleted,
 )
+from llm_conversations.providers.caching import prefix_key
 
 from .conftest import API_KEY, CONVERSATION, TOOLS, WEATHER_SCHEMA, Recorder, sse
 
@@ -89,6 +90,7 @@ def test_exact_request(make_provider):
     assert request.headers["authorization"] == f"Bearer {API_KEY}"
     assert recorder.body == {
         "model": "gpt-5",
+        "prompt_cache_key": prefix_key(CONVERSATION),
         "instructions": "You are terse.",
         "input": [
             {"role": "user", "content": "Weather in Paris, and the time?"},
@@ -177,11 +179,12 @@ def test_a_thinking_and_tools_round_trip_sends_the_reasoning_item_back_before_it
     # The bytes themselves, key order included (what a prompt cache compares).
     expected = {
         "model": "gpt-5",
-        "input": expected_input,
         "tools": first_body["tools"],
         "store": False,
         "include": ["reasoning.encrypted_content"],
+        "prompt_cache_key": first_body["prompt_cache_key"],
         "reasoning": {"effort": "low"},
+        "input": expected_input,  # last: the next round's bytes extend these
     }
     assert second == json.dumps(expected, ensure_ascii=False, separators=(",", ":")).encode()
 

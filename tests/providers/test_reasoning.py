@@ -54,21 +54,23 @@ ANTHROPIC_FINAL = {
 }
 
 # The exact bytes of the second request of the round trip: the thinking blocks
-# first, unmodified and in their order, then the text and the call.
+# first, unmodified and in their order, then the text and the call; prompt-cache
+# breakpoints on the last tool and on the tool result, never on a thinking block.
 ANTHROPIC_ROUND_TRIP = (
-    '{"model":"claude-sonnet-4-5","max_tokens":4096,"messages":['
+    '{"model":"claude-sonnet-4-5","max_tokens":4096,'
+    '"tools":[{"name":"get_weather","description":"Current weather","input_schema":'
+    '{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}},'
+    '{"name":"get_time","description":"Current time","input_schema":'
+    '{"type":"object","properties":{}},"cache_control":{"type":"ephemeral"}}],'
+    '"thinking":{"type":"enabled","budget_tokens":2048},"messages":['
     '{"role":"user","content":[{"type":"text","text":"Weather in Paris?"}]},'
     '{"role":"assistant","content":['
     '{"type":"thinking","thinking":"The user wants weather.","signature":"sig-A=="},'
     '{"type":"redacted_thinking","data":"REDACTED-B"},'
     '{"type":"text","text":"Let me look."},'
     '{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Paris"}}]},'
-    '{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"18C"}]}],'
-    '"tools":[{"name":"get_weather","description":"Current weather","input_schema":'
-    '{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}},'
-    '{"name":"get_time","description":"Current time","input_schema":'
-    '{"type":"object","properties":{}}}],'
-    '"thinking":{"type":"enabled","budget_tokens":2048}}'
+    '{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"18C",'
+    '"cache_control":{"type":"ephemeral"}}]}]}'
 )
 
 
@@ -401,7 +403,9 @@ def test_openai_compatible_reasoning_is_kept_and_not_sent_back(key):
     message = reply["choices"][0]["message"]
     message[key] = message.pop("reasoning_content")
     recorder = Recorder(httpx.Response(200, json=reply), httpx.Response(200, json=OPENAI_FINAL))
-    provider = make(OpenAIProvider, recorder, model="deepseek-reasoner")
+    provider = make(
+        OpenAIProvider, recorder, model="deepseek-reasoner", base_url="https://api.deepseek.com"
+    )
     first = provider.complete([QUESTION], tools=TOOLS)
     assert first.reasoning == (
         Reasoning("openai", ReasoningKind.THINKING, "Weather needs a tool."),
@@ -410,17 +414,19 @@ def test_openai_compatible_reasoning_is_kept_and_not_sent_back(key):
     provider.complete(
         [QUESTION, first.to_message(), ChatMessage.tool_result("call_1", "18C")], tools=TOOLS
     )
+    # A compatible server gets no prompt_cache_key; the conversation comes last.
     assert compact(recorder.requests[1].content) == (
-        '{"model":"deepseek-reasoner","messages":['
-        '{"role":"user","content":"Weather in Paris?"},'
-        '{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",'
-        '"function":{"name":"get_weather","arguments":"{\\"city\\":\\"Paris\\"}"}}]},'
-        '{"role":"tool","content":"18C","tool_call_id":"call_1"}],'
+        '{"model":"deepseek-reasoner",'
         '"tools":[{"type":"function","function":{"name":"get_weather",'
         '"description":"Current weather","parameters":{"type":"object","properties":'
         '{"city":{"type":"string"}},"required":["city"]}}},{"type":"function","function":'
         '{"name":"get_time","description":"Current time","parameters":'
-        '{"type":"object","properties":{}}}}]}'
+        '{"type":"object","properties":{}}}}],'
+        '"messages":['
+        '{"role":"user","content":"Weather in Paris?"},'
+        '{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function",'
+        '"function":{"name":"get_weather","arguments":"{\\"city\\":\\"Paris\\"}"}}]},'
+        '{"role":"tool","content":"18C","tool_call_id":"call_1"}]}'
     )
 
 

@@ -93,6 +93,7 @@ def test_anthropic_redacted_thinking_is_sent_back_verbatim() -> None:
         AnthropicProvider,
         "claude-sonnet-4-5-20250929",
         thinking={"type": "enabled", "budget_tokens": 1024},
+        cache=False,  # the recording was made without prompt caching
     )
     first = provider.complete([ChatMessage.user(question)])
     recorded = replay.recorded[0]["response"]["parsed_body"]["content"]
