@@ -30,6 +30,7 @@ from ._wire import (
     tool_names_by_id,
 )
 from .base import CompletionRequest, Provider
+from .caching import last_key
 from .errors import AuthenticationError, InvalidResponseError, ProviderError
 from .stream import StreamAccumulator
 from .stream_events import StreamEvent
@@ -313,7 +314,8 @@ class GeminiProvider(Provider):
         )
         name = request.model.removeprefix("models/")
         method = "streamGenerateContent?alt=sse" if request.stream else "generateContent"
-        return f"/models/{name}:{method}", body
+        # The conversation last: each round's bytes extend the last round's.
+        return f"/models/{name}:{method}", last_key(body, "contents")
 
     def error_class(self, status: int, data: object) -> type[ProviderError]:
         # An invalid key is a 400 INVALID_ARGUMENT with reason API_KEY_INVALID.

@@ -28,6 +28,7 @@ from ._wire import (
     tool_names_by_id,
 )
 from .base import CompletionRequest, Provider
+from .caching import last_key
 from .stream import StreamAccumulator
 from .stream_events import StreamEvent
 
@@ -193,7 +194,8 @@ class OllamaProvider(Provider):
             options=request.options,
             parameters=request.parameters,
         )
-        return "/api/chat", body
+        # The conversation last: each round's bytes extend the last round's.
+        return "/api/chat", last_key(body, "messages")
 
     def parse_response(
         self, data: Mapping[str, Any], messages: Sequence[ChatMessage]

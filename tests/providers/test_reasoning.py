@@ -314,15 +314,16 @@ def gemini_body(messages, model="gemini-3-pro-preview"):
 
 def test_gemini_round_trip_request_bytes_put_each_signature_back_on_its_part():
     history = [QUESTION, gemini_turn(), ChatMessage.tool_result("call_1", "18C")]
-    assert gemini_body(history).startswith(
-        '{"contents":[{"role":"user","parts":[{"text":"Weather in Paris?"}]},'
+    # The conversation comes last (what a prompt cache compares is its start).
+    assert gemini_body(history).endswith(
+        ',"contents":[{"role":"user","parts":[{"text":"Weather in Paris?"}]},'
         '{"role":"model","parts":['
         '{"text":"Need weather.","thought":true,"thoughtSignature":"sig-T"},'
         '{"text":"Checking.","thoughtSignature":"sig-X"},'
         '{"functionCall":{"name":"get_weather","args":{"city":"Paris"}},'
         '"thoughtSignature":"sig-C"}]},'
         '{"role":"user","parts":[{"functionResponse":{"name":"get_weather",'
-        '"response":{"output":"18C"}}}]}],'
+        '"response":{"output":"18C"}}}]}]}'
     )
 
 
@@ -484,11 +485,13 @@ def test_ollama_thinking_is_kept_and_sent_back_to_ollama_only():
     provider.complete(
         [QUESTION, first.to_message(), ChatMessage.tool_result(call_id, "18C")], tools=TOOLS
     )
-    assert compact(recorder.requests[1].content).startswith(
-        '{"model":"qwen3","messages":[{"role":"user","content":"Weather in Paris?"},'
+    sent = compact(recorder.requests[1].content)
+    assert sent.startswith('{"model":"qwen3",')
+    assert sent.endswith(
+        ',"messages":[{"role":"user","content":"Weather in Paris?"},'
         '{"role":"assistant","content":"","thinking":"Call the tool.","tool_calls":'
         '[{"function":{"name":"get_weather","arguments":{"city":"Paris"}}}]},'
-        '{"role":"tool","content":"18C","tool_name":"get_weather"}],'
+        '{"role":"tool","content":"18C","tool_name":"get_weather"}]}'
     )
 
 
