@@ -205,6 +205,10 @@ class ModelCall:
         }
         if usage.cached_tokens is not None:
             values["gen_ai.usage.cache_read.input_tokens"] = usage.cached_tokens
+        if usage.cache_write_tokens is not None:
+            values["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write_tokens
+        if usage.reasoning_tokens is not None:
+            values["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
         reply_id = (response.raw or {}).get("id")
         if isinstance(reply_id, str):
             values["gen_ai.response.id"] = reply_id

@@ -23,7 +23,7 @@ from llm_conversations import telemetry
 from llm_conversations.conversations import create_conversation
 from llm_conversations.core.messages import ChatMessage
 from llm_conversations.models import Message, Run
-from llm_conversations.providers import EchoProvider, OpenAIProvider
+from llm_conversations.providers import AnthropicProvider, EchoProvider, OpenAIProvider
 from llm_conversations.runs import ToolLoopService
 from tests.support import loop_tools
 
@@ -390,3 +390,31 @@ def test_without_opentelemetry_nothing_is_recorded(
 
 def test_the_responses_backend_is_named_openai() -> None:
     assert telemetry.provider_name("openai_responses") == "openai"
+
+
+def test_cache_and_reasoning_tokens_are_recorded_on_the_chat_span(otel: Recorded) -> None:
+    reply = {
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "Hi."}],
+        "stop_reason": "end_turn",
+        "usage": {
+            "input_tokens": 10,
+            "cache_read_input_tokens": 300,
+            "cache_creation_input_tokens": 40,
+            "output_tokens": 5,
+        },
+    }
+    provider = AnthropicProvider(
+        model="claude-sonnet-4-5",
+        api_key="k",
+        http_client=httpx.Client(
+            transport=httpx.MockTransport(lambda request: httpx.Response(200, json=reply))
+        ),
+    )
+    provider.complete([ChatMessage.user("hi")])
+    (span,) = otel.spans()
+    attributes = dict(span.attributes or {})
+    assert attributes["gen_ai.usage.input_tokens"] == 350
+    assert attributes["gen_ai.usage.cache_read.input_tokens"] == 300
+    assert attributes["gen_ai.usage.cache_creation.input_tokens"] == 40
+    assert "gen_ai.usage.reasoning.output_tokens" not in attributes  # not reported

@@ -34,8 +34,11 @@ class Usage:
     """Token usage of one completion (or a sum of several).
 
     ``total_tokens`` defaults to input plus output; ``cached_tokens`` (the
-    input read from the provider's cache) and ``reasoning_tokens`` (the part of
-    the output spent reasoning) are ``None`` where the provider does not report them.
+    input read from the provider's cache), ``cache_write_tokens`` (the input
+    written to it, which Anthropic bills above the input price) and
+    ``reasoning_tokens`` (the part of the output spent reasoning) are ``None``
+    where the provider does not report them. Cache reads and writes are part
+    of ``input_tokens``.
     """
 
     input_tokens: int = 0
@@ -43,6 +46,7 @@ class Usage:
     total_tokens: int | None = None
     cached_tokens: int | None = None
     reasoning_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.total_tokens is None:
@@ -55,6 +59,7 @@ class Usage:
             total_tokens=(self.total_tokens or 0) + (other.total_tokens or 0),
             cached_tokens=_sum_reported(self.cached_tokens, other.cached_tokens),
             reasoning_tokens=_sum_reported(self.reasoning_tokens, other.reasoning_tokens),
+            cache_write_tokens=_sum_reported(self.cache_write_tokens, other.cache_write_tokens),
         )
 
 

@@ -33,7 +33,9 @@ __all__ = [
 ]
 
 INFO_KEYS = frozenset({"context_window", "max_output_tokens", "prices"})
-PRICE_KEYS = frozenset({"input", "cached_input", "output"})
+PRICE_KEYS = frozenset({"input", "cached_input", "cache_write", "output"})
+_ANTHROPIC_WRITE = Decimal("1.25")
+_ANTHROPIC_MODELS = ("claude-sonnet-4-5", "claude-haiku-4-5")
 
 # Dollars a cost is stored to: a token at the cheapest shipped price costs
 # 7.5e-8, so ten places keep every turn's cost exact; twenty digits leave ten
@@ -64,6 +66,10 @@ DEFAULT_MODEL_INFO: dict[str, dict[str, Any]] = {
     }
     for model, window, output_limit, price_in, price_cached, price_out in _DEFAULTS
 }
+# Anthropic bills a 5-minute cache write at 1.25x the input price (its prompt caching
+# guide); OpenAI and Gemini cache without a write charge, so their write price is input.
+for _prices in (DEFAULT_MODEL_INFO[name]["prices"] for name in _ANTHROPIC_MODELS):
+    _prices["cache_write"] = f"{Decimal(_prices['input']) * _ANTHROPIC_WRITE:f}"
 """Model name -> info, in the shape of a ``MODEL_INFO`` setting."""
 
 
@@ -75,6 +81,8 @@ class Prices:
     cached_input: Decimal
     """Input tokens read from the provider's prompt cache."""
     output: Decimal
+    cache_write: Decimal | None = None
+    """Input tokens written to the provider's prompt cache; ``None`` bills them as input."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,17 +95,25 @@ class ModelInfo:
 
 
 def cost_of(
-    prices: Prices, input_tokens: int, cached_tokens: int | None, output_tokens: int
+    prices: Prices,
+    input_tokens: int,
+    cached_tokens: int | None,
+    output_tokens: int,
+    cache_write_tokens: int | None = None,
 ) -> Decimal:
     """Dollars one call cost, to :data:`COST_PLACES`.
 
-    ``input_tokens`` includes the cached ones (every adapter reports it so);
-    those are billed at ``cached_input``, the rest at ``input``.
+    ``input_tokens`` includes the cache reads and writes (every adapter
+    reports it so); reads are billed at ``cached_input``, writes at
+    ``cache_write`` (``input`` when it has none), the rest at ``input``.
     """
     cached = min(cached_tokens or 0, input_tokens)
+    written = min(cache_write_tokens or 0, input_tokens - cached)
+    write_price = prices.input if prices.cache_write is None else prices.cache_write
     total = (
-        (input_tokens - cached) * prices.input
+        (input_tokens - cached - written) * prices.input
         + cached * prices.cached_input
+        + written * write_price
         + output_tokens * prices.output
     ) / _MILLION
     return total.quantize(COST_PLACES, rounding=ROUND_HALF_UP)
@@ -164,7 +180,8 @@ def _price_problems(prices: object, at: str) -> list[str]:
 def parse_model_info(info: Mapping[str, Any]) -> ModelInfo:
     """A :class:`ModelInfo` from one valid entry (see :func:`model_info_problems`).
 
-    ``cached_input`` defaults to ``input`` where a provider has no cache price.
+    ``cached_input`` defaults to ``input`` where a provider has no cache price;
+    without ``cache_write`` cache writes are billed as input.
     """
     raw = info.get("prices")
     prices = None
@@ -173,6 +190,7 @@ def parse_model_info(info: Mapping[str, Any]) -> ModelInfo:
             input=Decimal(raw["input"]),
             cached_input=Decimal(raw.get("cached_input", raw["input"])),
             output=Decimal(raw["output"]),
+            cache_write=Decimal(raw["cache_write"]) if "cache_write" in raw else None,
         )
     return ModelInfo(
         context_window=info.get("context_window"),

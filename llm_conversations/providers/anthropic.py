@@ -260,16 +260,22 @@ def to_anthropic_request(
 
 
 def anthropic_usage(data: object) -> Usage:
-    """Input counts cache reads and writes too; ``cached`` is the cache reads."""
+    """Input counts cache reads and writes too; ``cached`` is the cache reads,
+    ``cache_write`` the writes (``cache_creation_input_tokens``)."""
     if not isinstance(data, Mapping):
         return Usage()
     read = data.get("cache_read_input_tokens")
-    written = int_or_zero(data.get("cache_creation_input_tokens"))
+    written = data.get("cache_creation_input_tokens")
     return Usage(
-        input_tokens=int_or_zero(data.get("input_tokens")) + written + int_or_zero(read),
+        input_tokens=sum(int_or_zero(data.get(key)) for key in _INPUT_KEYS),
         output_tokens=int_or_zero(data.get("output_tokens")),
         cached_tokens=read if isinstance(read, int) else None,
+        cache_write_tokens=written if isinstance(written, int) else None,
     )
+
+
+# Anthropic's input_tokens leaves out what was read from or written to the cache.
+_INPUT_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
 # Stream deltas that carry pieces of one field of their block.

@@ -44,4 +44,10 @@ def call_cost(provider: str | None, model: str, usage: Usage) -> Decimal | None:
     info = model_info(provider, model)
     if info is None or info.prices is None:
         return None
-    return cost_of(info.prices, usage.input_tokens, usage.cached_tokens, usage.output_tokens)
+    return cost_of(
+        info.prices,
+        usage.input_tokens,
+        usage.cached_tokens,
+        usage.output_tokens,
+        usage.cache_write_tokens,
+    )

@@ -90,3 +90,26 @@ def test_cost_is_rounded_to_ten_places() -> None:
     tiny = Prices(input=Decimal("0.075"), cached_input=Decimal("0.0001"), output=Decimal("1"))
     assert cost_of(tiny, 1, 1, 0) == Decimal("0.0000000001")
     assert cost_of(tiny, 3, 0, 0) == Decimal("0.0000002250")
+
+
+def test_cost_bills_cache_writes_at_the_write_price() -> None:
+    claude = model_info(None, "claude-sonnet-4-5")
+    assert claude is not None
+    assert claude.prices is not None
+    assert claude.prices.cache_write == Decimal("3.75")  # 1.25x the input price
+    # 1M input: 200k read, 300k written, 500k plain; no output.
+    assert cost_of(claude.prices, 1_000_000, 200_000, 0, 300_000) == Decimal("2.685")
+    # Without a write price (OpenAI, Gemini) writes are plain input.
+    assert cost_of(PRICES, 1_000_000, 0, 0, 300_000) == cost_of(PRICES, 1_000_000, 0, 0)
+    # Writes never bill more input than there is.
+    assert cost_of(claude.prices, 10, 10, 0, 5) == cost_of(claude.prices, 10, 10, 0)
+
+
+@override_settings(
+    LLM_CONVERSATIONS=providers(local={"prices": {"input": "1", "cache_write": "2", "output": "3"}})
+)
+def test_a_cache_write_price_may_be_configured() -> None:
+    info = model_info("other", "local")
+    assert info is not None
+    assert info.prices is not None
+    assert info.prices.cache_write == Decimal("2")

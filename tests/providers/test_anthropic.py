@@ -157,7 +157,9 @@ def test_text_reply_parsing(make_provider):
     assert response.content == "Nothing else."
     assert response.finish_reason is FinishReason.STOP
     assert response.raw_finish_reason == "end_turn"
-    assert response.usage == Usage(input_tokens=150, output_tokens=5, cached_tokens=30)
+    assert response.usage == Usage(
+        input_tokens=150, output_tokens=5, cached_tokens=30, cache_write_tokens=20
+    )
     assert response.model == "claude-sonnet-4-5-20250929"
     assert response.provider == "anthropic"
     assert response.raw == TEXT_REPLY
