@@ -76,19 +76,35 @@ class Totals:
     input_tokens: int
     output_tokens: int
     cost: str
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @property
+    def cache_hit_share(self) -> str:
+        """The share of input read from the prompt cache, as shown: ``42.0%``; ``""`` for none."""
+        if not self.input_tokens:
+            return ""
+        return f"{self.cached_tokens / self.input_tokens:.1%}"
 
 
 def totals(rows: Sequence[UsageRow]) -> list[Totals]:
     """Sums per key over the window, the most expensive first."""
     sums: dict[str, list[Any]] = {}
     for row in rows:
-        entry = sums.setdefault(row.key, [0, 0, 0, Decimal(0)])
+        entry = sums.setdefault(row.key, [0, 0, 0, Decimal(0), 0, 0, 0])
         entry[0] += row.turns
         entry[1] += row.input_tokens
         entry[2] += row.output_tokens
         entry[3] += row.cost
+        entry[4] += row.cached_tokens
+        entry[5] += row.cache_write_tokens
+        entry[6] += row.reasoning_tokens
     ranked = sorted(sums.items(), key=lambda item: (-item[1][3], -item[1][1] - item[1][2], item[0]))
-    return [Totals(k, t, i, o, cost_text(c) or "") for k, (t, i, o, c) in ranked]
+    return [
+        Totals(k, t, i, o, cost_text(c) or "", cached, written, reasoning)
+        for k, (t, i, o, c, cached, written, reasoning) in ranked
+    ]
 
 
 # A cell starting with one of these is a formula to a spreadsheet (OWASP's CSV injection).

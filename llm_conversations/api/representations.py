@@ -36,6 +36,8 @@ MESSAGE_COLUMNS = (
     "output_tokens",
     "total_tokens",
     "cached_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
     "parsed",
     "cost",
 )
@@ -85,6 +87,8 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
             "output_tokens": row["output_tokens"],
             "total_tokens": row["total_tokens"],
             "cached_tokens": row["cached_tokens"],
+            "cache_write_tokens": row["cache_write_tokens"],
+            "reasoning_tokens": row["reasoning_tokens"],
         }
         if assistant and row["input_tokens"] is not None
         else None

@@ -382,6 +382,8 @@ def append_completion(
         "output_tokens": usage.output_tokens,
         "total_tokens": usage.total_tokens,
         "cached_tokens": usage.cached_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
         "cost": cost,
         "run": run,
         "metadata": {**(metadata or {}), **({"sanitized": True} if response.sanitized else {})},

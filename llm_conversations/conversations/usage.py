@@ -71,6 +71,12 @@ class UsageRow:
     input_tokens: int
     output_tokens: int
     cost: Decimal
+    cached_tokens: int = 0
+    """Input read from the provider's prompt cache (part of ``input_tokens``)."""
+    cache_write_tokens: int = 0
+    """Input written to the provider's prompt cache (part of ``input_tokens``)."""
+    reasoning_tokens: int = 0
+    """Output spent reasoning (part of ``output_tokens``)."""
 
     @property
     def tokens(self) -> int:
@@ -117,6 +123,9 @@ def _sums() -> dict[str, Any]:
         "turns": Count("pk"),
         "input": Coalesce(Sum("input_tokens"), zero),
         "output": Coalesce(Sum("output_tokens"), zero),
+        "cached": Coalesce(Sum("cached_tokens"), zero),
+        "cache_write": Coalesce(Sum("cache_write_tokens"), zero),
+        "reasoning": Coalesce(Sum("reasoning_tokens"), zero),
         "spend": Coalesce(Sum("cost"), Value(Decimal(0)), output_field=_COST),
     }
 
@@ -130,6 +139,9 @@ def _rows(values: Iterable[Mapping[str, Any]], key: Any) -> list[UsageRow]:
             input_tokens=row["input"],
             output_tokens=row["output"],
             cost=row["spend"],
+            cached_tokens=row["cached"],
+            cache_write_tokens=row["cache_write"],
+            reasoning_tokens=row["reasoning"],
         )
         for row in values
     ]

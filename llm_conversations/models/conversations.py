@@ -157,6 +157,8 @@ class Message(models.Model):
     output_tokens = models.PositiveIntegerField(_("output tokens"), null=True, blank=True)
     total_tokens = models.PositiveIntegerField(_("total tokens"), null=True, blank=True)
     cached_tokens = models.PositiveIntegerField(_("cached tokens"), null=True, blank=True)
+    cache_write_tokens = models.PositiveIntegerField(_("cache write tokens"), null=True, blank=True)
+    reasoning_tokens = models.PositiveIntegerField(_("reasoning tokens"), null=True, blank=True)
     # Assistant answers of a run with a response_format: the answer read as
     # JSON, once it matched the schema (an object; NULL otherwise).
     parsed = models.JSONField(_("parsed answer"), null=True, blank=True)
@@ -264,6 +266,8 @@ class Message(models.Model):
                     output_tokens__isnull=True,
                     total_tokens__isnull=True,
                     cached_tokens__isnull=True,
+                    cache_write_tokens__isnull=True,
+                    reasoning_tokens__isnull=True,
                 ),
                 name="llmconv_message_usage_assistant_only",
                 violation_error_code="usage_not_allowed",
@@ -316,6 +320,8 @@ class Message(models.Model):
                     self.output_tokens,
                     self.total_tokens,
                     self.cached_tokens,
+                    self.cache_write_tokens,
+                    self.reasoning_tokens,
                 )
             )
         ):

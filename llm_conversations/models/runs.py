@@ -153,6 +153,8 @@ class Run(models.Model):
     output_tokens = models.PositiveIntegerField(_("output tokens"), default=0)
     total_tokens = models.PositiveIntegerField(_("total tokens"), default=0)
     cached_tokens = models.PositiveIntegerField(_("cached tokens"), default=0)
+    cache_write_tokens = models.PositiveIntegerField(_("cache write tokens"), default=0)
+    reasoning_tokens = models.PositiveIntegerField(_("reasoning tokens"), default=0)
     # Dollars: the sum of its priced turns' costs.
     cost = models.DecimalField(
         _("cost"), max_digits=COST_DIGITS, decimal_places=COST_DECIMALS, default=Decimal(0)

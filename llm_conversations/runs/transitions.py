@@ -214,6 +214,8 @@ def store_reply(
             output_tokens=F("output_tokens") + usage.output_tokens,
             total_tokens=F("total_tokens") + (usage.total_tokens or 0),
             cached_tokens=F("cached_tokens") + (usage.cached_tokens or 0),
+            cache_write_tokens=F("cache_write_tokens") + (usage.cache_write_tokens or 0),
+            reasoning_tokens=F("reasoning_tokens") + (usage.reasoning_tokens or 0),
             cost=F("cost") + (cost or Decimal(0)),
             lease_expires_at=lease_expiry(),
             **(context or {}),

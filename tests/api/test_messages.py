@@ -98,6 +98,8 @@ def test_representation_is_the_openai_form_plus_stored_fields(
         "output_tokens": 5,
         "total_tokens": 15,
         "cached_tokens": None,
+        "cache_write_tokens": None,
+        "reasoning_tokens": None,
     }
     assert call_turn["cost"] == "0.0000750000"
     assert (data[4]["tool_call_id"], data[4]["is_error"]) == ("c2", True)

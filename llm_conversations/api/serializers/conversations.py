@@ -131,6 +131,8 @@ class UsageSerializer(serializers.Serializer[Any]):
     output_tokens = serializers.IntegerField(allow_null=True)
     total_tokens = serializers.IntegerField(allow_null=True)
     cached_tokens = serializers.IntegerField(allow_null=True)
+    cache_write_tokens = serializers.IntegerField(allow_null=True)
+    reasoning_tokens = serializers.IntegerField(allow_null=True)
 
 
 class ShownReasoningSerializer(serializers.Serializer[Any]):
