@@ -27,6 +27,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 
+from llm_conversations.api.ag_ui import AgUiRenderer
 from llm_conversations.api.ai_sdk import AiSdkRenderer
 from llm_conversations.api.errors import ApiError, failed_run_error
 from llm_conversations.api.idempotency import IDEMPOTENCY_KEY, idempotent
@@ -177,7 +178,7 @@ class RunViews(RunStartingView, viewsets.GenericViewSet[_M], Generic[_M]):
     """
 
     schema = RunSchema()
-    renderer_classes = [JSONRenderer, EventStreamRenderer, AiSdkRenderer]
+    renderer_classes = [JSONRenderer, EventStreamRenderer, AiSdkRenderer, AgUiRenderer]
 
     @classmethod
     def as_view(
