@@ -162,7 +162,10 @@ class AgUiStream:
         if after_id <= 0:
             return
         logged = RunEvent.objects.filter(run_id=self.run_id, id__lte=after_id).order_by("id")
-        for event_id, kind, data in logged.values_list("id", "type", "data"):
+        self.started = True  # the start was sent
+        rows = logged.values_list("id", "type", "data", "run__conversation_id")
+        for event_id, kind, data, conversation_id in rows:
+            self.thread_id = str(conversation_id)
             self._advance(
                 event_id, RunEventType(kind), None, data if isinstance(data, dict) else {}
             )
@@ -205,12 +208,12 @@ class AgUiStream:
         return [{"type": "RUN_STARTED", "threadId": self._thread(run), "runId": self.run_id}]
 
     def _thread(self, run: Run | None) -> str:
-        """The conversation's id: from ``run``, else read once (a response that read no page)."""
-        if self.thread_id is None:
-            if run is None:
-                run = Run.objects.filter(pk=self.run_id).first()
-            self.thread_id = str(run.conversation_id) if run is not None else self.run_id
-        return self.thread_id
+        """The conversation's id, from ``run`` or an earlier page; no query (``end`` may run
+        on an event loop). Only a response that read nothing of a run that is gone has
+        neither: its thread is then the run's id."""
+        if run is not None:
+            self.thread_id = str(run.conversation_id)
+        return self.thread_id or self.run_id
 
     def _announce(self) -> list[dict[str, Any]]:
         """The open text message's start, unless this response sent it."""

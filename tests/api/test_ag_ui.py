@@ -6,11 +6,16 @@ import json
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
+from django.contrib.auth.models import User
 from django.db import connection
+from django.test import AsyncClient
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
+from llm_conversations.api.ag_ui import AgUiStream
 from llm_conversations.models import Conversation, Message, Run
+from llm_conversations.runs import ToolLoopService
 from tests.api.conftest import API_SETTINGS, calls_text
 
 pytestmark = pytest.mark.django_db
@@ -200,6 +205,71 @@ def test_reading_a_log_costs_the_queries_of_the_default_format(
             b"".join(client.get(url + query).streaming_content)
         counts.append(len(queries))
     assert counts[0] == counts[1]
+
+
+def test_resuming_costs_one_query_more_than_the_default_format(
+    client: APIClient, conversation: Conversation
+) -> None:
+    text = calls_text(("a", "get_weather", {"city": "Oslo"}))
+    full = parse_events(start_run(client, conversation, message=text))
+    run = Run.objects.get()
+    url = f"/api/conversations/{conversation.pk}/runs/{run.pk}/events/"
+    after = str(next(event_id for event_id, _ in full if event_id is not None))
+    counts = []
+    for query in ("", "?format=ag-ui"):
+        with CaptureQueriesContext(connection) as queries:
+            b"".join(client.get(url + query, HTTP_LAST_EVENT_ID=after).streaming_content)
+        counts.append(len(queries))
+    # The types of the events already sent, read once to know the open message.
+    assert counts[1] == counts[0] + 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_asgi_reader_gets_the_same_events_and_resumes_after_the_last(user: User) -> None:
+    conversation = Conversation.objects.create(owner=user)
+    run = ToolLoopService().start(conversation, calls_text(("a", "get_weather", {})))
+    ToolLoopService().execute(run.pk)
+    url = f"/api/conversations/{conversation.pk}/runs/{run.pk}/events/?format=ag-ui"
+
+    async def read(**headers: str) -> tuple[bool, bytes]:
+        client = AsyncClient()
+        await client.aforce_login(user)
+        response = await client.get(url, headers=headers)
+        return response.is_async, b"".join([chunk async for chunk in response.streaming_content])
+
+    class Response(dict[str, str]):
+        def __init__(self, body: bytes) -> None:
+            super().__init__({"Content-Type": "text/event-stream"})
+            self.streaming_content = [body]
+
+    is_async, body = async_to_sync(read)()
+    assert is_async
+    events = parse_events(Response(body))
+    assert types(events)[-1] == "RUN_FINISHED"
+    last = max(event_id for event_id, _ in events if event_id is not None)
+    # Nothing is left after the last event: the run is started and finished again, empty,
+    # in its own thread (no query on the event loop).
+    _, rest = async_to_sync(read)(last_event_id=str(last))
+    assert [event for _, event in parse_events(Response(rest))] == [
+        {"type": "RUN_STARTED", "threadId": str(conversation.pk), "runId": str(run.pk)},
+        {"type": "RUN_FINISHED", "threadId": str(conversation.pk), "runId": str(run.pk)},
+    ]
+
+
+def test_the_end_of_a_resumed_response_reads_nothing(
+    client: APIClient, conversation: Conversation, django_assert_num_queries: Any
+) -> None:
+    # Under ASGI the end is rendered on the event loop, where no query may run (here: a
+    # stream that stopped after its first event, as when its run is gone).
+    full = parse_events(start_run(client, conversation, message="hello"))
+    run = Run.objects.get()
+    stream = AgUiStream(run.pk)
+    stream.prime(min(event_id for event_id, _ in full if event_id is not None))
+    with django_assert_num_queries(0):
+        body = stream.end()
+    assert json.loads(body.split(b"\n")[0].removeprefix(b"data: "))["threadId"] == str(
+        conversation.pk
+    )
 
 
 def test_errors_before_the_stream_stay_json(client: APIClient, conversation: Conversation) -> None:
