@@ -61,9 +61,21 @@ from llm_conversations.models import (
 )
 from llm_conversations.runs import event_reader as run_events
 
-__all__ = ["AG_UI_FORMAT", "NAMESPACE", "AgUiRenderer", "AgUiStream", "wants_ag_ui"]
+__all__ = [
+    "AG_UI_FORMAT",
+    "AG_UI_STREAM_NOTE",
+    "NAMESPACE",
+    "AgUiRenderer",
+    "AgUiStream",
+    "wants_ag_ui",
+]
 
 AG_UI_FORMAT = "ag-ui"
+# What the OpenAPI schema says of the format, beside the default events.
+AG_UI_STREAM_NOTE = (
+    f"With `?format={AG_UI_FORMAT}` the stream is AG-UI events instead: each `data:` is one "
+    "event (JSON) from `RUN_STARTED` to `RUN_FINISHED` or `RUN_ERROR`. See docs/ag-ui.md."
+)
 # The key of this app's own data in an event's ``metadata`` (``ag-ui`` is the protocol's).
 NAMESPACE = "llm_conversations"
 PROGRESS_EVENT = f"{NAMESPACE}.tool_call.progress"
