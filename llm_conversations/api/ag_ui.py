@@ -46,9 +46,9 @@ import uuid
 from typing import Any
 
 from django.http import HttpRequest
+from rest_framework.renderers import BaseRenderer
 from rest_framework.utils.encoders import JSONEncoder
 
-from llm_conversations.api.sse import PROGRESS_KEYS, EventStreamRenderer
 from llm_conversations.core.messages import Role
 from llm_conversations.models import (
     Decision,
@@ -91,13 +91,20 @@ _ENDED_STATUS = {
 _ENDING_EVENTS = {status: kind for kind, status in _ENDED_STATUS.items()}
 
 
-class AgUiRenderer(EventStreamRenderer):
-    """Lets ``?format=ag-ui`` through content negotiation; streams are built by the views.
+class AgUiRenderer(BaseRenderer):
+    """Lets ``?format=ag-ui`` through content negotiation; streams are built by the views."""
 
-    An event stream renderer, so a view's errors stay JSON as for the default format.
-    """
-
+    media_type = "text/event-stream"
     format = AG_UI_FORMAT
+    charset = "utf-8"
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Any = None,
+    ) -> bytes:
+        return json.dumps(data, cls=JSONEncoder).encode()
 
 
 def wants_ag_ui(request: HttpRequest) -> bool:
@@ -274,8 +281,8 @@ class AgUiStream:
         elif kind is RunEventType.MESSAGE_STORED:
             events += self._stored_turn(row)
         elif kind is RunEventType.TOOL_CALL_PROGRESS:
-            value = {key: logged.get(key) for key in PROGRESS_KEYS}
-            events.append({"type": "CUSTOM", "name": PROGRESS_EVENT, "value": value})
+            # The log holds the report as the tool gave it: {tool_call_id, text, fraction}.
+            events.append({"type": "CUSTOM", "name": PROGRESS_EVENT, "value": logged})
         elif kind is RunEventType.TOOL_RESULT_STORED:
             if row is not None:
                 events.append(_tool_result(row, run))

@@ -44,7 +44,7 @@ from django.http import HttpRequest, StreamingHttpResponse
 from rest_framework.renderers import BaseRenderer
 from rest_framework.utils.encoders import JSONEncoder
 
-from llm_conversations.api import ai_sdk
+from llm_conversations.api import ag_ui, ai_sdk
 from llm_conversations.api.representations import message_data, message_row
 from llm_conversations.api.serializers import RunSerializer
 from llm_conversations.conf import conf
@@ -106,8 +106,6 @@ class EventStreamRenderer(BaseRenderer):
 def wants_stream(request: HttpRequest, requested: bool) -> bool:
     """``stream: true`` in the body, an ``Accept`` header asking for an event stream, or
     the AI SDK's or AG-UI's format (streams by definition)."""
-    from llm_conversations.api import ag_ui  # it renders with this module's helpers
-
     return (
         requested
         or EVENT_STREAM in request.headers.get("Accept", "")
@@ -172,8 +170,6 @@ class StreamFormat:
     def __init__(
         self, run_id: Any, *, ai_sdk_format: bool = False, ag_ui_format: bool = False
     ) -> None:
-        from llm_conversations.api import ag_ui  # it renders with this module's helpers
-
         self.ai_sdk = ai_sdk.UIMessageStream(run_id) if ai_sdk_format else None
         self.ag_ui = ag_ui.AgUiStream(run_id) if ag_ui_format and not ai_sdk_format else None
         self._other: ai_sdk.UIMessageStream | ag_ui.AgUiStream | None = self.ai_sdk or self.ag_ui
@@ -181,8 +177,6 @@ class StreamFormat:
     @classmethod
     def of(cls, request: HttpRequest, run_id: Any, ai_sdk_format: bool | None) -> StreamFormat:
         """``ai_sdk_format``, or when ``None`` the format the request asks for."""
-        from llm_conversations.api import ag_ui
-
         if ai_sdk_format is None:
             ai_sdk_format = ai_sdk.wants_ai_sdk(request)
         ag_ui_format = not ai_sdk_format and ag_ui.wants_ag_ui(request)

@@ -14,8 +14,9 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from llm_conversations.api.ag_ui import AgUiStream
-from llm_conversations.models import Conversation, Message, Run
+from llm_conversations.models import Conversation, Message, Run, RunEvent
 from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs import event_reader as run_events
 from tests.api.conftest import API_SETTINGS, calls_text
 
 pytestmark = pytest.mark.django_db
@@ -277,3 +278,20 @@ def test_errors_before_the_stream_stay_json(client: APIClient, conversation: Con
     assert response.status_code == 400
     assert response["Content-Type"].startswith("application/json")
     assert "code" in json.dumps(response.json())
+
+
+def test_a_tools_progress_report_is_a_custom_event(conversation: Conversation) -> None:
+    run = Run.objects.create(conversation=conversation, status="running")
+    report = {"tool_call_id": "a", "text": "Half way", "fraction": 0.5}
+    logged = RunEvent(id=7, run=run, type="tool_call.progress", data=report)
+    stream = AgUiStream(run.pk)
+    stream.started = True  # only this event's rendering is looked at
+    body = stream.render(run_events.Page(run=run, events=[logged]))
+    assert body == (
+        b"id: 7\ndata: "
+        + json.dumps(
+            {"type": "CUSTOM", "name": "llm_conversations.tool_call.progress", "value": report},
+            separators=(",", ":"),
+        ).encode()
+        + b"\n\n"
+    )

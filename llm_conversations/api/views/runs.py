@@ -192,7 +192,7 @@ class RunViews(RunStartingView, viewsets.GenericViewSet[_M], Generic[_M]):
     ) -> HttpResponseBase:
         response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[arg-type]
         if isinstance(response, Response) and isinstance(
-            response.accepted_renderer, EventStreamRenderer | AiSdkRenderer
+            response.accepted_renderer, EventStreamRenderer | AiSdkRenderer | AgUiRenderer
         ):
             # Only streams are event streams; errors and runs stay JSON.
             response.accepted_renderer = JSONRenderer()
