@@ -422,6 +422,45 @@ class TestHeartbeat:
         # It reconnected: renewals went on from another server process.
         assert set(heartbeat_pids) - {heartbeat_pids[0]}
 
+    @requires_postgresql
+    def test_a_tool_result_outlives_every_session_being_terminated(self) -> None:
+        # As a PostgreSQL restart would while a tool works: the loop's idle
+        # connection is gone at its next query. The result in hand is stored
+        # on a new connection, not lost with a failed run.
+        executed: list[str] = []
+
+        def terminate_every_other_session() -> None:
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    )
+                    assert cursor.fetchone()[0] >= 1
+            finally:
+                connections.close_all()
+
+        @tool(name="pay", repeatable=False)
+        def pay() -> str:
+            executed.append("pay")
+            killer = threading.Thread(target=terminate_every_other_session)
+            killer.start()
+            killer.join()
+            return "paid"
+
+        loop = service(CallsThenAnswers("pay"), pay)
+        conversation = create_conversation()
+        worker = threading.Thread(
+            target=execute_closing, args=(loop, loop.start(conversation, "pay").pk)
+        )
+        worker.start()
+        worker.join(30)
+        connection.close()  # this thread's session was terminated too
+        run = Run.objects.get()
+        assert (run.status, run.termination_reason, run.attempts) == ("completed", "completed", 1)
+        assert executed == ["pay"]
+        assert [m.content for m in load_messages(conversation) if m.role == "tool"] == ["paid"]
+
 
 @pytest.mark.django_db
 class TestRepeats:
