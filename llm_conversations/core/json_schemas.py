@@ -27,7 +27,6 @@ import referencing.exceptions
 import referencing.jsonschema
 import regex
 from referencing import Registry, Resource
-from referencing._core import Resolver
 
 __all__ = [
     "VALIDATION_SECONDS",
@@ -139,10 +138,13 @@ def _unique_items(
     if not unique or not validator.is_type(instance, "array"):
         return
     seen: set[Any] = set()
-    for item in instance:
+    for index, item in enumerate(instance):
         key = _canonical(item)
         if key in seen:
-            yield jsonschema.ValidationError(f"{instance!r} has non-unique elements")
+            # Named by place, not quoted whole: a long array would hide why.
+            yield jsonschema.ValidationError(
+                f"has non-unique elements: item {index} repeats an earlier one"
+            )
             return
         seen.add(key)
 
@@ -271,7 +273,8 @@ def _resolution_problem(schema: Mapping[str, Any], cls: Any) -> str | None:
     problems: list[str] = []
     done: set[int] = set()  # subschemas followed to the end: each is followed once
 
-    def follow(node: Any, resolver: Resolver[Any], chain: tuple[int, ...]) -> None:
+    # ``resolver``: a referencing Resolver (not exported by referencing), at ``node``'s base.
+    def follow(node: Any, resolver: Any, chain: tuple[int, ...]) -> None:
         # ``chain``: the subschemas entered in place since the last part of the
         # instance was taken; meeting one again is a loop.
         if not isinstance(node, dict) or problems or id(node) in done:
@@ -298,7 +301,7 @@ def _resolution_problem(schema: Mapping[str, Any], cls: Any) -> str | None:
             follow(sub, resolver, chain)
         done.add(id(node))
 
-    def walk(resource: Resource[Any], resolver: Resolver[Any]) -> None:
+    def walk(resource: Resource[Any], resolver: Any) -> None:
         # Every subschema, each followed in place from where it stands.
         if problems:
             return
