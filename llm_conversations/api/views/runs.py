@@ -128,6 +128,9 @@ def run_responses(
         )
     if stream:
         responses[(200, EVENT_STREAM)] = _STREAM
+    if 500 in errors:
+        # A request that executes a run answers a failed run by why it failed.
+        errors = (*errors, 422, 429, 502, 504)
     responses.update(error_responses(*BODY_ERRORS, *errors, media_type=JSON))
     return responses
 
