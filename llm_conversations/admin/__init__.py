@@ -1,5 +1,5 @@
 """The admin: conversations with a chat-like transcript, read-only messages, runs,
-attachments and feedback.
+attachments, feedback and webhooks.
 
 ``ConversationAdmin`` is registered for ``Conversation`` and meant to be
 subclassed by host projects; see ``docs/admin.md``.
@@ -18,6 +18,7 @@ from llm_conversations.admin.transcript import (
     summarise_runs,
     transcript,
 )
+from llm_conversations.admin.webhooks import WebhookDeliveryAdmin, WebhookEndpointAdmin
 from llm_conversations.models import (
     Attachment,
     Conversation,
@@ -25,6 +26,8 @@ from llm_conversations.models import (
     Message,
     PendingCall,
     Run,
+    WebhookDelivery,
+    WebhookEndpoint,
 )
 
 admin.site.register(Attachment, AttachmentAdmin)
@@ -32,6 +35,8 @@ admin.site.register(Conversation, ConversationAdmin)
 admin.site.register(Feedback, FeedbackAdmin)
 admin.site.register(Message, MessageAdmin)
 admin.site.register(Run, RunAdmin)
+admin.site.register(WebhookDelivery, WebhookDeliveryAdmin)
+admin.site.register(WebhookEndpoint, WebhookEndpointAdmin)
 
 __all__ = [
     "AttachmentAdmin",
@@ -44,6 +49,8 @@ __all__ = [
     "RunSummary",
     "TranscriptCall",
     "TranscriptEntry",
+    "WebhookDeliveryAdmin",
+    "WebhookEndpointAdmin",
     "status_badge",
     "summarise_runs",
     "transcript",
