@@ -6,6 +6,7 @@ driven by an injected clock, so no test sleeps for its backoff.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import threading
@@ -38,8 +39,9 @@ from llm_conversations.providers import EchoProvider
 from llm_conversations.providers.base import CompletionRequest
 from llm_conversations.runs import ToolLoopService
 from llm_conversations.runs.transitions import cancel_run
-from llm_conversations.runs.webhook_delivery import deliver, deliver_due, host_problem
+from llm_conversations.runs.webhook_delivery import deliver, deliver_due, host_problem, send_webhook
 from llm_conversations.runs.webhooks import endpoint_problems, queue_event
+from tests.conftest import TASKS_PACKAGE, task_backend
 from tests.support import loop_tools
 from tests.support.http_server import LocalHTTPServer, serving, stop_event
 
@@ -418,3 +420,29 @@ def test_deliveries_of_a_run_are_written_in_one_insert(
 
 def hooks_url(settings: Any) -> str:
     return str(settings.LLM_CONVERSATIONS["WEBHOOKS"]["ops"]["URL"])
+
+
+def test_with_background_runs_each_attempt_is_a_task(
+    settings: Any, hooks: Receiver, django_capture_on_commit_callbacks: Any
+) -> None:
+    settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "BACKGROUND_RUNS": True}
+    settings.TASKS = {"default": {"BACKEND": task_backend("dummy.DummyBackend")}}
+    service = ToolLoopService(EchoProvider(), tools=loop_tools.registry())
+    run = service.start(create_conversation(), ChatMessage.user("hello"))
+    with django_capture_on_commit_callbacks(execute=True):
+        service.execute(run)
+    backend: Any = importlib.import_module(TASKS_PACKAGE).task_backends["default"]
+    webhook_tasks = [r for r in backend.results if r.task.name == send_webhook.name]
+    (queued,) = webhook_tasks
+    delivery = WebhookDelivery.objects.get()
+    assert queued.args == [str(delivery.pk)]
+    assert hooks.requests == []  # nothing sent in the run's process
+    hooks.statuses = [503]
+    before = timezone.now()
+    assert send_webhook.call(*queued.args) == "pending"
+    (retry,) = [r for r in backend.results if r.task.name == send_webhook.name][1:]
+    assert retry.args == [str(delivery.pk)]
+    assert retry.task.run_after >= before + timedelta(seconds=10)
+    WebhookDelivery.objects.update(next_attempt_at=timezone.now())
+    assert send_webhook.call(*retry.args) == "delivered"
+    assert [p["type"] for p in hooks.payloads()] == ["run.completed", "run.completed"]
