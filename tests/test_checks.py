@@ -603,7 +603,7 @@ def test_webhook_endpoints_pass_when_well_formed() -> None:
         ({"URL": "https://", "SECRET": GOOD_SECRET}, "URL: the URL has no host"),
         ({"URL": "https://x.example", "SECRET": "hunter2-top-secret"}, "SECRET: a signing secret"),
         ({"URL": "https://x.example", "SECRET": "whsec_!!!"}, "SECRET: a signing secret is"),
-        ({"URL": "https://x.example", "SECRET": "whsec_QUJD"}, "holds 24 to 64 bytes"),
+        ({"URL": "https://x.example", "SECRET": "whsec_QUJD"}, "the base64 of 24 to 62 bytes"),
         (
             {"URL": "https://x.example", "SECRET": GOOD_SECRET, "EVENTS": ["run.done"]},
             "EVENTS: a list of event names",

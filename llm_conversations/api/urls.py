@@ -18,6 +18,7 @@ from llm_conversations.api.views import (
     ProviderViewSet,
     RunViewSet,
     ToolViewSet,
+    WebhookEndpointViewSet,
 )
 
 app_name = "llm_conversations"
@@ -35,6 +36,7 @@ router.register(f"{_CONVERSATION}/chat", ChatViewSet, basename="chat")
 router.register("tools", ToolViewSet, basename="tool")
 router.register("attachments", AttachmentViewSet, basename="attachment")
 router.register("providers", ProviderViewSet, basename="provider")
+router.register("webhooks", WebhookEndpointViewSet, basename="webhook")
 
 urlpatterns = [
     # The AI SDK's reconnect and stop requests name no trailing slash: it is optional here.

@@ -86,10 +86,16 @@ def shared_client() -> httpx.Client:
 
 def url_problem(url: str) -> str | None:
     """Why ``url`` cannot be a webhook URL (not http(s), no host); ``None`` if it can."""
-    parts = urlsplit(url)
+    if any(c.isspace() or not c.isprintable() for c in url):
+        return "the URL holds spaces or control characters"
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:  # a malformed IPv6 host or port
+        return "the URL cannot be read"
     if parts.scheme not in ("http", "https"):
         return "only http and https URLs are sent webhooks"
-    if not parts.hostname:
+    if not host:
         return "the URL has no host"
     return None
 

@@ -34,6 +34,7 @@ from llm_conversations.runs.webhook_delivery import deliver, enqueue_delivery, u
 __all__ = [
     "endpoint_problems",
     "event_payload",
+    "events_problem",
     "on_run_finished",
     "on_run_requires_action",
     "queue_event",
@@ -61,10 +62,17 @@ def endpoint_problems(url: object, secret: object, events: object) -> list[str]:
         problems.append("URL: " + (problem if isinstance(url, str) else "not a string"))
     if (problem := secret_problem(secret)) is not None:
         problems.append("SECRET: " + problem)
+    if (problem := events_problem(events)) is not None:
+        problems.append("EVENTS: " + problem)
+    return problems
+
+
+def events_problem(events: object) -> str | None:
+    """Why ``events`` is not a list of event names (``None`` when it is; empty: all)."""
     known = set(WebhookEvent.values)
     if not isinstance(events, list) or not all(isinstance(e, str) and e in known for e in events):
-        problems.append(f"EVENTS: a list of event names ({', '.join(sorted(known))})")
-    return problems
+        return f"a list of event names ({', '.join(sorted(known))})"
+    return None
 
 
 def event_payload(run: Run, event: WebhookEvent) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from llm_conversations.api.views.forks import ForkViewSet
 from llm_conversations.api.views.providers import ProviderViewSet
 from llm_conversations.api.views.runs import RunViewSet
 from llm_conversations.api.views.tools import ToolViewSet
+from llm_conversations.api.views.webhooks import WebhookEndpointViewSet
 
 __all__ = [
     "AttachmentViewSet",
@@ -22,4 +23,5 @@ __all__ = [
     "ProviderViewSet",
     "RunViewSet",
     "ToolViewSet",
+    "WebhookEndpointViewSet",
 ]
