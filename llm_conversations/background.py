@@ -18,7 +18,7 @@ from llm_conversations.conf import conf
 try:
     from django.tasks import task, task_backends
 except ImportError:  # Django 5.2: the backport
-    from django_tasks import task, task_backends  # type: ignore[no-redef]
+    from django_tasks import task, task_backends  # type: ignore[no-redef,assignment]
 
 __all__ = ["enqueue", "enqueue_later", "task"]
 

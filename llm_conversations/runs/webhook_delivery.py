@@ -121,7 +121,8 @@ def host_problem(host: str, *, resolve: Resolve = _resolve) -> str | None:
 
 def backoff(attempts: int) -> float:
     """Seconds before the attempt after ``attempts`` failed ones."""
-    return min(conf.WEBHOOK_BACKOFF_SECONDS * 2 ** (attempts - 1), MAX_BACKOFF_SECONDS)
+    delay: float = conf.WEBHOOK_BACKOFF_SECONDS * 2 ** (attempts - 1)
+    return min(delay, MAX_BACKOFF_SECONDS)
 
 
 def _target(delivery: WebhookDelivery) -> tuple[str, str] | None:
@@ -206,7 +207,7 @@ def _record(
     WebhookDelivery.objects.filter(pk=delivery.pk).update(**fields)
     for name, value in fields.items():
         setattr(delivery, name, value)
-    if delivery.status == DeliveryStatus.PENDING:
+    if delivery.status == DeliveryStatus.PENDING and delivery.next_attempt_at is not None:
         enqueue_later(send_webhook, delivery.next_attempt_at, str(delivery.pk))
     elif delivery.status == DeliveryStatus.FAILED:
         logger.warning(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from django.db import transaction
@@ -58,8 +59,9 @@ def endpoint_problems(url: object, secret: object, events: object) -> list[str]:
     list of known event names (empty: all). Never quotes the secret.
     """
     problems = []
-    if not isinstance(url, str) or (problem := url_problem(url)) is not None:
-        problems.append("URL: " + (problem if isinstance(url, str) else "not a string"))
+    problem = url_problem(url) if isinstance(url, str) else "not a string"
+    if problem is not None:
+        problems.append("URL: " + problem)
     if (problem := secret_problem(secret)) is not None:
         problems.append("SECRET: " + problem)
     if (problem := events_problem(events)) is not None:
@@ -131,7 +133,7 @@ def queue_event(run: Run, event: WebhookEvent) -> list[WebhookDelivery]:
     ]
     created = WebhookDelivery.objects.bulk_create(rows)
     for row in created:
-        transaction.on_commit(lambda pk=row.pk: _schedule(str(pk)))
+        transaction.on_commit(partial(_schedule, str(row.pk)))
     return created
 
 
