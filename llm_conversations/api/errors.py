@@ -49,8 +49,11 @@ logger = logging.getLogger("llm_conversations.api")
 PUBLIC_VALIDATION_CODES = frozenset(
     {
         "duplicate_tool_output",
+        "invalid_events",
         "invalid_number",
+        "invalid_secret",
         "invalid_text",
+        "invalid_url",
         "too_deep",
         "too_large",
         "too_many_fields",

@@ -3,7 +3,8 @@
 Every function here changes a run only when it is still in the state the change
 expects (a conditional ``UPDATE`` or a row lock), so a run cancelled while its
 provider or tools worked keeps no late turn, and a finished run is never
-revived. ``run_finished`` is sent once the end is committed.
+revived. ``run_finished`` is sent once the end is committed, and
+``run_requires_action`` once a pause is.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ from llm_conversations.runs import policy
 from llm_conversations.runs.event_log import EventItem, record
 from llm_conversations.runs.event_reader import unstored_text
 from llm_conversations.runs.live_connections import on_a_live_connection
-from llm_conversations.signals import run_finished
+from llm_conversations.signals import run_finished, run_requires_action
 from llm_conversations.tools import tool_result_message
 from llm_conversations.users import AnyUser
 
@@ -100,15 +101,21 @@ _RELEASED = {"lease_owner": "", "lease_expires_at": None}
 
 
 def pause(run: Run, waiting: Sequence[PendingCall]) -> Run:
-    """Wait for decisions or client-side outputs on ``waiting``; the lease is released."""
+    """Wait for decisions or client-side outputs on ``waiting``; the lease is released.
+
+    ``run_requires_action`` is sent once the pause is committed.
+    """
     with transaction.atomic():
-        if Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
+        paused = Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
             status=RunStatus.REQUIRES_ACTION,
             pending_tool_calls=Run.stored_waiting(waiting),
             **_RELEASED,
-        ):
+        )
+        if paused:
             record(run.pk, [(RunEventType.RUN_REQUIRES_ACTION, {})])
     run.refresh_from_db()
+    if paused:
+        transaction.on_commit(partial(run_requires_action.send, sender=Run, run=run))
     return run
 
 

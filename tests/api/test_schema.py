@@ -70,6 +70,9 @@ RULE_BOUND = {
     "/api/attachments/": {"POST"},
     # A resume point must be an event of this run (unknown_event).
     "/api/conversations/{conversation_pk}/runs/{run_pk}/events/": {"GET"},
+    # A webhook URL must parse with a host (invalid_url), which a pattern cannot fully state.
+    "/api/webhooks/": {"POST"},
+    "/api/webhooks/{id}/": {"PUT", "PATCH"},
 }
 # Codes the services raise for rules, not shapes; "invalid" is a shape error
 # the schema should have prevented.
