@@ -17,7 +17,8 @@ class LLMConversationsConfig(AppConfig):
         from llm_conversations.conversations import after_response, titles
         from llm_conversations.conversations.attachments import delete_file_on_commit
         from llm_conversations.models import Attachment
-        from llm_conversations.signals import run_finished
+        from llm_conversations.runs import webhooks
+        from llm_conversations.signals import run_finished, run_requires_action
 
         register(Tags.compatibility)(checks.check_settings)
         register(checks.check_providers)
@@ -25,6 +26,7 @@ class LLMConversationsConfig(AppConfig):
         register(Tags.compatibility)(checks.check_mcp_servers)
         register(Tags.compatibility)(checks.check_run_limits)
         register(Tags.compatibility)(checks.check_attachments)
+        register(Tags.compatibility)(checks.check_webhooks)
         # Work that must not delay a response (automatic titles) runs after it.
         request_started.connect(
             after_response.open_scope,
@@ -35,6 +37,11 @@ class LLMConversationsConfig(AppConfig):
             dispatch_uid="llm_conversations.conversations.after_response.run",
         )
         run_finished.connect(titles.on_run_finished, dispatch_uid="llm_conversations.titles")
+        # Webhooks of runs that end or pause (docs/webhooks.md).
+        run_finished.connect(webhooks.on_run_finished, dispatch_uid="llm_conversations.webhooks")
+        run_requires_action.connect(
+            webhooks.on_run_requires_action, dispatch_uid="llm_conversations.webhooks.action"
+        )
         # An attachment's file goes with its row, however the row goes.
         post_delete.connect(
             delete_file_on_commit,

@@ -10,18 +10,27 @@ Arguments are ids as text, so any backend can serialise them.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from llm_conversations.conf import conf
 
 try:
-    from django.tasks import task
+    from django.tasks import task, task_backends
 except ImportError:  # Django 5.2: the backport
-    from django_tasks import task  # type: ignore[no-redef]
+    from django_tasks import task, task_backends  # type: ignore[no-redef,assignment]
 
-__all__ = ["enqueue", "task"]
+__all__ = ["enqueue", "enqueue_later", "task"]
 
 
 def enqueue(declared: Any, *args: str) -> Any:
     """Queue the task ``declared`` with ``args`` on the configured backend."""
     return declared.using(backend=conf.TASK_BACKEND).enqueue(*args)
+
+
+def enqueue_later(declared: Any, run_after: datetime, *args: str) -> Any:
+    """Queue ``declared`` to run from ``run_after``; ``None`` (nothing queued) when the
+    configured backend cannot defer a task, so the caller's sweep picks the work up."""
+    if not task_backends[conf.TASK_BACKEND].supports_defer:
+        return None
+    return declared.using(backend=conf.TASK_BACKEND, run_after=run_after).enqueue(*args)

@@ -34,6 +34,10 @@ One function per concern, each id stable:
   ``ATTACHMENT_MAX_PIXELS``, E073 ``ATTACHMENT_MAX_PDF_PAGES`` (each a positive
   integer), E074 ``ORPHAN_ATTACHMENT_HOURS`` neither ``None`` nor a positive
   integer.
+- :func:`check_webhooks`: E080 ``WEBHOOKS`` not a dict of endpoints, or an
+  endpoint breaking the rules of
+  :func:`llm_conversations.runs.webhooks.endpoint_problems` (the secret is never
+  quoted), E081 ``WEBHOOK_ALLOWED_HOSTS`` neither ``None`` nor a list of host names.
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ from llm_conversations.providers.registry import (
     is_non_negative_integer,
     provider_entry_problems,
 )
+from llm_conversations.runs.webhooks import endpoint_problems
 from llm_conversations.tools import ToolError, load_tool
 from llm_conversations.tools.mcp_config import (
     MISSING_SDK,
@@ -448,6 +453,42 @@ def check_attachments(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
                 "LLM_CONVERSATIONS['ORPHAN_ATTACHMENT_HOURS'] must be None or a positive "
                 f"integer; got {hours!r}.",
                 id="llm_conversations.E074",
+            )
+        )
+    return errors
+
+
+def check_webhooks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E080 ``WEBHOOKS`` and each endpoint of it, E081 ``WEBHOOK_ALLOWED_HOSTS``."""
+    errors: list[CheckMessage] = []
+    hooks = raw_setting("WEBHOOKS")
+    if not isinstance(hooks, Mapping):
+        # Not quoted: the value may hold a secret.
+        message = f"LLM_CONVERSATIONS['WEBHOOKS'] must be a dict of endpoints; got {type(hooks).__name__}."
+        return [Error(message, id="llm_conversations.E080")]
+    for name, entry in hooks.items():
+        if not isinstance(entry, Mapping) or not set(entry) <= {"URL", "SECRET", "EVENTS"}:
+            problems = ["a dict with URL, SECRET and optionally EVENTS"]
+        else:
+            problems = endpoint_problems(
+                entry.get("URL"), entry.get("SECRET"), entry.get("EVENTS", [])
+            )
+        errors += [
+            Error(
+                f"LLM_CONVERSATIONS['WEBHOOKS'][{name!r}]: {problem}.", id="llm_conversations.E080"
+            )
+            for problem in problems
+        ]
+    hosts = raw_setting("WEBHOOK_ALLOWED_HOSTS")
+    if hosts is not None and (
+        not isinstance(hosts, list | tuple) or not all(isinstance(h, str) and h for h in hosts)
+    ):
+        errors.append(
+            Error(
+                "LLM_CONVERSATIONS['WEBHOOK_ALLOWED_HOSTS'] must be None or a list of host "
+                f"names; got {hosts!r}.",
+                hint="None lets webhooks reach public addresses only.",
+                id="llm_conversations.E081",
             )
         )
     return errors

@@ -101,6 +101,16 @@ DEFAULTS: dict[str, Any] = {
     # A request body field the API does not know is refused (400 unknown_field);
     # False ignores it, for clients newer than the server.
     "STRICT_REQUEST_FIELDS": True,
+    # Webhooks (docs/webhooks.md): endpoints for every run's events, by name
+    # ({"URL": ..., "SECRET": "whsec_...", "EVENTS": [...]}, EVENTS optional:
+    # all); attempts per message, the first retry's delay in seconds (doubled
+    # each time), one attempt's timeout; and the hosts a webhook may reach
+    # (None: any host whose addresses are all public).
+    "WEBHOOKS": {},
+    "WEBHOOK_MAX_ATTEMPTS": 6,
+    "WEBHOOK_BACKOFF_SECONDS": 10.0,
+    "WEBHOOK_TIMEOUT": 10.0,
+    "WEBHOOK_ALLOWED_HOSTS": None,
 }
 
 # True or False, nothing else (a string such as "false" would be true).
@@ -110,7 +120,13 @@ BOOLEANS = ("TELEMETRY_CAPTURE_CONTENT", "STRICT_REQUEST_FIELDS", "SHOW_REASONIN
 OPTIONAL_DURATIONS = ("TOOL_TIMEOUT", "RUN_TIMEOUT")
 
 # Seconds, a positive number (never None).
-DURATIONS = ("SSE_HEARTBEAT_SECONDS", "MCP_TOOLS_TTL", "RUN_START_WAIT_SECONDS")
+DURATIONS = (
+    "SSE_HEARTBEAT_SECONDS",
+    "MCP_TOOLS_TTL",
+    "RUN_START_WAIT_SECONDS",
+    "WEBHOOK_BACKOFF_SECONDS",
+    "WEBHOOK_TIMEOUT",
+)
 
 # Counts that may be zero.
 NON_NEGATIVE_INTEGERS = ("STRUCTURED_OUTPUT_REPAIRS",)
@@ -133,6 +149,7 @@ POSITIVE_INTEGERS = (
     "MAX_METADATA_KEYS",
     "MAX_REPLY_CHARS",
     "MAX_REQUEST_BYTES",
+    "WEBHOOK_MAX_ATTEMPTS",
 )
 
 
@@ -224,6 +241,11 @@ class Settings:
     ORPHAN_ATTACHMENT_HOURS: _Setting[int | None] = _Setting(_optional(int))
     TELEMETRY_CAPTURE_CONTENT: _Setting[bool] = _Setting(bool)
     STRICT_REQUEST_FIELDS: _Setting[bool] = _Setting(bool)
+    WEBHOOKS: _Setting[dict[str, dict[str, Any]]] = _Setting(dict)
+    WEBHOOK_MAX_ATTEMPTS: _Setting[int] = _Setting(int)
+    WEBHOOK_BACKOFF_SECONDS: _Setting[float] = _Setting(float)
+    WEBHOOK_TIMEOUT: _Setting[float] = _Setting(float)
+    WEBHOOK_ALLOWED_HOSTS: _Setting[list[str] | None] = _Setting(_optional(list))
 
 
 conf = Settings()

@@ -6,9 +6,14 @@ committed, with ``sender=Message``, ``conversation_id`` (UUID) and
 
 ``run_finished``: sent when a run ends (completed, failed or cancelled), with
 ``sender=Run`` and ``run``. Not sent when a run pauses for action.
+
+``run_requires_action``: sent once a run's pause for approvals or client-side
+outputs is committed, with ``sender=Run`` and ``run`` (its waiting calls in
+``run.waiting_calls``).
 """
 
 from django.dispatch import Signal
 
 message_appended = Signal()
 run_finished = Signal()
+run_requires_action = Signal()

@@ -39,6 +39,7 @@ from llm_conversations.checks import (
     check_run_limits,
     check_settings,
     check_tools,
+    check_webhooks,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,6 +119,7 @@ def app_check_errors(llm_conversations: Any) -> list[CheckMessage]:
             *check_mcp_servers(),
             *check_run_limits(),
             *check_attachments(),
+            *check_webhooks(),
         ]
     return [message for message in messages if message.level >= ERROR]
 

@@ -1,5 +1,5 @@
 """The admin: conversations with a chat-like transcript, read-only messages, runs,
-attachments and feedback.
+attachments, feedback and webhooks.
 
 ``ConversationAdmin`` is registered for ``Conversation`` and meant to be
 subclassed by host projects; see ``docs/admin.md``.
@@ -19,6 +19,7 @@ from llm_conversations.admin.transcript import (
     summarise_runs,
     transcript,
 )
+from llm_conversations.admin.webhooks import WebhookDeliveryAdmin, WebhookEndpointAdmin
 from llm_conversations.models import (
     Attachment,
     Conversation,
@@ -27,6 +28,8 @@ from llm_conversations.models import (
     PendingCall,
     Run,
     ToolDecision,
+    WebhookDelivery,
+    WebhookEndpoint,
 )
 
 admin.site.register(Attachment, AttachmentAdmin)
@@ -35,6 +38,8 @@ admin.site.register(Feedback, FeedbackAdmin)
 admin.site.register(Message, MessageAdmin)
 admin.site.register(Run, RunAdmin)
 admin.site.register(ToolDecision, ToolDecisionAdmin)
+admin.site.register(WebhookDelivery, WebhookDeliveryAdmin)
+admin.site.register(WebhookEndpoint, WebhookEndpointAdmin)
 
 __all__ = [
     "AttachmentAdmin",
@@ -48,6 +53,8 @@ __all__ = [
     "ToolDecisionAdmin",
     "TranscriptCall",
     "TranscriptEntry",
+    "WebhookDeliveryAdmin",
+    "WebhookEndpointAdmin",
     "status_badge",
     "summarise_runs",
     "transcript",

@@ -28,7 +28,8 @@ The whole run is one UI message whose id is the run's id:
   response that reads the log after the fact never sends that text;
 - the end: ``finish-step``, ``error`` (failed runs; the run's error message) or
   ``abort`` (cancelled runs), ``finish`` with a finish reason and
-  ``messageMetadata`` ``{"run_id", "status", "termination_reason"}``.
+  ``messageMetadata`` (:func:`run_metadata`: the run's id, conversation, status,
+  termination reason, model and token usage).
 
 The last chunk an event produced carries its ``id:``, so ``Last-Event-ID``
 resumes as with the default format; a resumed response first replays the
@@ -70,6 +71,7 @@ __all__ = [
     "AiSdkRenderer",
     "UIMessageStream",
     "reasoning_part_id",
+    "run_metadata",
     "wants_ai_sdk",
 ]
 
@@ -151,6 +153,24 @@ def _tool_inputs(message: Message) -> list[dict[str, Any]]:
         else:
             chunks.append({"type": "tool-input-available", **ids, "input": call.arguments})
     return chunks
+
+
+def run_metadata(run: Run) -> dict[str, Any]:
+    """The metadata of a run's UI message where it stands: the ``finish`` chunk's, and the
+    history endpoint's (with the ``start`` chunk's ``conversation_id``)."""
+    return {
+        "run_id": str(run.pk),
+        "conversation_id": str(run.conversation_id),
+        "status": run.status,
+        "termination_reason": run.termination_reason or None,
+        "model": run.model or None,
+        "usage": {
+            "input_tokens": run.input_tokens,
+            "output_tokens": run.output_tokens,
+            "total_tokens": run.total_tokens,
+            "cached_tokens": run.cached_tokens,
+        },
+    }
 
 
 def reasoning_part_id(message_id: Any, index: int) -> str:
@@ -356,9 +376,6 @@ class UIMessageStream:
             chunks.append({"type": "abort", "reason": "cancelled"})
         elif kind is RunEventType.RUN_COMPLETED and run is not None:
             reason = _FINISH_REASONS.get(TerminationReason(run.termination_reason), "other")
-        metadata: dict[str, Any] = {"run_id": self.run_id}
-        if run is not None:
-            metadata["status"] = run.status
-            metadata["termination_reason"] = run.termination_reason or None
+        metadata = run_metadata(run) if run is not None else {"run_id": self.run_id}
         chunks.append({"type": "finish", "finishReason": reason, "messageMetadata": metadata})
         return chunks

@@ -49,8 +49,11 @@ logger = logging.getLogger("llm_conversations.api")
 PUBLIC_VALIDATION_CODES = frozenset(
     {
         "duplicate_tool_output",
+        "invalid_events",
         "invalid_number",
+        "invalid_secret",
         "invalid_text",
+        "invalid_url",
         "too_deep",
         "too_large",
         "too_many_fields",
@@ -65,7 +68,8 @@ PUBLIC_VALIDATION_CODES = frozenset(
 # The status of each library error code that is not a 400: the run policy
 # refuses it (403), the conversation or run is in the wrong state (409), too
 # many runs are active (429), the run failed on the server (500) or upstream
-# (502). Every other code describes bad input.
+# (502), or for an expected reason (_FAILED_RUNS). Every other code describes
+# bad input.
 _STATUS_BY_CODE = {
     "provider_not_permitted": 403,
     "model_not_permitted": 403,
@@ -80,16 +84,35 @@ _STATUS_BY_CODE = {
     "stale_decision": 409,
     "idempotency_key_in_use": 409,
     "idempotency_key_reused": 422,
+    "context_overflow": 422,
     "run_failed": 500,
     "provider_error": 502,
     "invalid_output": 502,
     "server_busy": 503,
+    "worker_lost": 503,
+    "run_timeout": 504,
 }
 
 # What a failed run is answered with, by why it failed: the provider's failure,
-# or an answer that never matched the response_format, is upstream's; any other
-# reason is a failure on the server (the run's error and the log say what).
+# or an answer that never matched the response_format, is upstream's (502); the
+# run's deadline (504), its workers lost (503), a conversation too long for the
+# model (422) and a budget spent (429) are expected ends too. Only an error the
+# loop did not expect is a failure on the server (500; the run's error and the
+# log say what).
 _FAILED_RUNS: dict[str, tuple[str, str]] = {
+    TerminationReason.TIMEOUT: ("run_timeout", "Run {run} ran out of time (RUN_TIMEOUT)."),
+    TerminationReason.WORKER_LOST: (
+        "worker_lost",
+        "The workers executing run {run} were lost; retry/ runs it again.",
+    ),
+    TerminationReason.CONTEXT_OVERFLOW: (
+        "context_overflow",
+        "The conversation does not fit the model's context window; run {run} records the error.",
+    ),
+    TerminationReason.BUDGET_EXCEEDED: (
+        "budget_exceeded",
+        "A budget was spent during run {run}; the run records which.",
+    ),
     TerminationReason.PROVIDER_ERROR: (
         "provider_error",
         "The provider failed; run {run} records the error.",
@@ -272,13 +295,21 @@ def _from_database(exc: DatabaseError) -> ApiError:
     return ApiError(500, "server_error", "The server could not complete the request.")
 
 
-def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+def _unexpected(exc: Exception) -> ApiError:
+    """An exception nobody expected: a bug, logged with its traceback, answered as JSON."""
+    logger.error("Unexpected error in an API request", exc_info=exc)
+    return ApiError(500, "server_error", "The server could not complete the request.")
+
+
+def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     """DRF exception handler: every known failure becomes the one error format.
 
     Database errors are logged and answered in the error format (409
     ``conflict`` for a constraint, 503 ``database_unavailable`` with
-    ``Retry-After`` for a transient failure, 500 ``server_error`` otherwise); other
-    unknown exceptions return ``None`` so Django reports them as server errors.
+    ``Retry-After`` for a transient failure, 500 ``server_error`` otherwise); any
+    other exception is a bug, logged (``llm_conversations.api``, ERROR, with its
+    traceback) and answered 500 ``server_error`` in the same format, never
+    Django's HTML page.
     Like DRF's own handler, it marks an ``ATOMIC_REQUESTS`` transaction for
     rollback.
     """
@@ -286,7 +317,7 @@ def api_exception_handler(exc: Exception, context: dict[str, Any]) -> Response |
     if error is None and isinstance(exc, DatabaseError):
         error = _from_database(exc)
     if error is None:
-        return None
+        error = _unexpected(exc)
     set_rollback()
     sent_names = getattr(context.get("view"), "sent_names", None)
     if callable(sent_names):

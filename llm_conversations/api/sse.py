@@ -25,7 +25,8 @@ Both end after the event that says where the run stopped: ``run.completed``,
 
 The same streams speak the AI SDK's UI message stream protocol when the
 request asks for it (``?format=ai-sdk`` or its header): :class:`StreamFormat`
-chooses the rendering, :mod:`llm_conversations.api.ai_sdk` holds it.
+chooses the rendering, :mod:`llm_conversations.api.ai_sdk` holds it; and
+AG-UI's events with ``?format=ag-ui`` (:mod:`llm_conversations.api.ag_ui`).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from django.http import HttpRequest, StreamingHttpResponse
 from rest_framework.renderers import BaseRenderer
 from rest_framework.utils.encoders import JSONEncoder
 
-from llm_conversations.api import ai_sdk
+from llm_conversations.api import ag_ui, ai_sdk
 from llm_conversations.api.representations import message_data, message_row
 from llm_conversations.api.serializers import RunSerializer
 from llm_conversations.conf import conf
@@ -104,11 +105,12 @@ class EventStreamRenderer(BaseRenderer):
 
 def wants_stream(request: HttpRequest, requested: bool) -> bool:
     """``stream: true`` in the body, an ``Accept`` header asking for an event stream, or
-    the AI SDK's format (a stream by definition)."""
+    the AI SDK's or AG-UI's format (streams by definition)."""
     return (
         requested
         or EVENT_STREAM in request.headers.get("Accept", "")
         or ai_sdk.wants_ai_sdk(request)
+        or ag_ui.wants_ag_ui(request)
     )
 
 
@@ -162,33 +164,39 @@ def _state_event(run_id: Any) -> bytes:
 
 
 class StreamFormat:
-    """How one response renders the log: this module's events, or the AI SDK's chunks."""
+    """How one response renders the log: this module's events, the AI SDK's chunks, or
+    AG-UI's events."""
 
-    def __init__(self, run_id: Any, *, ai_sdk_format: bool = False) -> None:
+    def __init__(
+        self, run_id: Any, *, ai_sdk_format: bool = False, ag_ui_format: bool = False
+    ) -> None:
         self.ai_sdk = ai_sdk.UIMessageStream(run_id) if ai_sdk_format else None
+        self.ag_ui = ag_ui.AgUiStream(run_id) if ag_ui_format and not ai_sdk_format else None
+        self._other: ai_sdk.UIMessageStream | ag_ui.AgUiStream | None = self.ai_sdk or self.ag_ui
 
     @classmethod
     def of(cls, request: HttpRequest, run_id: Any, ai_sdk_format: bool | None) -> StreamFormat:
         """``ai_sdk_format``, or when ``None`` the format the request asks for."""
         if ai_sdk_format is None:
             ai_sdk_format = ai_sdk.wants_ai_sdk(request)
-        return cls(run_id, ai_sdk_format=ai_sdk_format)
+        ag_ui_format = not ai_sdk_format and ag_ui.wants_ag_ui(request)
+        return cls(run_id, ai_sdk_format=ai_sdk_format, ag_ui_format=ag_ui_format)
 
     def resume(self, after_id: int) -> None:
         """The response starts after ``after_id``: the events up to it were sent before."""
-        if self.ai_sdk is not None:
-            self.ai_sdk.prime(after_id)
+        if self._other is not None:
+            self._other.prime(after_id)
 
     def render(self, page: run_events.Page) -> bytes:
-        return render_page(page) if self.ai_sdk is None else self.ai_sdk.render(page)
+        return render_page(page) if self._other is None else self._other.render(page)
 
     def state(self, run_id: Any) -> bytes:
         """The end of a stream whose run stopped without logging it in this stream."""
-        return _state_event(run_id) if self.ai_sdk is None else self.ai_sdk.state(run_id)
+        return _state_event(run_id) if self._other is None else self._other.state(run_id)
 
     def end(self) -> bytes:
-        """What closes the response (the AI SDK's ``[DONE]``)."""
-        return b"" if self.ai_sdk is None else self.ai_sdk.end()
+        """What closes the response (the AI SDK's ``[DONE]``, a run AG-UI left open)."""
+        return b"" if self._other is None else self._other.end()
 
 
 def _finish_quietly(service: ToolLoopService, run_id: Any) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from django.urls import reverse
 
-from llm_conversations.api.ai_sdk import reasoning_part_id
+from llm_conversations.api.ai_sdk import reasoning_part_id, run_metadata
 from llm_conversations.api.representations import shown_reasoning
 from llm_conversations.core.messages import ChatMessage, Role
 from llm_conversations.models import (
@@ -172,14 +172,7 @@ def _plain(row: dict[str, Any], files: dict[str, dict[str, Any]]) -> dict[str, A
 
 def _assistant(message_id: str, run: Run | None) -> dict[str, Any]:
     """An assistant message; a run's carries the metadata its stream's ``finish`` set."""
-    metadata: dict[str, Any] = {}
-    if run is not None:
-        metadata = {
-            "run_id": str(run.pk),
-            "conversation_id": str(run.conversation_id),
-            "status": run.status,
-            "termination_reason": run.termination_reason or None,
-        }
+    metadata = run_metadata(run) if run is not None else {}
     return {"id": message_id, "role": "assistant", "metadata": metadata, "parts": []}
 
 

@@ -19,6 +19,7 @@ from llm_conversations.api.views import (
     ProviderViewSet,
     RunViewSet,
     ToolViewSet,
+    WebhookEndpointViewSet,
 )
 
 app_name = "llm_conversations"
@@ -37,6 +38,7 @@ router.register("tools", ToolViewSet, basename="tool")
 router.register("attachments", AttachmentViewSet, basename="attachment")
 router.register("providers", ProviderViewSet, basename="provider")
 router.register("approvals", ApprovalViewSet, basename="approval")
+router.register("webhooks", WebhookEndpointViewSet, basename="webhook")
 
 urlpatterns = [
     # The AI SDK's reconnect and stop requests name no trailing slash: it is optional here.

@@ -6,12 +6,9 @@ final answer of a run is read as JSON and validated with ``jsonschema``:
 :meth:`ResponseFormat.judge` gives the parsed value or what is wrong with it,
 in words meant for the model, which gets them in a repair round.
 
-Schemas come from clients (a run's ``response_format``) and from tool
-definitions, so validating with one must not reach out or run away: a
-schema may reference only its own definitions (``"$ref": "#/..."``; no
-reference is ever retrieved), its ``pattern`` and ``patternProperties``
-regexes run on the ``regex`` engine with a time budget, and a whole
-validation ends by a deadline (:data:`VALIDATION_SECONDS`).
+Schemas come from clients, so validating with one must not reach out or run
+away: :mod:`llm_conversations.core.json_schemas` builds the validator and
+bounds its work (:data:`VALIDATION_SECONDS`); its names are re-exported here.
 
 This module imports nothing from Django and nothing from httpx.
 """
@@ -20,19 +17,21 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextvars import ContextVar
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
 import jsonschema.exceptions
-import jsonschema.protocols
-import jsonschema.validators
-import regex
-from referencing import Registry
 
+from llm_conversations.core.json_schemas import (
+    VALIDATION_SECONDS,
+    SchemaTimeout,
+    errors_within,
+    json_schema_validator,
+    map_subschemas,
+    reference_problem,
+)
 from llm_conversations.core.messages import ChatMessage, Role
 from llm_conversations.core.text import json_problem
 from llm_conversations.exceptions import ParameterError
@@ -60,132 +59,8 @@ REPAIR_PROMPT = (
     "Your previous answer does not match the required JSON Schema: {problem} "
     "Answer again with only the JSON value, matching the schema exactly."
 )
-
-# Keys whose values map names to schemas, and keys whose values are data, never schemas.
-_SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
-_DATA_KEYS = frozenset({"default", "enum", "const", "examples"})
 # A fenced block around the whole answer: ```json ... ``` (some models add one).
 _FENCE = re.compile(r"^```[A-Za-z]*\s*\n(.*)\n```$", re.DOTALL)
-
-
-# Seconds one validation may take in all, and so at most one regex search.
-VALIDATION_SECONDS = 1.0
-# Keywords whose string value is a reference to resolve.
-_REFERENCE_KEYS = ("$ref", "$dynamicRef", "$recursiveRef")
-
-_deadline: ContextVar[float | None] = ContextVar("llm_conversations_schema_deadline", default=None)
-
-
-class SchemaTimeout(TimeoutError):
-    """A validation ran past its deadline (a regex search included)."""
-
-
-def _search(pattern: str, text: str) -> bool:
-    deadline = _deadline.get()
-    budget = VALIDATION_SECONDS if deadline is None else deadline - time.monotonic()
-    if budget <= 0:
-        raise SchemaTimeout
-    try:
-        return regex.search(pattern, text, timeout=budget) is not None
-    except TimeoutError:
-        raise SchemaTimeout from None
-
-
-def _pattern(
-    validator: Any, pattern: str, instance: Any, schema: Mapping[str, Any]
-) -> Iterator[jsonschema.ValidationError]:
-    if validator.is_type(instance, "string") and not _search(pattern, instance):
-        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
-
-
-def _pattern_properties(
-    validator: Any, patterns: Mapping[str, Any], instance: Any, schema: Mapping[str, Any]
-) -> Iterator[jsonschema.ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    for pattern, subschema in patterns.items():
-        for key, value in instance.items():
-            if _search(pattern, key):
-                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
-
-
-def reference_problem(schema: Any) -> str | None:
-    """The first reference of ``schema`` to anything but its own definitions, described."""
-    found: list[str] = []
-
-    def check(node: dict[str, Any]) -> dict[str, Any]:
-        for key in _REFERENCE_KEYS:
-            target = node.get(key)
-            if key in node and not (isinstance(target, str) and target.startswith("#")):
-                found.append(f"{key} {target!r}")
-        return node
-
-    map_subschemas(schema, check)
-    return found[0] if found else None
-
-
-def json_schema_validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
-    """A validator for ``schema`` (its ``$schema``, else Draft 2020-12).
-
-    Raises ``jsonschema.SchemaError`` when the schema itself is invalid, or
-    references anything but its own definitions. Its registry retrieves
-    nothing, and its regexes run with a time budget (:func:`errors_within`).
-    """
-    problem = reference_problem(schema)
-    if problem is not None:
-        raise jsonschema.SchemaError(
-            f"{problem}: only references to the schema's own definitions (#...) are allowed"
-        )
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    # types-jsonschema narrows check_schema to dict; jsonschema takes any Mapping.
-    cls.check_schema(schema)  # type: ignore[arg-type]
-    # types-jsonschema leaves extend() untyped; it returns a validator class like cls.
-    bounded = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
-        cls, {"pattern": _pattern, "patternProperties": _pattern_properties}
-    )
-    validator: jsonschema.protocols.Validator = bounded(schema, registry=Registry())
-    return validator
-
-
-def errors_within(
-    validator: jsonschema.protocols.Validator,
-    instance: Any,
-    seconds: float = VALIDATION_SECONDS,
-) -> Iterator[jsonschema.ValidationError]:
-    """``validator``'s errors for ``instance``; :class:`SchemaTimeout` past ``seconds``.
-
-    The deadline holds between errors and inside each regex search.
-    """
-    deadline = time.monotonic() + seconds
-    token = _deadline.set(deadline)
-    try:
-        for error in validator.iter_errors(instance):
-            yield error
-            if time.monotonic() > deadline:
-                raise SchemaTimeout
-    finally:
-        _deadline.reset(token)
-
-
-def map_subschemas(node: Any, change: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
-    """A copy of a schema with ``change`` applied to it and to every subschema, innermost first.
-
-    Values that are data (``enum``, ``const``, ``default``, ``examples``) are
-    copied untouched; the values of ``properties`` and ``$defs`` are schemas.
-    """
-    if isinstance(node, list):
-        return [map_subschemas(item, change) for item in node]
-    if not isinstance(node, dict):
-        return node
-    copied: dict[str, Any] = {}
-    for key, value in node.items():
-        if key in _DATA_KEYS:
-            copied[key] = value
-        elif key in _SCHEMA_MAPS and isinstance(value, dict):
-            copied[key] = {name: map_subschemas(item, change) for name, item in value.items()}
-        else:
-            copied[key] = map_subschemas(value, change)
-    return change(copied)
 
 
 def describes_object(schema: Mapping[str, Any]) -> bool:

@@ -1,5 +1,5 @@
 """The app's models: conversations with their messages and attachments, runs of the tool
-loop, feedback."""
+loop, feedback, webhooks."""
 
 from llm_conversations.models.attachments import Attachment, MessageAttachment, PartKind
 from llm_conversations.models.conversations import (
@@ -26,6 +26,12 @@ from llm_conversations.models.runs import (
     WaitReason,
 )
 from llm_conversations.models.summaries import ConversationSummary
+from llm_conversations.models.webhooks import (
+    DeliveryStatus,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookEvent,
+)
 
 __all__ = [
     "ACTIVE_RUN_STATUSES",
@@ -39,6 +45,7 @@ __all__ = [
     "Conversation",
     "ConversationSummary",
     "Decision",
+    "DeliveryStatus",
     "Feedback",
     "IdempotencyKey",
     "Message",
@@ -54,5 +61,8 @@ __all__ = [
     "TitleSource",
     "ToolDecision",
     "WaitReason",
+    "WebhookDelivery",
+    "WebhookEndpoint",
+    "WebhookEvent",
     "chat_message_from_row",
 ]

@@ -116,6 +116,7 @@ class Heartbeat:
         # a second; renew every third of the lease.
         renew_every = conf.LEASE_SECONDS / 3
         renewed = time.monotonic()
+        outage: float | None = None  # when the database went away, while it is away
         try:
             while not self._stop.wait(min(CHECK_SECONDS, renew_every)):
                 due = time.monotonic() - renewed >= renew_every
@@ -125,14 +126,24 @@ class Heartbeat:
                         return
                 except DatabaseError as exc:
                     # A dropped connection or a restarting server: the lease is not
-                    # lost for that. Reconnect at the next look and go on renewing.
-                    logger.warning(
-                        "Renewing the lease of run %s failed (%s); retrying",
-                        self._run.pk,
-                        type(exc).__name__,
-                    )
+                    # lost for that. Reconnect at the next look and go on renewing;
+                    # one warning per outage, not one per look.
+                    if outage is None:
+                        outage = time.monotonic()
+                        logger.warning(
+                            "Renewing the lease of run %s failed (%s); retrying",
+                            self._run.pk,
+                            type(exc).__name__,
+                        )
                     connections.close_all()
                     continue
+                if outage is not None:
+                    logger.warning(
+                        "Renewing the lease of run %s works again after %.1f s",
+                        self._run.pk,
+                        time.monotonic() - outage,
+                    )
+                    outage = None
                 if due:
                     renewed = time.monotonic()
         except Exception:

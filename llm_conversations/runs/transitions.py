@@ -3,7 +3,8 @@
 Every function here changes a run only when it is still in the state the change
 expects (a conditional ``UPDATE`` or a row lock), so a run cancelled while its
 provider or tools worked keeps no late turn, and a finished run is never
-revived. ``run_finished`` is sent once the end is committed.
+revived. ``run_finished`` is sent once the end is committed, and
+``run_requires_action`` once a pause is.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ from llm_conversations.providers.model_catalog import call_cost
 from llm_conversations.runs import policy
 from llm_conversations.runs.event_log import EventItem, record
 from llm_conversations.runs.event_reader import unstored_text
-from llm_conversations.signals import run_finished
+from llm_conversations.runs.live_connections import on_a_live_connection
+from llm_conversations.signals import run_finished, run_requires_action
 from llm_conversations.tools import tool_result_message
 from llm_conversations.users import AnyUser
 
@@ -99,15 +101,21 @@ _RELEASED = {"lease_owner": "", "lease_expires_at": None}
 
 
 def pause(run: Run, waiting: Sequence[PendingCall]) -> Run:
-    """Wait for decisions or client-side outputs on ``waiting``; the lease is released."""
+    """Wait for decisions or client-side outputs on ``waiting``; the lease is released.
+
+    ``run_requires_action`` is sent once the pause is committed.
+    """
     with transaction.atomic():
-        if Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
+        paused = Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
             status=RunStatus.REQUIRES_ACTION,
             pending_tool_calls=Run.stored_waiting(waiting),
             **_RELEASED,
-        ):
+        )
+        if paused:
             record(run.pk, [(RunEventType.RUN_REQUIRES_ACTION, {})])
     run.refresh_from_db()
+    if paused:
+        transaction.on_commit(partial(run_requires_action.send, sender=Run, run=run))
     return run
 
 
@@ -205,39 +213,46 @@ def store_reply(
     # Priced before the transaction: the prices in force when the reply came.
     cost = call_cost(run.provider or None, response.model, usage)
     telemetry.record_cost(cost, entry=run.provider, response=response)
-    with transaction.atomic():
-        # The conditional update locks the run; a run cancelled while the
-        # provider answered matches nothing and keeps no late reply.
-        counted = Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
-            iterations=F("iterations") + 1,
-            input_tokens=F("input_tokens") + usage.input_tokens,
-            output_tokens=F("output_tokens") + usage.output_tokens,
-            total_tokens=F("total_tokens") + (usage.total_tokens or 0),
-            cached_tokens=F("cached_tokens") + (usage.cached_tokens or 0),
-            cache_write_tokens=F("cache_write_tokens") + (usage.cache_write_tokens or 0),
-            reasoning_tokens=F("reasoning_tokens") + (usage.reasoning_tokens or 0),
-            cost=F("cost") + (cost or Decimal(0)),
-            lease_expires_at=lease_expiry(),
-            **(context or {}),
-        )
-        if not counted:
-            return None
-        row = append_completion(
-            run.conversation_id,
-            response,
-            run=run,
-            history=history,
-            parsed=parsed,
-            metadata=metadata,
-            cost=cost,
-        )
-        record(
-            run.pk,
-            [
-                (RunEventType.MESSAGE_STORED, {"message": str(row.pk)}),
-                *started_events(starting),
-            ],
-        )
+
+    def write() -> Message | None:
+        with transaction.atomic():
+            # The conditional update locks the run; a run cancelled while the
+            # provider answered matches nothing and keeps no late reply.
+            counted = Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
+                iterations=F("iterations") + 1,
+                input_tokens=F("input_tokens") + usage.input_tokens,
+                output_tokens=F("output_tokens") + usage.output_tokens,
+                total_tokens=F("total_tokens") + (usage.total_tokens or 0),
+                cached_tokens=F("cached_tokens") + (usage.cached_tokens or 0),
+                cache_write_tokens=F("cache_write_tokens") + (usage.cache_write_tokens or 0),
+                reasoning_tokens=F("reasoning_tokens") + (usage.reasoning_tokens or 0),
+                cost=F("cost") + (cost or Decimal(0)),
+                lease_expires_at=lease_expiry(),
+                **(context or {}),
+            )
+            if not counted:
+                return None
+            row = append_completion(
+                run.conversation_id,
+                response,
+                run=run,
+                history=history,
+                parsed=parsed,
+                metadata=metadata,
+                cost=cost,
+            )
+            record(
+                run.pk,
+                [
+                    (RunEventType.MESSAGE_STORED, {"message": str(row.pk)}),
+                    *started_events(starting),
+                ],
+            )
+        return row
+
+    row = on_a_live_connection(write)
+    if row is None:
+        return None
     run.iterations += 1
     return row
 
@@ -260,18 +275,25 @@ def store_results(
     metadata = [
         {"sanitized": True} if s != m else {} for s, m in zip(storable, results, strict=True)
     ]
-    with transaction.atomic():
-        # Lock the run; one cancelled while its tools ran has answered
-        # the calls already, so these late results are dropped.
-        if not Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
-            updated_at=timezone.now(), lease_expires_at=lease_expiry()
-        ):
-            return None
-        rows = append_messages(
-            run.conversation_id, storable, run=run, metadata=metadata, history=history
-        )
-        record(run.pk, [(RunEventType.TOOL_RESULT_STORED, {"message": str(r.pk)}) for r in rows])
-    return rows
+
+    def write() -> list[Message] | None:
+        with transaction.atomic():
+            # Lock the run; one cancelled while its tools ran has answered
+            # the calls already, so these late results are dropped.
+            if not Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
+                updated_at=timezone.now(), lease_expires_at=lease_expiry()
+            ):
+                return None
+            rows = append_messages(
+                run.conversation_id, storable, run=run, metadata=metadata, history=history
+            )
+            record(
+                run.pk, [(RunEventType.TOOL_RESULT_STORED, {"message": str(r.pk)}) for r in rows]
+            )
+        return rows
+
+    # A tool may take long: the connection may have been dropped meanwhile.
+    return on_a_live_connection(write)
 
 
 # Actions on a waiting run -----------------------------------------------------------

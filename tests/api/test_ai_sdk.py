@@ -75,10 +75,19 @@ def test_format_query_streams_a_run_as_ui_message_chunks(
         "finishReason": "stop",
         "messageMetadata": {
             "run_id": str(run.pk),
+            "conversation_id": str(conversation.pk),
             "status": "completed",
             "termination_reason": "completed",
+            "model": "echo",
+            "usage": {
+                "input_tokens": run.input_tokens,
+                "output_tokens": run.output_tokens,
+                "total_tokens": run.total_tokens,
+                "cached_tokens": run.cached_tokens,
+            },
         },
     }
+    assert run.output_tokens > 0  # the echo backend counts characters
 
 
 def test_the_protocol_header_asks_for_the_format_too(

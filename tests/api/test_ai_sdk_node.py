@@ -149,6 +149,13 @@ def test_use_chat_rebuilds_parallel_calls_a_tool_error_and_the_answer(
         "conversation_id": str(conversation.pk),
         "status": "completed",
         "termination_reason": "completed",
+        "model": "echo",
+        "usage": {
+            "input_tokens": run.input_tokens,
+            "output_tokens": run.output_tokens,
+            "total_tokens": run.total_tokens,
+            "cached_tokens": run.cached_tokens,
+        },
     }
     parts = stored_parts(conversation)
     assert answer["parts"] == parts

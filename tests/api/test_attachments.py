@@ -111,6 +111,20 @@ def test_an_upload_without_a_file_is_refused(client: APIClient) -> None:
     assert (response.status_code, response.json()["error"]["code"]) == (400, "missing_file")
 
 
+@pytest.mark.parametrize("content_type", ["", "application/json", "text/plain"])
+def test_a_body_that_is_not_multipart_is_415_as_the_schema_says(
+    client: APIClient, content_type: str
+) -> None:
+    response = client.generic("POST", "/api/attachments/", b"{}", content_type=content_type)
+    assert response.status_code == 415
+    assert response.json()["error"]["code"] == "unsupported_media_type"
+    assert not Attachment.objects.exists()
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    assert "415" in schema["paths"]["/api/attachments/"]["post"]["responses"]
+
+
 def test_messages_show_attachments_by_id(client: APIClient, conversation: Conversation) -> None:
     attachment_id = upload(client, image_bytes("PNG")).json()["id"]
     parts = [

@@ -41,6 +41,8 @@ def test_create_ignores_read_only_fields(client: APIClient) -> None:
         ({"metadata": [1, 2]}, "invalid", "metadata"),
         ({"metadata": None}, "invalid", "metadata"),
         ({"title": "x" * 201}, "invalid", "title"),
+        # Over the limit as sent, within it once trimmed: a string is kept as sent.
+        ({"title": " " + "x" * 200}, "invalid", "title"),
         ({"title": "a\x00b"}, "invalid_text", "title"),
         ({"metadata": {"k": "a\x00b"}}, "invalid_text", "metadata.k"),
     ],
@@ -53,6 +55,11 @@ def test_create_validation_errors(
     error = response.json()["error"]
     assert (error["code"], error["field"]) == (code, field)
     assert not Conversation.objects.exists()
+
+
+def test_a_title_is_kept_as_sent(client: APIClient) -> None:
+    response = client.post(URL, {"title": " Trip "}, format="json")
+    assert response.json()["title"] == " Trip "
 
 
 def test_malformed_json_and_wrong_media_type(client: APIClient) -> None:

@@ -259,3 +259,35 @@ def test_a_multipart_body_of_too_many_fields_is_400_in_the_error_format(
     assert response.status_code == 400
     assert response["Content-Type"].startswith("application/json")
     assert response.json()["error"]["code"] == "too_many_fields"
+
+
+# Server errors --------------------------------------------------------------------
+
+
+def test_an_unexpected_exception_in_a_view_is_a_logged_json_500(
+    client: APIClient,
+    conversation: Conversation,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A bug, never an expected fault: still the error format, not Django's HTML page.
+    from llm_conversations.api.views import conversations
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(conversations.ConversationViewSet, "retrieve", broken)
+    with caplog.at_level("ERROR", logger="llm_conversations.api"):
+        response = client.get(f"/api/conversations/{conversation.pk}/")
+    assert response.status_code == 500
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json()["error"] == {
+        "code": "server_error",
+        "message": "The server could not complete the request.",
+        "field": None,
+        "details": None,
+    }
+    assert "a bug" not in response.content.decode()
+    (record,) = [r for r in caplog.records if r.name == "llm_conversations.api"]
+    assert record.exc_info is not None
+    assert record.exc_info[0] is RuntimeError

@@ -16,7 +16,7 @@ from rest_framework.viewsets import GenericViewSet
 from llm_conversations.api.urls import router
 from llm_conversations.conversations import create_conversation
 from llm_conversations.conversations.attachments import create_attachment
-from llm_conversations.models import Conversation
+from llm_conversations.models import Conversation, WebhookEndpoint
 from llm_conversations.runs import ToolLoopService
 from tests.support.attachment_files import pdf_bytes
 
@@ -38,12 +38,15 @@ def owned_data(user: User) -> Conversation:
     conversation = create_conversation(owner=user, messages=[{"role": "user", "content": "Hi"}])
     ToolLoopService().send(conversation, "hello")
     create_attachment(user, pdf_bytes(), filename=f"{user.username}.pdf")
+    WebhookEndpoint.objects.create(
+        owner=user, url=f"https://{user.username}.example.com/hooks", secret="s" * 32
+    )
     return conversation
 
 
 def test_every_model_viewset_is_generic() -> None:
     generic = {entry[2] for entry in router.registry if issubclass(entry[1], GenericViewSet)}
-    assert generic == {"conversation", "fork", "message", "run", "chat", "attachment"}
+    assert generic == {"conversation", "fork", "message", "run", "chat", "attachment", "webhook"}
 
 
 @pytest.mark.parametrize(
@@ -55,6 +58,7 @@ def test_every_model_viewset_is_generic() -> None:
         ("message", True, 3),
         ("run", True, 1),
         ("attachment", False, 1),
+        ("webhook", False, 1),
     ],
 )
 def test_a_viewsets_queryset_holds_the_callers_objects_only(

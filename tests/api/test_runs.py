@@ -148,6 +148,42 @@ def test_a_history_waiting_for_results_cannot_take_a_user_turn(
     assert Message.objects.filter(conversation=conversation).count() == 2
 
 
+def test_a_run_out_of_time_is_504_run_timeout_with_the_failed_run(
+    client: APIClient, conversation: Conversation, settings: Any
+) -> None:
+    # An expected end, not a server error: it was answered 500 run_failed.
+    settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "RUN_TIMEOUT": 1e-6}
+    response = start(client, conversation, message="hi")
+    assert response.status_code == 504
+    error = response.json()["error"]
+    run = Run.objects.get()
+    assert (run.status, run.termination_reason) == ("failed", "timeout")
+    assert (error["code"], error["details"]["run"]["id"]) == ("run_timeout", str(run.pk))
+
+
+@pytest.mark.parametrize(
+    ("reason", "status", "code"),
+    [
+        ("provider_error", 502, "provider_error"),
+        ("invalid_output", 502, "invalid_output"),
+        ("timeout", 504, "run_timeout"),
+        ("worker_lost", 503, "worker_lost"),
+        ("context_overflow", 422, "context_overflow"),
+        ("budget_exceeded", 429, "budget_exceeded"),
+        ("error", 500, "run_failed"),
+    ],
+)
+def test_a_failed_run_is_answered_by_why_it_failed(reason: str, status: int, code: str) -> None:
+    from llm_conversations.api.errors import failed_run_error
+    from llm_conversations.models import TerminationReason
+
+    # Every reason a run fails for has its answer; only a bug is a 500.
+    assert reason in TerminationReason.values
+    error = failed_run_error(Run(status=RunStatus.FAILED, termination_reason=reason), {})
+    assert error is not None
+    assert (error.status_code, error.code) == (status, code)
+
+
 def test_provider_failure_is_502_with_the_failed_run(
     client: APIClient, conversation: Conversation
 ) -> None:

@@ -128,6 +128,9 @@ def test_explicit_ordering_wins_over_relevance(client: APIClient, user: User) ->
 def test_search_text_is_bounded(client: APIClient, library: dict[str, Conversation]) -> None:
     response = client.get(URL, {"search": "x" * (MAX_SEARCH_CHARS + 1)})
     assert (response.status_code, response.json()["error"]["field"]) == (400, "search")
+    # The limit holds on the text as sent, spaces included.
+    response = client.get(URL, {"search": " " + "x" * MAX_SEARCH_CHARS})
+    assert (response.status_code, response.json()["error"]["field"]) == (400, "search")
     assert titles(client, search="ferry " + "x" * (MAX_SEARCH_CHARS - 6)) == []
 
 
@@ -276,4 +279,6 @@ def test_message_search_pages_with_the_cursor(client: APIClient, user: User) -> 
 def test_message_search_text_is_bounded(client: APIClient, user: User) -> None:
     conversation = trip(user)
     response = client.get(messages_url(conversation), {"search": "x" * (MAX_SEARCH_CHARS + 1)})
+    assert (response.status_code, response.json()["error"]["field"]) == (400, "search")
+    response = client.get(messages_url(conversation), {"search": "x" * MAX_SEARCH_CHARS + " "})
     assert (response.status_code, response.json()["error"]["field"]) == (400, "search")

@@ -3,7 +3,9 @@
 A typo such as ``temprature`` would otherwise run with the default and say
 nothing; ``STRICT_REQUEST_FIELDS = False`` ignores unknown fields instead, for
 clients newer than the server. Bodies whose shape a frontend toolkit owns (the
-AI SDK's ``chat/``) keep taking what the toolkit adds.
+AI SDK's ``chat/``) keep taking what the toolkit adds. Fields the schema marks
+``readOnly`` are known fields: they are ignored, as DRF does, so a client can
+send back what it read.
 """
 
 from __future__ import annotations
@@ -78,3 +80,22 @@ def test_the_schema_says_strict_bodies_take_no_other_field(client: APIClient) ->
     run_body = schema["paths"]["/api/conversations/{conversation_pk}/runs/"]["post"]["requestBody"]
     ref = run_body["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
     assert schema["components"]["schemas"][ref]["additionalProperties"] is False
+
+
+def test_read_only_fields_are_ignored_so_a_read_representation_can_be_sent_back(
+    client: APIClient, conversation: Conversation
+) -> None:
+    # DRF's convention, kept on purpose: a client may send back what it read
+    # (PATCH) with the fields the schema marks readOnly; they change nothing.
+    url = f"/api/conversations/{conversation.pk}/"
+    shown = client.get(url).json()
+    body = {**shown, "title": "Renamed", "message_count": 99, "created_at": "2000-01-01T00:00:00Z"}
+    response = client.patch(url, body, format="json")
+    assert response.status_code == 200, response.json()
+    after = response.json()
+    assert after["title"] == "Renamed"
+    assert (after["message_count"], after["created_at"], after["id"]) == (
+        shown["message_count"],
+        shown["created_at"],
+        shown["id"],
+    )

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.db import connections
 from rest_framework.test import APIClient
 
 from llm_conversations.core.completions import CompletionResponse
@@ -40,8 +41,12 @@ class TakenOver(Provider):
         Run.objects.filter(pk=run.pk).update(lease_owner="other-host:1:worker")
 
         def other_worker() -> None:
-            threading.Event().wait(0.5)
-            finish(Run.objects.get(pk=run.pk), RunStatus.COMPLETED, TerminationReason.COMPLETED)
+            try:
+                threading.Event().wait(0.5)
+                finish(Run.objects.get(pk=run.pk), RunStatus.COMPLETED, TerminationReason.COMPLETED)
+            finally:
+                # A thread's connection is its own: left open, it outlives the test database.
+                connections.close_all()
 
         if self.ends_it:
             thread = threading.Thread(target=other_worker)

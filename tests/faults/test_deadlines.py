@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.db import connections
 
 from llm_conversations.conversations import create_conversation, load_messages
 from llm_conversations.core.messages import check_sequence
@@ -109,6 +110,8 @@ def test_a_cancel_ends_a_busy_stream_at_once(
         try:
             list(service.events(run.pk, stream=True))
         finally:
+            # A thread's connection is its own: left open, it outlives the test database.
+            connections.close_all()
             finished.set()
 
     worker = threading.Thread(target=work)

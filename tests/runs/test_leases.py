@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from django.utils import timezone
 
 from llm_conversations.conversations import create_conversation, load_messages
@@ -53,6 +53,14 @@ def noop() -> str:
 def guarded() -> str:
     """Does nothing, once a person approves."""
     return "approved"
+
+
+def execute_closing(loop: ToolLoopService, run_id: Any) -> None:
+    """Execute a run in a thread, closing the thread's own connection at the end."""
+    try:
+        loop.execute(run_id)
+    finally:
+        connections.close_all()
 
 
 def service(provider: Provider | None = None, *tools: Any) -> ToolLoopService:
@@ -350,7 +358,7 @@ class TestHeartbeat:
         loop = service(CallsThenAnswers("slow"), slow)
         conversation = create_conversation()
         run = loop.start(conversation, "hi")
-        worker = threading.Thread(target=loop.execute, args=(run.pk,))
+        worker = threading.Thread(target=execute_closing, args=(loop, run.pk))
         worker.start()
         assert started.wait(5)
         ToolLoopService().cancel(run.pk)
@@ -396,7 +404,7 @@ class TestHeartbeat:
 
         loop = service(CallsThenAnswers("slow"), slow)
         run = loop.start(create_conversation(), "hi")
-        worker = threading.Thread(target=loop.execute, args=(run.pk,))
+        worker = threading.Thread(target=execute_closing, args=(loop, run.pk))
         worker.start()
         deadline = time.monotonic() + 10
         while not heartbeat_pids and time.monotonic() < deadline:
@@ -413,6 +421,45 @@ class TestHeartbeat:
         assert all(not r.requeued and not r.failed for r in reaped)
         # It reconnected: renewals went on from another server process.
         assert set(heartbeat_pids) - {heartbeat_pids[0]}
+
+    @requires_postgresql
+    def test_a_tool_result_outlives_every_session_being_terminated(self) -> None:
+        # As a PostgreSQL restart would while a tool works: the loop's idle
+        # connection is gone at its next query. The result in hand is stored
+        # on a new connection, not lost with a failed run.
+        executed: list[str] = []
+
+        def terminate_every_other_session() -> None:
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    )
+                    assert cursor.fetchone()[0] >= 1
+            finally:
+                connections.close_all()
+
+        @tool(name="pay", repeatable=False)
+        def pay() -> str:
+            executed.append("pay")
+            killer = threading.Thread(target=terminate_every_other_session)
+            killer.start()
+            killer.join()
+            return "paid"
+
+        loop = service(CallsThenAnswers("pay"), pay)
+        conversation = create_conversation()
+        worker = threading.Thread(
+            target=execute_closing, args=(loop, loop.start(conversation, "pay").pk)
+        )
+        worker.start()
+        worker.join(30)
+        connection.close()  # this thread's session was terminated too
+        run = Run.objects.get()
+        assert (run.status, run.termination_reason, run.attempts) == ("completed", "completed", 1)
+        assert executed == ["pay"]
+        assert [m.content for m in load_messages(conversation) if m.role == "tool"] == ["paid"]
 
 
 @pytest.mark.django_db
@@ -465,3 +512,34 @@ def test_results_written_when_a_run_ends_are_in_its_event_log(end: str) -> None:
     (result,) = Message.objects.filter(run=paused, role="tool")
     assert events[-2] == ("tool_result.stored", {"message": str(result.pk)})
     assert events[-1][0] == ("run.cancelled" if end == "cancel" else "run.failed")
+
+
+def test_a_database_outage_is_logged_once_when_it_starts_and_once_when_it_ends(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django.db import OperationalError
+
+    monkeypatch.setattr(leases, "CHECK_SECONDS", 0.01)
+    # Five looks with the database away, then it answers again.
+    looks = iter([OperationalError("gone")] * 5 + [False] * 1000)
+
+    def lost(self: leases.Heartbeat, due: bool) -> bool:
+        outcome = next(looks)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    monkeypatch.setattr(leases.Heartbeat, "_lost", lost)
+    with (
+        caplog.at_level("INFO", logger="llm_conversations.leases"),
+        leases.Heartbeat(Run(pk=7)),
+    ):
+        deadline = time.monotonic() + 5
+        while len(caplog.records) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)  # more looks, all fine: nothing more to say
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 2, messages
+    assert messages[0] == "Renewing the lease of run 7 failed (OperationalError); retrying"
+    assert messages[1].startswith("Renewing the lease of run 7 works again after ")
+    assert messages[1].endswith(" s")

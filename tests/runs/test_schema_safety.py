@@ -123,6 +123,85 @@ def test_the_api_refuses_a_remote_reference_and_stores_nothing(
     assert (Run.objects.count(), Message.objects.count(), seen) == (0, 0, [])
 
 
+DANGLING = {
+    "a pointer to nothing": schema_with(a={"$ref": "#/$defs/missing"}),
+    "an anchor that is not there": schema_with(a={"$ref": "#nowhere"}),
+    "a dynamic anchor that is not there": schema_with(a={"$dynamicRef": "#meta"}),
+    "a pointer within a subschema's own $id": schema_with(
+        a={"$id": "http://127.0.0.1:9/sub", "$ref": "#/x"}
+    ),
+    "draft 7 definitions": {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        **schema_with(a={"$ref": "#/definitions/zz"}),
+    },
+    "a schema that is its own reference": schema_with(a={"$ref": "#/properties/a"}),
+    "two definitions that refer to each other": {
+        **schema_with(a={"$ref": "#/$defs/x"}),
+        "$defs": {"x": {"allOf": [{"$ref": "#/$defs/y"}]}, "y": {"$ref": "#/$defs/x"}},
+    },
+    "a chain of references too long to evaluate": {
+        **schema_with(a={"$ref": "#/$defs/d0"}),
+        "$defs": {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(200)}
+        | {"d200": {"type": "string"}},
+    },
+}
+
+
+@pytest.mark.parametrize("schema", DANGLING.values(), ids=DANGLING.keys())
+def test_a_reference_that_cannot_be_followed_is_refused_at_run_start(
+    schema: dict[str, Any],
+) -> None:
+    # jsonschema follows references only when an answer reaches them: unchecked,
+    # these ended the run as a server error once the model had answered.
+    with pytest.raises(ParameterError) as info:
+        ResponseFormat(schema)
+    assert (info.value.code, info.value.field) == ("invalid_response_format", "response_format")
+
+
+RESOLVABLE = {
+    "a recursive tree": {
+        **schema_with(root={"$ref": "#/$defs/Node"}),
+        "$defs": {
+            "Node": schema_with(children={"type": "array", "items": {"$ref": "#/$defs/Node"}})
+        },
+    },
+    "the root, for a part of the answer": schema_with(a={"$ref": "#"}),
+    "an anchor": {**schema_with(a={"$ref": "#name"}), "$defs": {"n": {"$anchor": "name"}}},
+    "escaped pointers": {
+        **schema_with(x={"$ref": "#/$defs/a~1b"}, y={"$ref": "#/$defs/c~0d"}),
+        "$defs": {"a/b": {"type": "string"}, "c~d": {"type": "string"}},
+    },
+    "a shared base in allOf": {
+        **schema_with(),
+        "allOf": [{"$ref": "#/$defs/B"}],
+        "$defs": {"B": schema_with()},
+    },
+}
+
+
+@pytest.mark.parametrize("schema", RESOLVABLE.values(), ids=RESOLVABLE.keys())
+def test_references_that_resolve_are_kept(schema: dict[str, Any]) -> None:
+    answer = {"root": {"children": [{"children": []}]}, "a": {}, "x": "1", "y": "2"}
+    assert ResponseFormat(schema).judge(json.dumps(answer)).valid
+
+
+def test_the_api_refuses_a_dangling_reference_and_stores_nothing(django_user_model: Any) -> None:
+    user = django_user_model.objects.create_user("dangling")
+    client = APIClient()
+    client.force_authenticate(user)
+    conversation = create_conversation(owner=user)
+    response = client.post(
+        f"/api/conversations/{conversation.pk}/runs/",
+        {"message": "Weather?", "response_format": DANGLING["a pointer to nothing"]},
+        format="json",
+    )
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["code"], error["field"]) == ("invalid_response_format", "response_format")
+    assert "points at nothing" in error["message"]
+    assert (Run.objects.count(), Message.objects.count()) == (0, 0)
+
+
 def test_a_catastrophic_pattern_ends_the_check_by_its_deadline() -> None:
     started = time.monotonic()
     verdict = ResponseFormat(schema_with(a={"type": "string", "pattern": CATASTROPHIC})).judge(
@@ -138,6 +217,52 @@ def test_a_catastrophic_pattern_ends_the_check_by_its_deadline() -> None:
 def test_pattern_properties_run_under_the_same_deadline() -> None:
     schema = {"type": "object", "patternProperties": {CATASTROPHIC: {"type": "string"}}}
     assert ResponseFormat(schema).judge(json.dumps({HOSTILE_TEXT: "x"})).timed_out
+
+
+def test_a_schema_exponential_in_the_answers_depth_ends_by_its_deadline() -> None:
+    # Each level tries both branches in full: 2**depth keyword checks before
+    # the first error, half a minute at depth 18. The deadline holds at every keyword.
+    branch = {"type": "array", "items": {"$ref": "#/$defs/n"}}
+    schema = {
+        **schema_with(a={"$ref": "#/$defs/n"}),
+        "$defs": {"n": {"anyOf": [{**branch, "minItems": 99}, branch]}},
+    }
+    started = time.monotonic()
+    verdict = ResponseFormat(schema).judge(json.dumps({"a": json.loads("[" * 30 + "]" * 30)}))
+    assert verdict.timed_out
+    assert time.monotonic() - started < VALIDATION_SECONDS * 10
+
+
+def test_unique_items_of_many_objects_are_judged_in_one_pass() -> None:
+    # jsonschema compares unhashable items pairwise: 3,000 objects took 18 s.
+    judged = ResponseFormat(schema_with(a={"type": "array", "uniqueItems": True}))
+    many = [{"k": i} for i in range(5_000)]
+    started = time.monotonic()
+    assert judged.judge(json.dumps({"a": many})).valid
+    duplicated = judged.judge(json.dumps({"a": [*many, {"k": 7}]}))
+    assert not duplicated.timed_out
+    assert duplicated.problem == "at /a: has non-unique elements: item 5000 repeats an earlier one."
+    # Pairwise, 5,000 objects take about a minute (with room for a slow machine).
+    assert time.monotonic() - started < VALIDATION_SECONDS * 5
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [1, 1.0],
+        [True, 1],
+        [0, False],
+        [None, 0],
+        ["1", 1],
+        [{"a": 1, "b": [1]}, {"b": [1.0], "a": 1}],
+        [[1, 2], [2, 1]],
+        [{"a": None}, {"a": False}],
+    ],
+)
+def test_unique_items_agree_with_json_schemas_equality(items: list[Any]) -> None:
+    schema = schema_with(a={"type": "array", "uniqueItems": True})
+    expected = jsonschema.Draft202012Validator(schema).is_valid({"a": items})
+    assert ResponseFormat(schema).judge(json.dumps({"a": items})).valid is expected
 
 
 def test_patterns_still_judge_answers_that_are_quick_to_check() -> None:

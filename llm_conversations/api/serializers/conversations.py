@@ -89,6 +89,9 @@ class ConversationSerializer(StrictTypes[Conversation], serializers.ModelSeriali
             "forked_at_position",
             "created_at",
         ]
+        # Kept as sent, as every string is: trimmed, a title over the schema's
+        # maxLength by a space would be taken.
+        extra_kwargs = {"title": {"trim_whitespace": False}}
 
     def to_representation(self, instance: Conversation) -> dict[str, Any]:
         data = super().to_representation(instance)
@@ -234,6 +237,8 @@ class ConversationListQuerySerializer(PageQuerySerializer):
         required=False,
         allow_blank=True,
         max_length=MAX_SEARCH_CHARS,
+        # The limit is the schema's, on the text as sent (the search reads it so).
+        trim_whitespace=False,
         help_text=(
             "Text to find: in the title (every word) or in the text of a user turn, answer "
             "or tool result. PostgreSQL: full-text search in web search syntax, best "
@@ -268,6 +273,8 @@ class MessageListQuerySerializer(serializers.Serializer[Any]):
         required=False,
         allow_blank=True,
         max_length=MAX_SEARCH_CHARS,
+        # The limit is the schema's, on the text as sent (the search reads it so).
+        trim_whitespace=False,
         help_text=(
             "Only the user turns, answers and tool results whose text this finds, "
             "as in the conversation search. See docs/feedback-search-titles.md."

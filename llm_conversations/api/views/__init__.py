@@ -12,6 +12,7 @@ from llm_conversations.api.views.forks import ForkViewSet
 from llm_conversations.api.views.providers import ProviderViewSet
 from llm_conversations.api.views.runs import RunViewSet
 from llm_conversations.api.views.tools import ToolViewSet
+from llm_conversations.api.views.webhooks import WebhookEndpointViewSet
 
 __all__ = [
     "ApprovalViewSet",
@@ -24,4 +25,5 @@ __all__ = [
     "ProviderViewSet",
     "RunViewSet",
     "ToolViewSet",
+    "WebhookEndpointViewSet",
 ]

@@ -20,7 +20,7 @@ from llm_conversations.api.serializers.attachments import (
     AttachmentUploadSerializer,
     attachment_data,
 )
-from llm_conversations.api.views.base import ApiView, error_responses, signed_in
+from llm_conversations.api.views.base import BODY_ERRORS, ApiView, error_responses, signed_in
 from llm_conversations.conf import conf
 from llm_conversations.conversations.attachments import create_attachment, file_response
 from llm_conversations.exceptions import InvalidAttachment
@@ -77,7 +77,8 @@ class AttachmentViewSet(ApiView, viewsets.GenericViewSet[Attachment]):
             200: OpenApiResponse(
                 AttachmentSerializer, description="The same bytes, uploaded before."
             ),
-            **error_responses(400, 413),
+            # A body that is not multipart (or has no Content-Type) is 415.
+            **error_responses(*BODY_ERRORS),
         },
     )
     def create(self, request: Request) -> Response:

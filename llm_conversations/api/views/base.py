@@ -63,18 +63,29 @@ _ERROR_DESCRIPTIONS = {
     411: "`length_required`: a chunked body that cannot be read safely; send `Content-Length`.",
     413: "`too_large`: the body is over `MAX_REQUEST_BYTES` (`details.limit`).",
     415: "`unsupported_media_type`: send `application/json`.",
-    422: "`idempotency_key_reused`: the `Idempotency-Key` was sent with another request.",
+    422: (
+        "`idempotency_key_reused`: the `Idempotency-Key` was sent with another request; "
+        "`context_overflow` (requests that execute runs): the conversation did not fit the "
+        "model's context window, `details.run` is the failed run."
+    ),
     429: (
         "`throttled`: over `RUN_RATE` (see the `Retry-After` header and `details.retry_after`); "
-        "`too_many_active_runs`: `MAX_ACTIVE_RUNS_PER_USER` runs are active."
+        "`too_many_active_runs`: `MAX_ACTIVE_RUNS_PER_USER` runs are active; "
+        "`budget_exceeded`: a budget is spent (`details.run` when a run failed for it)."
     ),
-    500: "`run_failed`: the run failed on the server; the run records the error.",
-    502: "`provider_error`: the provider failed; `details.run` is the failed run.",
+    500: "`run_failed`: the run failed on the server (a bug); the run records the error.",
+    502: (
+        "`provider_error`: the provider failed; `invalid_output`: the model's answer did not "
+        "match the `response_format`; `details.run` is the failed run."
+    ),
     503: (
         "`database_unavailable`: the database is busy or unreachable for now; "
         "`server_busy` (requests that start runs): more than `RUN_START_CONCURRENCY` runs "
-        "were being started. Nothing was changed; retry after `Retry-After` seconds."
+        "were being started. Nothing was changed; retry after `Retry-After` seconds. "
+        "`worker_lost` (requests that execute runs): the run's workers were lost "
+        "(`details.run`)."
     ),
+    504: "`run_timeout`: the run ran out of time (`RUN_TIMEOUT`); `details.run` is the failed run.",
 }
 
 

@@ -27,6 +27,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 
+from llm_conversations.api.ag_ui import AG_UI_STREAM_NOTE, AgUiRenderer
 from llm_conversations.api.ai_sdk import AiSdkRenderer
 from llm_conversations.api.errors import ApiError, failed_run_error
 from llm_conversations.api.idempotency import IDEMPOTENCY_KEY, idempotent
@@ -82,7 +83,7 @@ _STREAM = OpenApiResponse(
     description=(
         "`stream: true` or `Accept: text/event-stream`: Server-Sent Events "
         f"({describe_run_events()}); each `data:` is a JSON object with `run_id`. "
-        f"See docs/api.md. {AI_SDK_STREAM_NOTE}"
+        f"See docs/api.md. {AI_SDK_STREAM_NOTE} {AG_UI_STREAM_NOTE}"
     ),
 )
 
@@ -94,7 +95,7 @@ _LOG_STREAM = OpenApiResponse(
         f"`data:` ({describe_run_events()}), a `: keep-alive` comment every "
         "`SSE_HEARTBEAT_SECONDS` while it waits; it ends after `run.completed`, "
         "`run.failed`, `run.cancelled` or `run.requires_action`. See docs/api.md. "
-        f"{AI_SDK_STREAM_NOTE}"
+        f"{AI_SDK_STREAM_NOTE} {AG_UI_STREAM_NOTE}"
     ),
 )
 
@@ -127,6 +128,9 @@ def run_responses(
         )
     if stream:
         responses[(200, EVENT_STREAM)] = _STREAM
+    if 500 in errors:
+        # A request that executes a run answers a failed run by why it failed.
+        errors = (*errors, 422, 429, 502, 504)
     responses.update(error_responses(*BODY_ERRORS, *errors, media_type=JSON))
     return responses
 
@@ -177,7 +181,7 @@ class RunViews(RunStartingView, viewsets.GenericViewSet[_M], Generic[_M]):
     """
 
     schema = RunSchema()
-    renderer_classes = [JSONRenderer, EventStreamRenderer, AiSdkRenderer]
+    renderer_classes = [JSONRenderer, EventStreamRenderer, AiSdkRenderer, AgUiRenderer]
 
     @classmethod
     def as_view(
@@ -191,7 +195,7 @@ class RunViews(RunStartingView, viewsets.GenericViewSet[_M], Generic[_M]):
     ) -> HttpResponseBase:
         response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[arg-type]
         if isinstance(response, Response) and isinstance(
-            response.accepted_renderer, EventStreamRenderer | AiSdkRenderer
+            response.accepted_renderer, EventStreamRenderer | AiSdkRenderer | AgUiRenderer
         ):
             # Only streams are event streams; errors and runs stay JSON.
             response.accepted_renderer = JSONRenderer()

@@ -18,7 +18,7 @@ _REASONING = importlib.import_module("llm_conversations.migrations.0013_message_
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('llm_conversations', '0015_tool_decisions'),
+        ('llm_conversations', '0016_webhooks'),
     ]
 
     operations = [

@@ -1,0 +1,164 @@
+"""Which webhooks an event of a run makes, and when they are sent.
+
+A run that ends (``run_finished``) or pauses for action (``run_requires_action``),
+both sent once committed, makes one :class:`WebhookDelivery` per endpoint that
+wants the event: each ``WEBHOOKS`` entry, and the active endpoints of the
+conversation's owner (one query). The deliveries are written in one
+``INSERT``, then sent by :mod:`llm_conversations.runs.webhook_delivery`: as
+tasks when ``BACKGROUND_RUNS`` is on, otherwise after the response (or at once
+outside a request). A failure here is logged and never reaches the run.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from functools import partial
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from llm_conversations.conf import conf
+from llm_conversations.conversations.after_response import after_response
+from llm_conversations.core.webhook_signing import secret_problem
+from llm_conversations.models import (
+    Conversation,
+    Run,
+    RunStatus,
+    WebhookDelivery,
+    WebhookEndpoint,
+    WebhookEvent,
+)
+from llm_conversations.runs.webhook_delivery import deliver, enqueue_delivery, url_problem
+
+__all__ = [
+    "endpoint_problems",
+    "event_payload",
+    "events_problem",
+    "on_run_finished",
+    "on_run_requires_action",
+    "queue_event",
+]
+
+logger = logging.getLogger("llm_conversations.webhooks")
+
+_EVENTS = {
+    RunStatus.COMPLETED: WebhookEvent.RUN_COMPLETED,
+    RunStatus.FAILED: WebhookEvent.RUN_FAILED,
+    RunStatus.CANCELLED: WebhookEvent.RUN_CANCELLED,
+    RunStatus.REQUIRES_ACTION: WebhookEvent.RUN_REQUIRES_ACTION,
+}
+
+
+def endpoint_problems(url: object, secret: object, events: object) -> list[str]:
+    """The rules of an endpoint, from the settings or an owner's: what is wrong, if anything.
+
+    A URL is http(s) (whether its host may be reached is decided when sending,
+    by ``WEBHOOK_ALLOWED_HOSTS``), a secret is ``whsec_`` and base64, events a
+    list of known event names (empty: all). Never quotes the secret.
+    """
+    problems = []
+    problem = url_problem(url) if isinstance(url, str) else "not a string"
+    if problem is not None:
+        problems.append("URL: " + problem)
+    if (problem := secret_problem(secret)) is not None:
+        problems.append("SECRET: " + problem)
+    if (problem := events_problem(events)) is not None:
+        problems.append("EVENTS: " + problem)
+    return problems
+
+
+def events_problem(events: object) -> str | None:
+    """Why ``events`` is not a list of event names (``None`` when it is; empty: all)."""
+    known = set(WebhookEvent.values)
+    if not isinstance(events, list) or not all(isinstance(e, str) and e in known for e in events):
+        return f"a list of event names ({', '.join(sorted(known))})"
+    return None
+
+
+def event_payload(run: Run, event: WebhookEvent) -> dict[str, Any]:
+    """The JSON body of one event: ``type``, ``timestamp`` and ``data`` (the run)."""
+    data: dict[str, Any] = {
+        "id": str(run.pk),
+        "conversation_id": str(run.conversation_id),
+        "status": run.status,
+        "termination_reason": run.termination_reason,
+        "iterations": run.iterations,
+        "usage": {
+            "input_tokens": run.input_tokens,
+            "output_tokens": run.output_tokens,
+            "total_tokens": run.total_tokens,
+        },
+    }
+    if event is WebhookEvent.RUN_FAILED:
+        # The stored error text: written for people, never an unexpected error's text.
+        data["error"] = {"type": run.error_type, "message": run.error_message}
+    if event is WebhookEvent.RUN_REQUIRES_ACTION:
+        data["waiting"] = [
+            {"id": p.call.id, "name": p.call.name, "reason": p.reason.value}
+            for p in run.waiting_calls
+        ]
+    return {"type": event.value, "timestamp": timezone.now().isoformat(), "data": {"run": data}}
+
+
+def _wants(entry: Mapping[str, Any], event: str) -> bool:
+    events = entry.get("EVENTS") or []
+    return not events or event in events
+
+
+def queue_event(run: Run, event: WebhookEvent) -> list[WebhookDelivery]:
+    """Write the deliveries of one event and schedule their sending, after commit."""
+    configured = [name for name, entry in conf.WEBHOOKS.items() if _wants(entry, event.value)]
+    owner_id = Conversation.objects.filter(pk=run.conversation_id).values("owner_id")
+    owned = [
+        endpoint.pk
+        for endpoint in WebhookEndpoint.objects.filter(owner_id__in=owner_id, is_active=True)
+        if endpoint.wants(event.value)
+    ]
+    if not configured and not owned:
+        return []
+    payload = event_payload(run, event)
+    now = timezone.now()
+    rows = [
+        WebhookDelivery(
+            endpoint_name=name, event=event, run_id=run.pk, payload=payload, next_attempt_at=now
+        )
+        for name in configured
+    ] + [
+        WebhookDelivery(
+            endpoint_id=pk, event=event, run_id=run.pk, payload=payload, next_attempt_at=now
+        )
+        for pk in owned
+    ]
+    created = WebhookDelivery.objects.bulk_create(rows)
+    for row in created:
+        transaction.on_commit(partial(_schedule, str(row.pk)))
+    return created
+
+
+def _schedule(delivery_id: str) -> None:
+    if conf.BACKGROUND_RUNS:
+        enqueue_delivery(delivery_id)
+    else:
+        after_response(deliver, delivery_id)
+
+
+def _on_event(run: Run) -> None:
+    event = _EVENTS.get(RunStatus(run.status))
+    if event is None:
+        return
+    try:
+        queue_event(run, event)
+    except Exception as exc:  # a webhook never fails the run
+        logger.warning("Webhooks of run %s not queued (%s)", run.pk, type(exc).__name__)
+
+
+def on_run_finished(sender: Any, run: Run, **kwargs: Any) -> None:
+    """``run_finished`` receiver: queue ``run.completed`` / ``run.failed`` / ``run.cancelled``."""
+    _on_event(run)
+
+
+def on_run_requires_action(sender: Any, run: Run, **kwargs: Any) -> None:
+    """``run_requires_action`` receiver: queue ``run.requires_action``."""
+    _on_event(run)
