@@ -49,6 +49,8 @@ from django.http import HttpRequest
 from rest_framework.renderers import BaseRenderer
 from rest_framework.utils.encoders import JSONEncoder
 
+# One SSE message per event, `data:` line only: the same framing as the AI SDK's chunks.
+from llm_conversations.api.ai_sdk import chunk
 from llm_conversations.core.messages import Role
 from llm_conversations.models import (
     Decision,
@@ -110,13 +112,6 @@ class AgUiRenderer(BaseRenderer):
 def wants_ag_ui(request: HttpRequest) -> bool:
     """``?format=ag-ui``."""
     return request.GET.get("format") == AG_UI_FORMAT
-
-
-def encode(data: dict[str, Any], event_id: int | None = None) -> bytes:
-    """One SSE message holding one AG-UI event; JSON escapes newlines, so it fits on one line."""
-    payload = json.dumps(data, cls=JSONEncoder, ensure_ascii=False, separators=(",", ":"))
-    head = f"id: {event_id}\n" if event_id is not None else ""
-    return f"{head}data: {payload}\n\n".encode()
 
 
 def _ours(**data: Any) -> dict[str, Any]:
@@ -201,14 +196,14 @@ class AgUiStream:
             row = page.messages.get(str(logged.get("message")))
             items = self._advance(event.id, RunEventType(event.type), row, logged, page.run)
             for index, item in enumerate(items):
-                out.append(encode(item, event.id if index == len(items) - 1 else None))
+                out.append(chunk(item, event.id if index == len(items) - 1 else None))
         return b"".join(out)
 
     def state(self, run_id: Any) -> bytes:
         """The end of a stream whose run stopped without logging its end in it (one query)."""
         run = Run.objects.get(pk=run_id)
         kind = _ENDING_EVENTS.get(RunStatus(run.status), RunEventType.RUN_REQUIRES_ACTION)
-        return b"".join(encode(item) for item in self._advance(None, kind, None, {}, run))
+        return b"".join(chunk(item) for item in self._advance(None, kind, None, {}, run))
 
     def end(self) -> bytes:
         """What closes the response: a run left open (the stream stopped early) is finished."""
@@ -216,7 +211,7 @@ class AgUiStream:
             return b""
         self.finished = True
         closing = [*self._close_text(), self._run_finished(None)]
-        return b"".join(encode(item) for item in self._start(None) + closing)
+        return b"".join(chunk(item) for item in self._start(None) + closing)
 
     # State ------------------------------------------------------------------------
 
