@@ -60,6 +60,20 @@ _COLUMNS = (
     "metadata",
 )
 _ENDINGS = [kind for kind in RunEventType if kind.ends_stream]
+# The run columns a run's message reads (its parts, and ai_sdk.run_metadata).
+_RUN_FIELDS = (
+    "id",
+    "conversation_id",
+    "status",
+    "termination_reason",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cached_tokens",
+    "pending_tool_calls",
+    "decisions",
+)
 
 
 def active_stretch(conversation: Conversation) -> tuple[Run, int] | None:
@@ -90,7 +104,8 @@ def ui_messages(
     request's ``build_absolute_uri`` applied to the path); the path otherwise.
     """
     rows = list(conversation.messages.order_by("position").values(*_COLUMNS))
-    runs = {run.pk: run for run in Run.objects.filter(conversation=conversation)}
+    # Only what the messages show: not the offered tools' schemas or the parameters.
+    runs = {run.pk: run for run in Run.objects.filter(conversation=conversation).only(*_RUN_FIELDS)}
     hidden = _current_stretch(conversation)
     files = _files(rows, content_url)
     out: list[dict[str, Any]] = []
