@@ -296,10 +296,8 @@ def _fallback_entry_problems(
 ) -> list[EntryProblem]:
     """E043 FALLBACKS not a list of names, E045 naming itself, E047 a bad CIRCUIT_BREAKER."""
     problems: list[EntryProblem] = []
-    fallbacks = entry.get("FALLBACKS", [])
-    if not isinstance(fallbacks, list | tuple) or not all(
-        isinstance(item, str) and item for item in fallbacks
-    ):
+    fallbacks = _fallbacks_of(entry)
+    if not fallbacks and entry.get("FALLBACKS", []) not in ([], ()):
         problems.append(
             EntryProblem(
                 "llm_conversations.E043",
@@ -340,9 +338,11 @@ def _breaker_settings(value: object) -> BreakerSettings | None:
 def _fallbacks_of(entry: object) -> list[str]:
     """An entry's ``FALLBACKS`` names; none when it has none or they are malformed (E043)."""
     fallbacks = entry.get("FALLBACKS", []) if isinstance(entry, Mapping) else []
-    if not isinstance(fallbacks, list | tuple):
+    if not isinstance(fallbacks, list | tuple) or not all(
+        isinstance(item, str) and item for item in fallbacks
+    ):
         return []
-    return [item for item in fallbacks if isinstance(item, str) and item]
+    return list(fallbacks)
 
 
 def fallback_problems(providers: Mapping[Any, Any]) -> list[EntryProblem]:
