@@ -29,7 +29,8 @@ def test_it_opens_after_failures_in_a_row_only() -> None:
     b.succeeded()  # an answer in between starts the count again
     b.failed()
     b.failed()
-    assert b.allow() and not b.is_open
+    assert b.allow()
+    assert not b.is_open
     b.failed()
     assert b.is_open
     assert not b.allow()
@@ -44,7 +45,8 @@ def test_after_the_reset_one_trial_goes_through() -> None:
     assert b.allow()
     assert not b.allow(), "one trial at a time"
     b.succeeded()
-    assert b.allow() and b.allow()
+    assert b.allow()
+    assert b.allow()
     assert not b.is_open
 
 
@@ -128,9 +130,12 @@ def test_each_entry_has_its_own_breaker_until_the_settings_change(settings: Any)
         "DEFAULT_PROVIDER": "a",
     }
     first = circuit_breaker("a")
-    assert first is not None and circuit_breaker("a") is first
+    assert first is not None
+    assert circuit_breaker("a") is first
     assert circuit_breaker("b") is None
     first.failed()
     settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS}
     fresh = circuit_breaker("a")
-    assert fresh is not first and fresh is not None and not fresh.is_open
+    assert fresh is not first
+    assert fresh is not None
+    assert not fresh.is_open
