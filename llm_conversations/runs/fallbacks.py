@@ -39,6 +39,7 @@ from llm_conversations.providers.circuit_breaker import CircuitBreaker
 from llm_conversations.providers.registry import circuit_breaker, fallback_chain
 from llm_conversations.runs.event_log import record
 from llm_conversations.runs.event_reader import unstored_text_after
+from llm_conversations.runs.events import FellBack
 from llm_conversations.runs.transitions import held
 
 __all__ = ["FALLBACK_REASONS", "Attempt", "ProviderChain", "failure_reason", "record_fallback"]
@@ -67,6 +68,8 @@ class Attempt:
     provider: Provider
     parameters: RunParameters
     breaker: CircuitBreaker | None = None
+    fell_back: FellBack | None = None
+    """How the call came to this entry, when it is not the run's own first choice."""
 
     def answered(self) -> None:
         """The entry answered (a reply, or a refusal of the request): its breaker closes."""
@@ -135,9 +138,12 @@ class ProviderChain:
                 if breaker is not None:
                     breaker.release()
                 continue
-            if left is not None and not record_fallback(run, left, entry, self._error):
-                return
-            yield Attempt(entry, provider, asked, breaker)
+            fell_back = None
+            if left is not None:
+                fell_back = record_fallback(run, left, entry, self._error)
+                if fell_back is None:
+                    return
+            yield Attempt(entry, provider, asked, breaker, fell_back)
             if self._error is None:
                 return  # answered, or stopped: nothing more to try
             left = entry
@@ -166,9 +172,11 @@ class ProviderChain:
         self._error = None
 
 
-def record_fallback(run: Run, left: str, entry: str, error: ProviderError | None) -> bool:
+def record_fallback(
+    run: Run, left: str, entry: str, error: ProviderError | None
+) -> FellBack | None:
     """Log ``run.fallback`` from entry ``left`` to ``entry`` and count it on the run;
-    ``False`` (nothing written) when the run stopped running or was taken over.
+    ``None`` (nothing written) when the run stopped running or was taken over.
 
     Text the failed attempt streamed is superseded: the event names the id of
     the last event before it, as a new attempt's ``run.running`` does.
@@ -184,10 +192,10 @@ def record_fallback(run: Run, left: str, entry: str, error: ProviderError | None
         if not Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
             fallbacks=F("fallbacks") + 1, updated_at=timezone.now()
         ):
-            return False
+            return None
         superseded = unstored_text_after(run.pk)
         if superseded is not None:
             data["superseded_after"] = superseded
         record(run.pk, [(RunEventType.RUN_FALLBACK, data)])
     run.fallbacks += 1
-    return True
+    return FellBack(left, entry, data["reason"], superseded=superseded is not None)

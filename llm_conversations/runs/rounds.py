@@ -156,6 +156,8 @@ def execute_rounds(
         interrupt = Interrupt(deadline, heartbeat.lost)
         # The run's entry, then its fallbacks while they fail with retryable errors.
         for attempt in chain.attempts(run, asked):
+            if attempt.fell_back is not None:
+                yield attempt.fell_back
             text = event_log.TextBuffer(run)
             try:
                 for event in _call(

@@ -19,8 +19,12 @@ from llm_conversations.conversations import create_conversation
 from llm_conversations.models import Message, Run, RunEvent, RunEventType
 from llm_conversations.providers import get_provider
 from llm_conversations.providers.registry import circuit_breaker
-from llm_conversations.runs import event_log
+from llm_conversations.runs import ToolLoopService, event_log
+from llm_conversations.runs.events import FellBack, TextDelta, log_type
 from tests.api.conftest import parse_sse
+from tests.api.test_ag_ui import parse_events
+from tests.api.test_ag_ui_lost_attempts import SUPERSEDED as AG_UI_SUPERSEDED
+from tests.api.test_ag_ui_lost_attempts import visible_text as ag_ui_visible_text
 from tests.api.test_ai_sdk import parse_chunks
 from tests.api.test_lost_attempts import visible_text
 
@@ -325,3 +329,55 @@ def test_every_entry_skipped_fails_the_run_without_a_request(
     assert "circuit breaker" in second.run["error"]["message"]
     assert (len(fake.requests), len(backup.requests)) == asked
     assert Run.objects.get(pk=second.run["id"]).iterations == 0
+
+
+def test_the_loop_yields_the_fallback_after_the_text_it_supersedes(
+    entries: Any,
+    fake: FakeProvider,
+    backup: FakeProvider,
+    user: User,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(event_log, "TEXT_FLUSH_CHARS", 1)
+    entries(MAX_RETRIES=0)
+    fake.play([truncated_stream])
+    loop = ToolLoopService()
+    run = loop.start(create_conversation(owner=user), "Hello?")
+    happened = list(loop.events(run.pk))
+    (moved,) = [e for e in happened if isinstance(e, FellBack)]
+    assert moved == FellBack("primary", "backup", "unavailable", superseded=True)
+    index = happened.index(moved)
+    before = "".join(e.text for e in happened[:index] if isinstance(e, TextDelta))
+    after = "".join(e.text for e in happened[index:] if isinstance(e, TextDelta))
+    assert (before, after) == (PARTIAL, OK_TEXT)
+    assert log_type(moved) is RunEventType.RUN_FALLBACK
+
+
+def test_ag_ui_streams_mark_the_broken_text_superseded(
+    entries: Any,
+    fake: FakeProvider,
+    backup: FakeProvider,
+    client: APIClient,
+    user: User,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(event_log, "TEXT_FLUSH_CHARS", 1)
+    entries(MAX_RETRIES=0)
+    fake.play([truncated_stream])
+    conversation = create_conversation(owner=user)
+    live = client.post(
+        f"/api/conversations/{conversation.pk}/runs/?format=ag-ui",
+        {"message": "Hello?", "stream": True},
+        format="json",
+    )
+    events = [event for _, event in parse_events(live)]
+    ends = [e for e in events if e.get("metadata") == AG_UI_SUPERSEDED]
+    assert [e["type"] for e in ends] == ["TEXT_MESSAGE_END"]
+    assert ag_ui_visible_text(events) == OK_TEXT
+    assert events[-1]["type"] == "RUN_FINISHED"
+
+    run_id = Run.objects.get(conversation=conversation).pk
+    later = client.get(f"/api/conversations/{conversation.pk}/runs/{run_id}/events/?format=ag-ui")
+    events = [event for _, event in parse_events(later)]
+    text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text == OK_TEXT
