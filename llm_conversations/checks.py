@@ -12,10 +12,13 @@ One function per concern, each id stable:
 - :func:`check_providers`: E010 ``PROVIDERS`` not a non-empty dict, E015
   ``DEFAULT_PROVIDER`` not a key of it, E009 ``TITLE_PROVIDER`` neither
   ``None`` nor a key of it, and the rules of each entry
-  (E011-E014, E016-E019, E040 ``MODEL_INFO``, E041 ``CONTEXT_STRATEGY``, W010, W041
-  a context strategy without a context window) from
+  (E011-E014, E016-E019, E040 ``MODEL_INFO``, E041 ``CONTEXT_STRATEGY``, E043
+  ``FALLBACKS`` not a list of names, E045 an entry its own fallback, E047
+  ``CIRCUIT_BREAKER``, W010, W041 a context strategy without a context window) from
   :func:`~llm_conversations.providers.registry.provider_entry_problems`, which
-  ``build_provider()`` applies too.
+  ``build_provider()`` applies too; E044 a fallback not a key of ``PROVIDERS``
+  and E046 fallbacks in a circle, from
+  :func:`~llm_conversations.providers.registry.fallback_problems`.
 - :func:`check_tools`: E020 a ``TOOLS`` entry is not a usable tool, E021 two
   tools share a name, E022 ``DEFAULT_TOOLS`` neither ``None`` nor a list of
   names, E023 a name of ``DEFAULT_TOOLS`` neither a ``TOOLS`` tool nor
@@ -63,6 +66,7 @@ from llm_conversations.core.content_parts import SUPPORTED_TYPES
 from llm_conversations.core.limits import limit_problems
 from llm_conversations.providers.registry import (
     EntryProblem,
+    fallback_problems,
     is_non_negative_integer,
     provider_entry_problems,
 )
@@ -214,6 +218,7 @@ def check_providers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage
     errors.extend(_summary_provider_errors(providers))
     for name, entry in providers.items():
         errors.extend(_as_check_message(p) for p in provider_entry_problems(entry, str(name)))
+    errors.extend(_as_check_message(p) for p in fallback_problems(providers))
     return errors
 
 

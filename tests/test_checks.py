@@ -71,6 +71,23 @@ BROKEN: dict[str, tuple[Any, bool]] = {
         True,
     ),
     "llm_conversations.E042": ({"SUMMARY_PROVIDER": "missing"}, True),
+    "llm_conversations.E043": (entry(BACKEND="ollama", MODEL="m", FALLBACKS="q"), True),
+    "llm_conversations.E044": (entry(BACKEND="ollama", MODEL="m", FALLBACKS=["q"]), True),
+    "llm_conversations.E045": (entry(BACKEND="ollama", MODEL="m", FALLBACKS=["p"]), True),
+    "llm_conversations.E046": (
+        {
+            "PROVIDERS": {
+                "p": {"BACKEND": "ollama", "MODEL": "m", "FALLBACKS": ["q"]},
+                "q": {"BACKEND": "ollama", "MODEL": "m", "FALLBACKS": ["p"]},
+            },
+            "DEFAULT_PROVIDER": "p",
+        },
+        True,
+    ),
+    "llm_conversations.E047": (
+        entry(BACKEND="ollama", MODEL="m", CIRCUIT_BREAKER={"FAILURES": 0, "RESET_AFTER": 30}),
+        True,
+    ),
     "llm_conversations.E020": ({"TOOLS": ["no_such_module.tool"]}, True),
     "llm_conversations.E021": ({"TOOLS": [f"{FIXTURES}.add", f"{FIXTURES}.another_add"]}, True),
     "llm_conversations.E022": ({"DEFAULT_TOOLS": "add"}, True),
@@ -419,6 +436,81 @@ def test_e042_summary_provider() -> None:
     assert provider_ids({**entry(BACKEND="ollama", MODEL="m"), "SUMMARY_PROVIDER": 3}) == [
         "llm_conversations.E042"
     ]
+
+
+def ollama(**values: Any) -> dict[str, Any]:
+    return {"BACKEND": "ollama", "MODEL": "m", **values}
+
+
+def test_fallbacks_and_a_breaker_pass() -> None:
+    value = {
+        "PROVIDERS": {
+            "p": ollama(FALLBACKS=["q", "r"], CIRCUIT_BREAKER={"FAILURES": 5, "RESET_AFTER": 30}),
+            "q": ollama(FALLBACKS=["r"], CIRCUIT_BREAKER=None),
+            "r": ollama(FALLBACKS=[]),
+        },
+        "DEFAULT_PROVIDER": "p",
+    }
+    assert provider_ids(value) == []
+
+
+@pytest.mark.parametrize("fallbacks", ["q", ["q", ""], [3], {"q": 1}, None])
+def test_e043_fallbacks_not_a_list_of_names(fallbacks: Any) -> None:
+    assert provider_ids(entry(**ollama(FALLBACKS=fallbacks))) == ["llm_conversations.E043"]
+
+
+def test_e044_fallback_not_an_entry() -> None:
+    value = {"PROVIDERS": {"p": ollama(FALLBACKS=["q", "missing"]), "q": ollama()}}
+    with override_settings(LLM_CONVERSATIONS={**value, "DEFAULT_PROVIDER": "p"}):
+        (error,) = check_providers()
+    assert error.id == "llm_conversations.E044"
+    assert "'missing'" in error.msg
+
+
+def test_e045_an_entry_its_own_fallback() -> None:
+    assert provider_ids(entry(**ollama(FALLBACKS=["p"]))) == ["llm_conversations.E045"]
+
+
+def test_e046_fallbacks_in_a_circle() -> None:
+    value = {
+        "PROVIDERS": {
+            "a": ollama(FALLBACKS=["b"]),
+            "b": ollama(FALLBACKS=["c"]),
+            "c": ollama(FALLBACKS=["a"]),
+            "d": ollama(FALLBACKS=["a"]),
+        },
+        "DEFAULT_PROVIDER": "d",
+    }
+    with override_settings(LLM_CONVERSATIONS=value):
+        (error,) = check_providers()
+    assert error.id == "llm_conversations.E046"
+    assert "a -> b -> c -> a" in error.msg
+    # Two entries falling back to the same one is no circle.
+    shared = {
+        "PROVIDERS": {
+            "a": ollama(FALLBACKS=["b", "c"]),
+            "b": ollama(FALLBACKS=["c"]),
+            "c": ollama(),
+        },
+        "DEFAULT_PROVIDER": "a",
+    }
+    assert provider_ids(shared) == []
+
+
+@pytest.mark.parametrize(
+    "breaker",
+    [
+        {"FAILURES": 0, "RESET_AFTER": 30},
+        {"FAILURES": True, "RESET_AFTER": 30},
+        {"FAILURES": 5, "RESET_AFTER": 0},
+        {"FAILURES": 5, "RESET_AFTER": float("inf")},
+        {"FAILURES": 5},
+        {"FAILURES": 5, "RESET_AFTER": 30, "HALF_OPEN": 1},
+        5,
+    ],
+)
+def test_e047_invalid_circuit_breaker(breaker: Any) -> None:
+    assert provider_ids(entry(**ollama(CIRCUIT_BREAKER=breaker))) == ["llm_conversations.E047"]
 
 
 def test_e040_valid_model_info_passes() -> None:

@@ -190,6 +190,8 @@ class RunAdmin(HistoryAdmin):
         "status",
         "termination_reason",
         "provider",
+        "answered_by",
+        "fallbacks",
         "model",
         "iterations",
         "max_iterations",

@@ -256,7 +256,9 @@ class AgUiStream:
     ) -> list[dict[str, Any]]:
         """The AG-UI events of one logged event (``logged``: its data), advancing the state."""
         events = self._start(run)
-        if kind is RunEventType.RUN_RUNNING:
+        if kind is RunEventType.RUN_FALLBACK and "superseded_after" in logged:
+            events += self._close_text(_ours(superseded=True))
+        elif kind is RunEventType.RUN_RUNNING:
             if "superseded_after" in logged:
                 events += self._close_text(_ours(superseded=True))
             snapshot = {

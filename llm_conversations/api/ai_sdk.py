@@ -305,7 +305,7 @@ class UIMessageStream:
     ) -> list[dict[str, Any]]:
         """The chunks of one event (``logged``: its data), advancing the state."""
         chunks = self._start(run)
-        if kind is RunEventType.RUN_RUNNING and "superseded_after" in logged:
+        if kind in run_events.SUPERSEDING and "superseded_after" in logged:
             chunks += self._supersede()
         elif kind is RunEventType.TEXT_DELTA:
             chunks += self._step()

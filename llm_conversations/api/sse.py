@@ -73,6 +73,8 @@ EVENT_STREAM = "text/event-stream"
 HEARTBEAT = b": keep-alive\n\n"
 # What a tool_call.progress event carries (runs/tool_contexts.py).
 PROGRESS_KEYS = ("tool_call_id", "text", "fraction")
+# What a run.fallback says: the entries left and taken, why, the HTTP status.
+FALLBACK_KEYS = ("from_entry", "to_entry", "reason", "status_code")
 
 # The final event for a run that stopped (or paused) without logging it in this stream.
 _STATE_EVENTS = {
@@ -142,7 +144,7 @@ def render_page(page: run_events.Page) -> bytes:
             if row is not None:
                 data["message"] = message_data(message_row(row))
         else:
-            for key in ("attempt", "superseded_after"):
+            for key in ("attempt", "superseded_after", *FALLBACK_KEYS):
                 if key in logged:
                     data[key] = logged[key]
             if page.run is not None:

@@ -18,6 +18,7 @@ class RunEventType(models.TextChoices):
     """What an event says; the name a Server-Sent Event carries."""
 
     RUN_RUNNING = "run.running", _("run started executing")
+    RUN_FALLBACK = "run.fallback", _("a fallback provider entry answers")
     TEXT_DELTA = "text.delta", _("text")
     TOOL_CALL_STARTED = "tool_call.started", _("tool call started")
     TOOL_CALL_PROGRESS = "tool_call.progress", _("tool call progress")
@@ -50,7 +51,9 @@ class RunEvent(models.Model):
     ``data`` holds ids, not copies: ``{"message": <id>}`` for stored turns,
     ``{"delta": <text>}`` for text, ``{"tool_call": <wire form>}`` for a call
     about to run, ``{"tool_call_id": <id>, "text": <text>, "fraction": <0..1 or null>}``
-    for a tool's progress report, ``{"attempt": n}`` when a worker starts executing.
+    for a tool's progress report, ``{"attempt": n}`` when a worker starts executing,
+    ``{"from_entry": <entry>, "to_entry": <entry>, "reason": <word>}`` when a model call moves
+    to a fallback entry.
     """
 
     id = models.BigAutoField(primary_key=True)

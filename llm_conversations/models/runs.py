@@ -139,6 +139,11 @@ class Run(models.Model):
     )
     provider = models.CharField(_("provider"), max_length=100, blank=True)
     model = models.CharField(_("model"), max_length=200, blank=True)
+    # The PROVIDERS entry that answered the last model call: the run's own, or
+    # one of its FALLBACKS when that failed; and how many times a call moved
+    # to a fallback (each one logged as run.fallback).
+    answered_by = models.CharField(_("answered by"), max_length=100, blank=True)
+    fallbacks = models.PositiveIntegerField(_("fallbacks taken"), default=0)
     # The tools offered: ToolSpec stored forms; read through offered_tools.
     tools = models.JSONField(_("tools offered"), default=list, blank=True)
     max_iterations = models.PositiveIntegerField(_("max iterations"), default=8)

@@ -95,18 +95,20 @@ def as_tool_specs(tools: Iterable[ToolInput] | None) -> list[ToolSpec]:
     return specs
 
 
-def wire_call_id(call_id: str, allowed: re.Pattern[str]) -> str:
+def wire_call_id(call_id: str, allowed: re.Pattern[str], max_length: int = 61) -> str:
     """``call_id`` as a provider whose ids must match ``allowed`` takes it.
 
     A conversation moved between providers carries ids another one made
-    (``llm_version:0``). One that breaks the rule is rewritten the same way
-    every time, for a call and for its result alike: the offending characters
-    become ``_``, and a digest of the original keeps rewritten ids apart.
+    (``llm_version:0``, a 46-character ``chatcmpl-tool-...``). One that breaks
+    the rule is rewritten the same way every time, for a call and for its
+    result alike: the offending characters become ``_``, it is cut to fit
+    ``max_length``, and a digest of the original keeps rewritten ids apart.
     """
     if allowed.fullmatch(call_id):
         return call_id
     digest = hashlib.sha256(call_id.encode()).hexdigest()[:10]
-    return f"{re.sub(r'[^A-Za-z0-9_-]', '_', call_id)[:50]}_{digest}"
+    kept = max_length - len(digest) - 1
+    return f"{re.sub(r'[^A-Za-z0-9_-]', '_', call_id)[:kept]}_{digest}"
 
 
 class CallIds:

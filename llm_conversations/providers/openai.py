@@ -13,6 +13,7 @@ Images are ``image_url`` parts with data URLs, PDFs ``file`` parts with
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -23,7 +24,14 @@ from llm_conversations.core.messages import ChatMessage
 from llm_conversations.core.parameters import SAMPLING, ParameterSupport, RunParameters
 from llm_conversations.core.reasoning import ReasoningKind
 
-from ._wire import CallIds, check_supported_parts, function_calls, int_or_zero, iter_sse
+from ._wire import (
+    CallIds,
+    check_supported_parts,
+    function_calls,
+    int_or_zero,
+    iter_sse,
+    wire_call_id,
+)
 from .base import CompletionRequest, Provider
 from .caching import caching_on, last_key, prefix_key
 from .stream import StreamAccumulator
@@ -44,6 +52,9 @@ REPLAY_OPTION = "replay_reasoning_content"
 # Where compatible servers put the reasoning text: DeepSeek, Qwen and older vLLM
 # say reasoning_content; OpenRouter, Groq and newer vLLM say reasoning.
 _REASONING_KEYS = ("reasoning_content", "reasoning")
+# Call ids OpenAI takes: any text up to 40 characters.
+MAX_CALL_ID_CHARS = 40
+_CALL_ID = re.compile(rf".{{1,{MAX_CALL_ID_CHARS}}}", re.DOTALL)
 
 _FINISH = {
     "stop": FinishReason.STOP,
@@ -101,6 +112,12 @@ def reasoning_text(message: Mapping[str, Any]) -> str:
 
 def _wire_message(message: ChatMessage, replay: bool) -> dict[str, Any]:
     wire = message.to_wire()
+    # OpenAI refuses a call id over 40 characters (string_above_max_length),
+    # which other OpenAI-compatible servers make (vLLM's chatcmpl-tool-<hex>).
+    for call in wire.get("tool_calls") or ():
+        call["id"] = wire_call_id(call["id"], _CALL_ID, MAX_CALL_ID_CHARS)
+    if message.tool_call_id:
+        wire["tool_call_id"] = wire_call_id(message.tool_call_id, _CALL_ID, MAX_CALL_ID_CHARS)
     if replay and message.tool_calls:
         text = "".join(
             part.text

@@ -30,6 +30,7 @@ from .base import (
     DEFAULT_TIMEOUT,
     Provider,
 )
+from .circuit_breaker import BreakerSettings, CircuitBreaker
 from .echo import EchoProvider
 from .errors import ProviderNotConfigured
 from .gemini import GeminiProvider
@@ -44,7 +45,10 @@ __all__ = [
     "EntryProblem",
     "backend_class",
     "build_provider",
+    "circuit_breaker",
     "clear_provider_cache",
+    "fallback_chain",
+    "fallback_problems",
     "get_provider",
     "is_non_negative_integer",
     "provider_entry_problems",
@@ -73,10 +77,14 @@ ENTRY_KEYS = frozenset(
         "MODELS",
         "MODEL_INFO",
         "CONTEXT_STRATEGY",
+        "FALLBACKS",
+        "CIRCUIT_BREAKER",
     }
 )
+BREAKER_KEYS = frozenset({"FAILURES", "RESET_AFTER"})
 
 _cache: dict[str, Provider] = {}
+_breakers: dict[str, CircuitBreaker] = {}
 _lock = threading.Lock()
 
 
@@ -175,7 +183,10 @@ def provider_entry_problems(entry: object, name: str | None = None) -> list[Entr
     a hosted backend, E016 unknown key, E017 bad TIMEOUT, CONNECT_TIMEOUT,
     MAX_RETRIES or MAX_RETRY_AFTER, E018
     OPTIONS not a dict, E019 MODELS not a list of model names, E040 an invalid
-    MODEL_INFO, W010 the echo backend while DEBUG is off.
+    MODEL_INFO, E043 FALLBACKS not a list of entry names, E045 an entry
+    naming itself a fallback, E047 an invalid CIRCUIT_BREAKER, W010 the echo
+    backend while DEBUG is off. Fallbacks naming other entries are checked by
+    :func:`fallback_problems`.
     """
     where = "A provider entry" if name is None else f"LLM_CONVERSATIONS['PROVIDERS'][{name!r}]"
     if not isinstance(entry, Mapping):
@@ -268,6 +279,7 @@ def provider_entry_problems(entry: object, name: str | None = None) -> list[Entr
             for message in model_info_problems(entry["MODEL_INFO"], where)
         )
     problems.extend(_context_problems(entry, where))
+    problems.extend(_fallback_entry_problems(entry, name, where))
     if backend == "echo" and not settings.DEBUG:
         problems.append(
             EntryProblem(
@@ -277,6 +289,141 @@ def provider_entry_problems(entry: object, name: str | None = None) -> list[Entr
             )
         )
     return problems
+
+
+def _fallback_entry_problems(
+    entry: Mapping[str, Any], name: str | None, where: str
+) -> list[EntryProblem]:
+    """E043 FALLBACKS not a list of names, E045 naming itself, E047 a bad CIRCUIT_BREAKER."""
+    problems: list[EntryProblem] = []
+    fallbacks = _fallbacks_of(entry)
+    if not fallbacks and entry.get("FALLBACKS", []) not in ([], ()):
+        problems.append(
+            EntryProblem(
+                "llm_conversations.E043",
+                f"{where}['FALLBACKS'] must be a list of names of other PROVIDERS entries.",
+                hint="e.g. ['anthropic', 'local'], tried in that order.",
+            )
+        )
+    elif name is not None and name in fallbacks:
+        problems.append(
+            EntryProblem("llm_conversations.E045", f"{where}['FALLBACKS'] names the entry itself.")
+        )
+    breaker = entry.get("CIRCUIT_BREAKER")
+    if breaker is not None and _breaker_settings(breaker) is None:
+        problems.append(
+            EntryProblem(
+                "llm_conversations.E047",
+                f"{where}['CIRCUIT_BREAKER'] must be None or a dict with FAILURES (a "
+                f"positive integer) and RESET_AFTER (a positive number of seconds); "
+                f"got {breaker!r}.",
+                hint="e.g. {'FAILURES': 5, 'RESET_AFTER': 30}.",
+            )
+        )
+    return problems
+
+
+def _breaker_settings(value: object) -> BreakerSettings | None:
+    """The typed ``CIRCUIT_BREAKER`` setting, or ``None`` when it is not valid."""
+    if not isinstance(value, Mapping) or set(value) != BREAKER_KEYS:
+        return None
+    failures, reset_after = value["FAILURES"], value["RESET_AFTER"]
+    if not (is_non_negative_integer(failures) and failures > 0):
+        return None
+    if not (_is_positive_number(reset_after) and _finite(reset_after)):
+        return None
+    return BreakerSettings(failures=failures, reset_after=float(reset_after))
+
+
+def _fallbacks_of(entry: object) -> list[str]:
+    """An entry's ``FALLBACKS`` names; none when it has none or they are malformed (E043)."""
+    fallbacks = entry.get("FALLBACKS", []) if isinstance(entry, Mapping) else []
+    if not isinstance(fallbacks, list | tuple) or not all(
+        isinstance(item, str) and item for item in fallbacks
+    ):
+        return []
+    return list(fallbacks)
+
+
+def fallback_problems(providers: Mapping[Any, Any]) -> list[EntryProblem]:
+    """E044 a fallback that is not a ``PROVIDERS`` entry, E046 fallbacks that lead back
+    to an entry (A falls back to B, B to A): each entry's chain must end."""
+    problems: list[EntryProblem] = []
+    for name, entry in providers.items():
+        where = f"LLM_CONVERSATIONS['PROVIDERS'][{name!r}]"
+        for fallback in _fallbacks_of(entry):
+            if fallback not in providers:
+                problems.append(
+                    EntryProblem(
+                        "llm_conversations.E044",
+                        f"{where}['FALLBACKS'] names {fallback!r}, not a key of PROVIDERS.",
+                        hint=f"Configured: {', '.join(sorted(map(str, providers)))}.",
+                    )
+                )
+    for name in providers:
+        cycle = _cycle_from(providers, name, [name])
+        if cycle is not None and min(map(str, cycle)) == str(name):  # each cycle once
+            problems.append(
+                EntryProblem(
+                    "llm_conversations.E046",
+                    "LLM_CONVERSATIONS['PROVIDERS'] fallbacks go round in a circle: "
+                    f"{' -> '.join(map(str, [*cycle, cycle[0]]))}.",
+                    hint="A fallback's own FALLBACKS are tried after it; leave one out.",
+                )
+            )
+    return problems
+
+
+def _cycle_from(providers: Mapping[Any, Any], start: Any, path: list[Any]) -> list[Any] | None:
+    """The entries of a cycle through ``start`` reached along ``path``, if any."""
+    for fallback in _fallbacks_of(providers.get(path[-1])):
+        if fallback == start and fallback != path[-1]:
+            return path
+        if fallback in providers and fallback not in path:
+            found = _cycle_from(providers, start, [*path, fallback])
+            if found is not None:
+                return found
+    return None
+
+
+def fallback_chain(name: str) -> list[str]:
+    """The entries tried for a call to ``name``: itself, then its ``FALLBACKS`` in order,
+    each followed by its own, every entry once.
+
+    Raises ``ImproperlyConfigured`` when a fallback is not an entry (E044).
+    """
+    providers = conf.PROVIDERS
+    chain: list[str] = []
+
+    def visit(entry_name: str) -> None:
+        if entry_name in chain:
+            return
+        if entry_name not in providers:
+            raise ImproperlyConfigured(
+                f"LLM_CONVERSATIONS['PROVIDERS'] has no entry {entry_name!r}, named as a fallback."
+            )
+        chain.append(entry_name)
+        for fallback in _fallbacks_of(providers[entry_name]):
+            visit(fallback)
+
+    visit(name)
+    return chain
+
+
+def circuit_breaker(name: str) -> CircuitBreaker | None:
+    """The circuit breaker of entry ``name`` (``None`` without ``CIRCUIT_BREAKER``).
+
+    One per entry per process, kept until ``LLM_CONVERSATIONS`` changes.
+    """
+    with _lock:
+        breaker = _breakers.get(name)
+        if breaker is not None:
+            return breaker
+        settings = _breaker_settings(conf.PROVIDERS.get(name, {}).get("CIRCUIT_BREAKER"))
+        if settings is None:
+            return None
+        breaker = _breakers[name] = CircuitBreaker(settings)
+        return breaker
 
 
 def build_provider(config: Mapping[str, Any], name: str | None = None) -> Provider:
@@ -328,10 +475,12 @@ def get_provider(name: str | None = None) -> Provider:
 
 
 def clear_provider_cache() -> None:
-    """Close and forget built providers; the next ``get_provider()`` builds afresh."""
+    """Close and forget built providers and their circuit breakers; the next
+    ``get_provider()`` builds afresh."""
     with _lock:
         providers = list(_cache.values())
         _cache.clear()
+        _breakers.clear()
     for provider in providers:
         provider.close()
 

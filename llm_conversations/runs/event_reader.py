@@ -18,8 +18,10 @@ when nothing is left to read of a run that no longer executes.
 Text of a lost attempt: when a worker dies while a reply streams, the deltas
 it logged belong to no stored turn, and the next attempt answers again from
 the start. Its ``run.running`` says so with ``superseded_after`` (the id of
-the last event before those deltas, :func:`unstored_text_after`); a page
-names the deltas already known to be superseded, which readers leave out.
+the last event before those deltas, :func:`unstored_text_after`); so does the
+``run.fallback`` of a call that moved to a fallback entry after its stream
+broke. A page names the deltas already known to be superseded, which readers
+leave out.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "LISTEN_POLL_SECONDS",
     "PAGE_SIZE",
     "POLL_SECONDS",
+    "SUPERSEDING",
     "Page",
     "afollow",
     "events_after",
@@ -55,6 +58,9 @@ __all__ = [
 POLL_SECONDS = 0.2
 LISTEN_POLL_SECONDS = 10.0
 PAGE_SIZE = 100
+
+# Events whose superseded_after marks the text deltas before them as answered again.
+SUPERSEDING = (RunEventType.RUN_RUNNING, RunEventType.RUN_FALLBACK)
 
 # Statuses in which a run may still log events without anyone acting on it.
 _EXECUTING = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
@@ -135,17 +141,21 @@ def unstored_text(run_id: uuid.UUID | str) -> str:
 
 
 def superseded_deltas(run: Run | None, events: list[RunEvent]) -> frozenset[int]:
-    """Ids of the text deltas among ``events`` that a later attempt's ``run.running`` superseded.
+    """Ids of the text deltas among ``events`` that a later attempt's ``run.running``
+    or a ``run.fallback`` superseded.
 
     One query when the events hold text and the run could have lost an
-    attempt: it is in its second or later, or it stopped (a retry or a
-    decision counts attempts afresh, and readers of an ended run are few).
+    attempt: it is in its second or later, fell back to another entry, or it
+    stopped (a retry or a decision counts attempts afresh, and readers of an
+    ended run are few).
     """
     deltas = [e.id for e in events if e.type == RunEventType.TEXT_DELTA]
-    if run is None or not deltas or (run.attempts < 2 and run.status in _EXECUTING):
+    if run is None or not deltas:
+        return frozenset()
+    if run.attempts < 2 and not run.fallbacks and run.status in _EXECUTING:
         return frozenset()
     restarts = RunEvent.objects.filter(
-        run_id=run.pk, type=RunEventType.RUN_RUNNING, id__gt=deltas[0]
+        run_id=run.pk, type__in=SUPERSEDING, id__gt=deltas[0]
     ).values_list("id", "data")
     spans = [
         (data["superseded_after"], restart_id)

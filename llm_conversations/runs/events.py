@@ -19,6 +19,7 @@ from llm_conversations.models import Message, Run, RunEventType
 from llm_conversations.providers.stream_events import TextDelta
 
 __all__ = [
+    "FellBack",
     "LoopEvent",
     "MessageStored",
     "RunCompleted",
@@ -37,6 +38,21 @@ class ToolCallStarted:
     """A tool call is about to run on the server."""
 
     tool_call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class FellBack:
+    """A model call moves to another provider entry (``to_entry``): ``from_entry``
+    failed (``reason``) or was skipped by its circuit breaker (``circuit_open``).
+
+    ``superseded``: text the failed call streamed (``TextDelta`` events yielded
+    since the last stored turn) is not the answer; the new entry answers anew.
+    """
+
+    from_entry: str
+    to_entry: str
+    reason: str
+    superseded: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +99,7 @@ class RunFailed(RunEnded):
 
 LoopEvent = (
     TextDelta
+    | FellBack
     | ToolCallStarted
     | ToolResultStored
     | MessageStored
@@ -94,6 +111,7 @@ LoopEvent = (
 
 _LOG_TYPES: Final[dict[type[LoopEvent], RunEventType]] = {
     TextDelta: RunEventType.TEXT_DELTA,
+    FellBack: RunEventType.RUN_FALLBACK,
     ToolCallStarted: RunEventType.TOOL_CALL_STARTED,
     ToolResultStored: RunEventType.TOOL_RESULT_STORED,
     MessageStored: RunEventType.MESSAGE_STORED,

@@ -23,7 +23,7 @@ from llm_conversations.core.parameters import RunParameters
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.exceptions import CallInterrupted, RunStateError
 from llm_conversations.models import Decision, Run, RunStatus, TerminationReason
-from llm_conversations.providers import Provider, ResponseCompleted
+from llm_conversations.providers import Provider, ProviderError, ResponseCompleted
 from llm_conversations.providers.interrupts import Interrupt
 from llm_conversations.runs import (
     event_log,
@@ -45,6 +45,7 @@ from llm_conversations.runs.events import (
     ToolCallStarted,
     ToolResultStored,
 )
+from llm_conversations.runs.fallbacks import ProviderChain
 from llm_conversations.tools import ToolRegistry
 
 __all__ = ["execute_rounds"]
@@ -52,7 +53,7 @@ __all__ = ["execute_rounds"]
 
 def execute_rounds(
     run: Run,
-    provider: Provider,
+    chain: ProviderChain,
     registry: ToolRegistry,
     stream: bool,
     deadline: float | None,
@@ -62,6 +63,7 @@ def execute_rounds(
 
     ``registry`` is read once (MCP tool lists may refresh meanwhile); the
     history is read once and kept, every append checking it is still whole.
+    Each model call goes to the first entry of ``chain`` that answers.
     """
     mine = transitions.held(run)
     specs = run.offered_tools
@@ -73,7 +75,8 @@ def execute_rounds(
     # After a lost worker, a call an earlier attempt logged as started may have run.
     ran_before = event_reader.started_call_ids(run.pk) if run.attempts > 1 else set()
     logged: set[str] = set()  # calls this execution logged as started
-    model = parameters.model or provider.model
+    # Fitting and budgets reckon with the run's own model, which fallbacks stand in for.
+    model = parameters.model or chain.primary.model
     window = ContextWindow.for_run(run, model, parameters)
     guard = BudgetGuard.for_run(run, model)
     while True:
@@ -126,7 +129,7 @@ def execute_rounds(
         worked = run.iterations > repairs
         asked = parameters if run.iterations == 0 else parameters.after_first_call()
         response: CompletionResponse | None = None
-        text = event_log.TextBuffer(run)
+        entry = run.provider
         offer = [] if closing else specs
         # Fitted to the context window before anything is sent; the stored
         # conversation stays whole.
@@ -151,21 +154,37 @@ def execute_rounds(
         # The call itself stops at the run's deadline or a cancel, whatever the
         # provider sends meanwhile (keep-alives, a drip of text).
         interrupt = Interrupt(deadline, heartbeat.lost)
-        try:
-            for event in _call(provider, sent, offer, stream, asked, interrupt):
-                if isinstance(event, CompletionResponse):
-                    response = event
-                    written = text.flush()
-                else:
-                    written = text.add(event.text)
-                if text.stopped or heartbeat.lost.is_set():
-                    return  # cancelled or taken over: nothing more from this execution
-                if written:
-                    yield TextDelta(written)
-        except CallInterrupted as stopped:
-            if stopped.timed_out:
-                yield _timed_out(run)
-            return
+        # The run's entry, then its fallbacks while they fail with retryable errors.
+        for attempt in chain.attempts(run, asked):
+            if attempt.fell_back is not None:
+                yield attempt.fell_back
+            text = event_log.TextBuffer(run)
+            try:
+                for event in _call(
+                    attempt.provider, sent, offer, stream, attempt.parameters, interrupt
+                ):
+                    if isinstance(event, CompletionResponse):
+                        response = event
+                        written = text.flush()
+                    else:
+                        written = text.add(event.text)
+                    if text.stopped or heartbeat.lost.is_set():
+                        attempt.interrupted()
+                        return  # cancelled or taken over: nothing more from this execution
+                    if written:
+                        yield TextDelta(written)
+            except CallInterrupted as stopped:
+                attempt.interrupted()
+                if stopped.timed_out:
+                    yield _timed_out(run)
+                return
+            except ProviderError as failed:
+                if chain.failed(attempt, failed):
+                    continue
+                raise
+            chain.succeeded(attempt)
+            entry = attempt.entry
+            break
         if response is None:
             return
         cut_short = closing and (worked or bool(response.tool_calls))
@@ -188,6 +207,7 @@ def execute_rounds(
             history=history,
             starting=starting,
             context=fitted,
+            entry=entry,
             **final_answers.stored(verdict),
         )
         if reply is None:

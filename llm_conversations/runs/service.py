@@ -51,6 +51,7 @@ from llm_conversations.runs import leases, policy, start_slots, transitions
 from llm_conversations.runs.budgets import check_start
 from llm_conversations.runs.context_window import check_strategy
 from llm_conversations.runs.events import LoopEvent, RunEnded, RunFailed
+from llm_conversations.runs.fallbacks import ProviderChain
 from llm_conversations.runs.rounds import execute_rounds
 from llm_conversations.tools import ToolRegistry, default_registry, offered_by_default
 from llm_conversations.users import AnyUser
@@ -106,6 +107,16 @@ class ToolLoopService:
         chosen = name or (self._provider if isinstance(self._provider, str) else None)
         chosen = chosen or conf.DEFAULT_PROVIDER
         return chosen, get_provider(chosen)
+
+    def _chain_for(self, name: str | None) -> ProviderChain:
+        """The entries the calls of a run on ``name`` go to: it, then its ``FALLBACKS``.
+
+        A service built with an instance calls that instance alone.
+        """
+        if isinstance(self._provider, Provider) and name in (None, self._provider.backend):
+            return ProviderChain.single(self._provider.backend, self._provider)
+        chosen, _ = self._provider_for(name)
+        return ProviderChain.of_entry(chosen)
 
     # Starting --------------------------------------------------------------
 
@@ -244,8 +255,8 @@ class ToolLoopService:
         mine = transitions.held(row)
         try:
             with leases.Heartbeat(row) as heartbeat:
-                _, provider = self._provider_for(row.provider or None)
-                rounds = execute_rounds(row, provider, self.registry, stream, deadline, heartbeat)
+                chain = self._chain_for(row.provider or None)
+                rounds = execute_rounds(row, chain, self.registry, stream, deadline, heartbeat)
                 yield from telemetry.traced_run(row, rounds)
         except ContextOverflow as exc:
             reason = TerminationReason.CONTEXT_OVERFLOW

@@ -198,6 +198,7 @@ def store_reply(
     parsed: Any = None,
     metadata: dict[str, Any] | None = None,
     context: Mapping[str, Any] | None = None,
+    entry: str | None = None,
 ) -> Message | None:
     """Count the model call and store its turn; ``None`` if the run stopped meanwhile.
 
@@ -207,12 +208,14 @@ def store_reply(
     the loop holds it, spares the store re-reading it. ``parsed`` and
     ``metadata`` are what a judged final answer adds; ``context``, the ``Run``
     columns recording what the call sent (``ContextWindow.fields``), are set in
-    the same update.
+    the same update. ``entry`` is the ``PROVIDERS`` entry that answered (the
+    run's own when ``None``), whose prices apply, recorded as ``answered_by``.
     """
     usage = response.usage
+    answered_by = entry or run.provider
     # Priced before the transaction: the prices in force when the reply came.
-    cost = call_cost(run.provider or None, response.model, usage)
-    telemetry.record_cost(cost, entry=run.provider, response=response)
+    cost = call_cost(answered_by or None, response.model, usage)
+    telemetry.record_cost(cost, entry=answered_by, response=response)
 
     def write() -> Message | None:
         with transaction.atomic():
@@ -228,6 +231,7 @@ def store_reply(
                 reasoning_tokens=F("reasoning_tokens") + (usage.reasoning_tokens or 0),
                 cost=F("cost") + (cost or Decimal(0)),
                 lease_expires_at=lease_expiry(),
+                answered_by=answered_by,
                 **(context or {}),
             )
             if not counted:
@@ -254,6 +258,7 @@ def store_reply(
     if row is None:
         return None
     run.iterations += 1
+    run.answered_by = answered_by
     return row
 
 

@@ -34,6 +34,7 @@ from llm_conversations.models import (
     RunStatus,
     WaitReason,
 )
+from llm_conversations.runs.fallbacks import FALLBACK_REASONS
 
 # Runs -------------------------------------------------------------------------
 
@@ -198,6 +199,14 @@ class RunSerializer(serializers.Serializer[Run]):
     )
     provider = serializers.CharField(allow_blank=True)
     model = serializers.CharField(allow_blank=True)
+    answered_by = serializers.CharField(
+        allow_blank=True,
+        help_text="The provider entry that answered the last model call: `provider`, or one "
+        "of its fallbacks when it failed (empty before the first answer).",
+    )
+    fallbacks = serializers.IntegerField(
+        help_text="Model calls that moved to a fallback entry (each one a `run.fallback` event)."
+    )
     tools = serializers.ListField(
         source="offered_tool_names", child=serializers.CharField(), help_text="Tools offered."
     )
@@ -262,13 +271,28 @@ class StreamEventSerializer(serializers.Serializer[Any]):
     `text.delta` carries `delta`; `tool_call.started` carries `tool_call`;
     `tool_call.progress` carries `progress` (a tool's report while it runs);
     `tool_result.stored` and `message.stored` carry `message` (the stored
-    row, with its id); `run.running` (with `attempt`), `run.requires_action`,
+    row, with its id); `run.running` (with `attempt`), `run.fallback` (with
+    `from_entry`, `to_entry`, `reason` and `status_code`), `run.requires_action`,
     `run.completed`, `run.failed` and `run.cancelled` carry `run` (the run as it
     stands when the event is sent).
     """
 
     run_id = serializers.UUIDField()
     attempt = serializers.IntegerField(required=False, help_text="`run.running`: the attempt.")
+    from_entry = serializers.CharField(
+        required=False, help_text="`run.fallback`: the provider entry that failed or is skipped."
+    )
+    to_entry = serializers.CharField(
+        required=False, help_text="`run.fallback`: the provider entry that answers instead."
+    )
+    reason = serializers.ChoiceField(
+        choices=FALLBACK_REASONS,
+        required=False,
+        help_text="`run.fallback`: why; `circuit_open`: skipped after repeated failures.",
+    )
+    status_code = serializers.IntegerField(
+        required=False, help_text="`run.fallback`: the failed call's HTTP status, if any."
+    )
     delta = serializers.CharField(required=False, allow_blank=True)
     tool_call = ToolCallSerializer(required=False)
     progress = ToolProgressSerializer(required=False)
