@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from llm_conversations.conversations.attachments import create_attachment, link_attachments
@@ -154,9 +154,9 @@ def resolve_share(token: str) -> ShareLink:
     if not token or len(token) > MAX_TOKEN_CHARS:
         raise ShareError("share_not_found", _NOT_FOUND)
     link = (
-        ShareLink.objects.select_related("conversation")
-        .filter(token_hash=token_hash(token), revoked_at__isnull=True)
-        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=timezone.now()))
+        ShareLink.objects.usable()
+        .select_related("conversation")
+        .filter(token_hash=token_hash(token))
         .first()
     )
     if link is None:

@@ -18,10 +18,22 @@ from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-__all__ = ["TOKEN_HASH_CHARS", "ShareLink"]
+__all__ = ["TOKEN_HASH_CHARS", "ShareLink", "ShareLinkQuerySet"]
 
 # A SHA-256 in hexadecimal.
 TOKEN_HASH_CHARS = 64
+
+
+class ShareLinkQuerySet(models.QuerySet["ShareLink"]):
+    """Share links, with the filter of those that work."""
+
+    def usable(self, now: datetime | None = None) -> ShareLinkQuerySet:
+        """The links that show their snapshot now: not revoked, not expired
+        (:meth:`ShareLink.is_usable` says the same of one link)."""
+        moment = timezone.now() if now is None else now
+        return self.filter(revoked_at__isnull=True).filter(
+            Q(expires_at__isnull=True) | Q(expires_at__gt=moment)
+        )
 
 
 class ShareLink(models.Model):
@@ -51,6 +63,8 @@ class ShareLink(models.Model):
     expires_at = models.DateTimeField(_("expires at"), null=True, blank=True)
     revoked_at = models.DateTimeField(_("revoked at"), null=True, blank=True)
     created_at = models.DateTimeField(_("created at"), default=timezone.now, editable=False)
+
+    objects = ShareLinkQuerySet.as_manager()
 
     class Meta:
         verbose_name = _("share link")

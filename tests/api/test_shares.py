@@ -430,7 +430,9 @@ def test_only_signed_in_readers_copy_and_only_through_a_usable_link(
 # The page ------------------------------------------------------------------------
 
 
-def test_the_page_shows_the_snapshot_escaped(client: APIClient, user: User) -> None:
+def test_the_page_shows_the_snapshot_escaped(
+    client: APIClient, user: User, django_assert_num_queries: Any
+) -> None:
     hostile = create_conversation(
         owner=user,
         title="<b>Title</b>",
@@ -440,7 +442,9 @@ def test_the_page_shows_the_snapshot_escaped(client: APIClient, user: User) -> N
         ],
     )
     token = share(client, hostile, message_id=message_id(hostile, 0))["token"]
-    page = Client().get(f"/shared/{token}/")
+    # The link with its conversation, then the snapshot's messages.
+    with django_assert_num_queries(2):
+        page = Client().get(f"/shared/{token}/")
     assert page.status_code == 200
     html = page.content.decode()
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in html
