@@ -20,6 +20,7 @@ from llm_conversations.api.representations import MESSAGE_COLUMNS, shared_messag
 from llm_conversations.api.serializers.shares import SharedMessageSerializer
 from llm_conversations.conversations import append_messages, create_conversation, load_messages
 from llm_conversations.conversations.attachments import create_attachment
+from llm_conversations.conversations.retention import delete_user_data
 from llm_conversations.conversations.sharing import create_share
 from llm_conversations.core.messages import ChatMessage, ToolCall, check_sequence
 from llm_conversations.models import (
@@ -533,3 +534,18 @@ def test_the_database_refuses_an_expiry_before_creation_too(trip: Conversation) 
         ShareLink.objects.filter(pk=made.link.pk).update(
             expires_at=made.link.created_at - timedelta(seconds=1)
         )
+
+
+def test_a_copy_outlives_the_owners_data(
+    client: APIClient, other: APIClient, other_user: User, user: User
+) -> None:
+    shown, _ = with_image(user, "shown")
+    token = share(client, shown)["token"]
+    copy = other.post(f"/api/shared/{token}/copy/").json()
+    # Nothing of the owner's is shown by the copy, so all of it can go.
+    delete_user_data(user)
+    assert not ShareLink.objects.exists()
+    assert not Attachment.objects.filter(owner=user).exists()
+    assert len(load_messages(copy["id"])) == 2
+    theirs = Attachment.objects.get(owner=other_user)
+    assert other.get(f"/api/attachments/{theirs.pk}/content/").status_code == 200
