@@ -41,6 +41,7 @@ One function per concern, each id stable:
   endpoint breaking the rules of
   :func:`llm_conversations.runs.webhooks.endpoint_problems` (the secret is never
   quoted), E081 ``WEBHOOK_ALLOWED_HOSTS`` neither ``None`` nor a list of host names.
+- :func:`check_share_links`: E090 ``SHARE_RATE`` neither ``None`` nor a DRF rate.
 """
 
 from __future__ import annotations
@@ -370,15 +371,7 @@ def check_run_limits(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
                 id="llm_conversations.E050",
             )
         )
-    rate = raw_setting("RUN_RATE")
-    if rate is not None and not _is_rate(rate):
-        errors.append(
-            Error(
-                f"LLM_CONVERSATIONS['RUN_RATE'] must be None or a rate such as '20/min'; "
-                f"got {rate!r}.",
-                id="llm_conversations.E051",
-            )
-        )
+    errors += _rate_errors("RUN_RATE", "llm_conversations.E051")
     limit = raw_setting("MAX_ACTIVE_RUNS_PER_USER")
     if limit is not None and not _is_positive_integer(limit):
         errors.append(
@@ -497,6 +490,20 @@ def check_webhooks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     return errors
+
+
+def check_share_links(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E090 ``SHARE_RATE`` not a rate (``SHARE_LINKS_REQUIRE_LOGIN`` is E008's)."""
+    return _rate_errors("SHARE_RATE", "llm_conversations.E090")
+
+
+def _rate_errors(name: str, check_id: str) -> list[CheckMessage]:
+    """``name`` neither ``None`` nor a DRF rate such as ``"20/min"``."""
+    rate = raw_setting(name)
+    if rate is None or _is_rate(rate):
+        return []
+    message = f"LLM_CONVERSATIONS[{name!r}] must be None or a rate such as '20/min'; got {rate!r}."
+    return [Error(message, id=check_id)]
 
 
 def _policy_problem(path: object) -> str | None:

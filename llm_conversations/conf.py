@@ -111,10 +111,20 @@ DEFAULTS: dict[str, Any] = {
     "WEBHOOK_BACKOFF_SECONDS": 10.0,
     "WEBHOOK_TIMEOUT": 10.0,
     "WEBHOOK_ALLOWED_HOSTS": None,
+    # Share links (docs/sharing.md): whether only signed-in users may read a
+    # shared snapshot (False: anyone with the link), and the reads of shared
+    # snapshots per caller, as DRF writes rates ("60/min"); None: not throttled.
+    "SHARE_LINKS_REQUIRE_LOGIN": False,
+    "SHARE_RATE": None,
 }
 
 # True or False, nothing else (a string such as "false" would be true).
-BOOLEANS = ("TELEMETRY_CAPTURE_CONTENT", "STRICT_REQUEST_FIELDS", "SHOW_REASONING")
+BOOLEANS = (
+    "TELEMETRY_CAPTURE_CONTENT",
+    "STRICT_REQUEST_FIELDS",
+    "SHOW_REASONING",
+    "SHARE_LINKS_REQUIRE_LOGIN",
+)
 
 # Seconds, or None for no limit.
 OPTIONAL_DURATIONS = ("TOOL_TIMEOUT", "RUN_TIMEOUT")
@@ -246,6 +256,8 @@ class Settings:
     WEBHOOK_BACKOFF_SECONDS: _Setting[float] = _Setting(float)
     WEBHOOK_TIMEOUT: _Setting[float] = _Setting(float)
     WEBHOOK_ALLOWED_HOSTS: _Setting[list[str] | None] = _Setting(_optional(list))
+    SHARE_LINKS_REQUIRE_LOGIN: _Setting[bool] = _Setting(bool)
+    SHARE_RATE: _Setting[str | None] = _Setting(_optional(str))
 
 
 conf = Settings()

@@ -35,6 +35,7 @@ __all__ = [
     "RunNotPermitted",
     "RunStateError",
     "ServerBusy",
+    "ShareError",
     "TooManyActiveRuns",
     "ToolArgumentsError",
     "ToolError",
@@ -172,6 +173,18 @@ class ForkError(LLMConversationsError, ValueError):
     results), ``not_a_user_message`` (only user turns are edited),
     ``not_an_assistant_message`` (only assistant turns are regenerated) and
     ``nothing_to_regenerate`` (no user turn before the answer).
+    """
+
+
+class ShareError(LLMConversationsError, ValueError):
+    """A share link cannot be made, read or copied.
+
+    Codes: ``share_not_found`` (no usable link has the token: unknown,
+    revoked or expired; answered as a 404), ``unknown_message`` (not a
+    message of the conversation), ``inside_tool_group`` (the snapshot would
+    end between tool calls and their results), ``empty_conversation``
+    (nothing to share yet), ``unknown_owner`` (a conversation without an
+    owner) and ``invalid_expiry`` (an expiry not in the future).
     """
 
 

@@ -12,4 +12,5 @@ urlpatterns = [
     path("api/", include("llm_conversations.api.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("shared/", include("llm_conversations.pages.urls")),
 ]

@@ -22,6 +22,7 @@ from llm_conversations.checks import (
     check_providers,
     check_run_limits,
     check_settings,
+    check_share_links,
     check_tools,
     check_webhooks,
 )
@@ -114,6 +115,7 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.E074": ({"ORPHAN_ATTACHMENT_HOURS": 0}, True),
     "llm_conversations.E080": ({"WEBHOOKS": {"ops": {"URL": "ftp://x", "SECRET": "s"}}}, True),
     "llm_conversations.E081": ({"WEBHOOK_ALLOWED_HOSTS": "127.0.0.1"}, True),
+    "llm_conversations.E090": ({"SHARE_RATE": "60 a minute"}, True),
     "llm_conversations.E008": ({"TELEMETRY_CAPTURE_CONTENT": "false"}, True),
 }
 
@@ -138,6 +140,7 @@ def without_sdk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         check_run_limits,
         check_attachments,
         check_webhooks,
+        check_share_links,
     ],
 )
 def test_each_check_is_registered(check: Any) -> None:
@@ -730,3 +733,23 @@ def test_e080_does_not_quote_a_webhooks_value_that_is_not_a_dict() -> None:
 def test_e081_allowed_hosts(hosts: Any) -> None:
     with override_settings(LLM_CONVERSATIONS={"WEBHOOK_ALLOWED_HOSTS": hosts}):
         assert [error.id for error in check_webhooks()] == ["llm_conversations.E081"]
+
+
+# Share links (E090, and E008 for SHARE_LINKS_REQUIRE_LOGIN) ----------------------
+
+
+@pytest.mark.parametrize("rate", ["60", "0/min", "60/week", 60])
+def test_e090_share_rate_must_be_a_drf_rate(rate: Any) -> None:
+    with override_settings(LLM_CONVERSATIONS={"SHARE_RATE": rate}):
+        assert [error.id for error in check_share_links()] == ["llm_conversations.E090"]
+
+
+@pytest.mark.parametrize("rate", [None, "60/min", "5/s"])
+def test_e090_accepts_rates_and_none(rate: Any) -> None:
+    with override_settings(LLM_CONVERSATIONS={"SHARE_RATE": rate}):
+        assert check_share_links() == []
+
+
+def test_e008_share_links_require_login_must_be_a_bool() -> None:
+    with override_settings(LLM_CONVERSATIONS={"SHARE_LINKS_REQUIRE_LOGIN": "yes"}):
+        assert [error.id for error in check_settings()] == ["llm_conversations.E008"]

@@ -38,6 +38,7 @@ from llm_conversations.checks import (
     check_providers,
     check_run_limits,
     check_settings,
+    check_share_links,
     check_tools,
     check_webhooks,
 )
@@ -120,6 +121,7 @@ def app_check_errors(llm_conversations: Any) -> list[CheckMessage]:
             *check_run_limits(),
             *check_attachments(),
             *check_webhooks(),
+            *check_share_links(),
         ]
     return [message for message in messages if message.level >= ERROR]
 

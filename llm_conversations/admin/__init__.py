@@ -1,5 +1,5 @@
 """The admin: conversations with a chat-like transcript, read-only messages, runs,
-attachments, feedback and webhooks.
+attachments, feedback, webhooks and share links.
 
 ``ConversationAdmin`` is registered for ``Conversation`` and meant to be
 subclassed by host projects; see ``docs/admin.md``.
@@ -12,6 +12,7 @@ from llm_conversations.admin.conversations import ConversationAdmin, status_badg
 from llm_conversations.admin.decisions import ToolDecisionAdmin
 from llm_conversations.admin.feedback import FeedbackAdmin
 from llm_conversations.admin.history import HistoryAdmin, MessageAdmin, RunAdmin
+from llm_conversations.admin.shares import ShareLinkAdmin
 from llm_conversations.admin.transcript import (
     RunSummary,
     TranscriptCall,
@@ -27,6 +28,7 @@ from llm_conversations.models import (
     Message,
     PendingCall,
     Run,
+    ShareLink,
     ToolDecision,
     WebhookDelivery,
     WebhookEndpoint,
@@ -37,6 +39,7 @@ admin.site.register(Conversation, ConversationAdmin)
 admin.site.register(Feedback, FeedbackAdmin)
 admin.site.register(Message, MessageAdmin)
 admin.site.register(Run, RunAdmin)
+admin.site.register(ShareLink, ShareLinkAdmin)
 admin.site.register(ToolDecision, ToolDecisionAdmin)
 admin.site.register(WebhookDelivery, WebhookDeliveryAdmin)
 admin.site.register(WebhookEndpoint, WebhookEndpointAdmin)
@@ -50,6 +53,7 @@ __all__ = [
     "PendingCall",
     "RunAdmin",
     "RunSummary",
+    "ShareLinkAdmin",
     "ToolDecisionAdmin",
     "TranscriptCall",
     "TranscriptEntry",

@@ -66,10 +66,10 @@ PUBLIC_VALIDATION_CODES = frozenset(
 )
 
 # The status of each library error code that is not a 400: the run policy
-# refuses it (403), the conversation or run is in the wrong state (409), too
-# many runs are active (429), the run failed on the server (500) or upstream
-# (502), or for an expected reason (_FAILED_RUNS). Every other code describes
-# bad input.
+# refuses it (403), a share link is unknown, revoked or expired (404), the
+# conversation or run is in the wrong state (409), too many runs are active
+# (429), the run failed on the server (500) or upstream (502), or for an
+# expected reason (_FAILED_RUNS). Every other code describes bad input.
 _STATUS_BY_CODE = {
     "provider_not_permitted": 403,
     "model_not_permitted": 403,
@@ -77,6 +77,7 @@ _STATUS_BY_CODE = {
     "max_iterations_not_permitted": 403,
     "too_many_active_runs": 429,
     "budget_exceeded": 429,
+    "share_not_found": 404,
     "conversation_busy": 409,
     "run_not_waiting": 409,
     "run_not_active": 409,

@@ -15,7 +15,14 @@ from llm_conversations.core.messages import Reasoning, Role
 from llm_conversations.core.model_info import cost_text
 from llm_conversations.models import Message, chat_message_from_row
 
-__all__ = ["MESSAGE_COLUMNS", "message_data", "message_row", "shown_reasoning"]
+__all__ = [
+    "MESSAGE_COLUMNS",
+    "SHARED_HIDDEN",
+    "message_data",
+    "message_row",
+    "shared_message_data",
+    "shown_reasoning",
+]
 
 # The columns a message representation needs, as ``QuerySet.values()`` names them.
 MESSAGE_COLUMNS = (
@@ -98,6 +105,19 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
     data["feedback"] = (
         None if rating is None else {"rating": rating, "comment": row["feedback_comment"]}
     )
+    return data
+
+
+# What a reader of a share link does not see of a message: the owner's run,
+# what their calls used and cost, and their rating.
+SHARED_HIDDEN = ("run", "usage", "cost", "feedback")
+
+
+def shared_message_data(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A message of a shared snapshot: :func:`message_data` without ``SHARED_HIDDEN``."""
+    data = message_data(row)
+    for key in SHARED_HIDDEN:
+        del data[key]
     return data
 
 

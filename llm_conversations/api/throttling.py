@@ -1,4 +1,5 @@
-"""The throttle of run starts: ``RUN_RATE`` per user, in Django's cache.
+"""The throttles of run starts (``RUN_RATE``) and of shared snapshots
+(``SHARE_RATE``), per user, in Django's cache.
 
 DRF's rate throttle keeps each user's recent request times in the default
 cache. With several processes that cache must be shared (Redis, Memcached, the
@@ -11,7 +12,7 @@ from rest_framework.throttling import UserRateThrottle
 
 from llm_conversations.conf import conf
 
-__all__ = ["RunStartThrottle"]
+__all__ = ["RunStartThrottle", "ShareReadThrottle"]
 
 
 class RunStartThrottle(UserRateThrottle):
@@ -22,3 +23,13 @@ class RunStartThrottle(UserRateThrottle):
 
     def get_rate(self) -> str | None:
         return conf.RUN_RATE
+
+
+class ShareReadThrottle(UserRateThrottle):
+    """Reads and copies of shared snapshots by one user (anonymous readers by address),
+    at most ``SHARE_RATE``; not throttled when it is ``None``."""
+
+    scope = "llm_conversations_shares"
+
+    def get_rate(self) -> str | None:
+        return conf.SHARE_RATE

@@ -18,6 +18,8 @@ from llm_conversations.api.views import (
     MessageViewSet,
     ProviderViewSet,
     RunViewSet,
+    SharedViewSet,
+    ShareLinkViewSet,
     ToolViewSet,
     WebhookEndpointViewSet,
 )
@@ -34,11 +36,14 @@ router.register(_CONVERSATION, ForkViewSet, basename="fork")
 router.register(f"{_CONVERSATION}/messages", MessageViewSet, basename="message")
 router.register(f"{_CONVERSATION}/runs", RunViewSet, basename="run")
 router.register(f"{_CONVERSATION}/chat", ChatViewSet, basename="chat")
+router.register(f"{_CONVERSATION}/shares", ShareLinkViewSet, basename="share")
 router.register("tools", ToolViewSet, basename="tool")
 router.register("attachments", AttachmentViewSet, basename="attachment")
 router.register("providers", ProviderViewSet, basename="provider")
 router.register("approvals", ApprovalViewSet, basename="approval")
 router.register("webhooks", WebhookEndpointViewSet, basename="webhook")
+# A shared snapshot, by the token of its link (docs/sharing.md).
+router.register("shared", SharedViewSet, basename="shared")
 
 urlpatterns = [
     # The AI SDK's reconnect and stop requests name no trailing slash: it is optional here.

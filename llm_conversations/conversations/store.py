@@ -57,6 +57,7 @@ __all__ = [
     "append_messages",
     "conversation_pk",
     "create_conversation",
+    "cuts_tool_group",
     "delete_conversation",
     "fork_conversation",
     "fork_title",
@@ -130,6 +131,12 @@ def _tail(conversation_id: uuid.UUID, before: int | None = None) -> list[ChatMes
 def pending_tool_call_ids(conversation: ConversationRef) -> tuple[str, ...]:
     """Ids of the calls of the last assistant turn that no tool turn answers yet."""
     return unanswered_tool_call_ids(_tail(conversation_pk(conversation)))
+
+
+def cuts_tool_group(conversation: ConversationRef, count: int) -> bool:
+    """Whether the first ``count`` messages end with tool calls their results do not
+    follow (a fork or a shared snapshot there would not be a valid history)."""
+    return bool(unanswered_tool_call_ids(_tail(conversation_pk(conversation), before=count)))
 
 
 def _lock(conversation_id: uuid.UUID, run: Run | None) -> int:
@@ -418,7 +425,11 @@ def delete_conversation(conversation: ConversationRef) -> None:
 
 
 def fork_conversation(
-    source: Conversation, count: int, *, title: str | None = None
+    source: Conversation,
+    count: int,
+    *,
+    title: str | None = None,
+    owner: User | None = None,
 ) -> Conversation:
     """A new conversation of the same owner holding copies of ``source``'s first
     ``count`` messages, recording where it came from.
@@ -428,6 +439,11 @@ def fork_conversation(
     keeping who set it; an untitled source gives an untitled fork, which an
     automatic title fills after its first run. A ``title`` given is the user's.
 
+    An ``owner`` other than the source's makes a copy for that user (a shared
+    snapshot continued as a copy, :mod:`~llm_conversations.conversations.sharing`):
+    it keeps the source's title as it is and records neither the source
+    (``forked_from``, ``forked_at_position``: another user's) nor its metadata.
+
     ``source`` is only read, never locked or changed, so a source with an
     active run can be forked: only turns already stored are copied. Copies
     keep their text, usage and metadata but not their run. Raises
@@ -435,21 +451,28 @@ def fork_conversation(
     calls its results do not follow, and ``Conversation.DoesNotExist`` when
     ``source`` is deleted meanwhile. Costs the same statements at any length.
     """
-    if unanswered_tool_call_ids(_tail(source.pk, before=count)):
+    if cuts_tool_group(source.pk, count):
         raise ForkError(
             "inside_tool_group",
             "a fork here would keep tool calls without their results; fork before the "
             "assistant turn that made the calls or after its last result.",
             field="message_id",
         )
+    foreign = owner is not None and owner.pk != source.owner_id
+    if title is not None:
+        named = {"title": title, "title_source": TitleSource.USER}
+    else:
+        named = {
+            "title": source.title if foreign else fork_title(source),
+            "title_source": source.title_source,
+        }
     with transaction.atomic():
         fork = Conversation.objects.create(
-            owner_id=source.owner_id,
-            title=fork_title(source) if title is None else title,
-            title_source=source.title_source if title is None else TitleSource.USER,
-            metadata=source.metadata,
-            forked_from=source,
-            forked_at_position=count,
+            owner_id=owner.pk if owner is not None and foreign else source.owner_id,
+            **named,
+            metadata={} if foreign else source.metadata,
+            forked_from=None if foreign else source,
+            forked_at_position=None if foreign else count,
             message_count=count,
         )
         if copy_message_rows(source.pk, fork.pk, count) != count:

@@ -1,5 +1,5 @@
 """The app's models: conversations with their messages and attachments, runs of the tool
-loop, feedback, webhooks."""
+loop, feedback, webhooks, share links."""
 
 from llm_conversations.models.attachments import Attachment, MessageAttachment, PartKind
 from llm_conversations.models.conversations import (
@@ -25,6 +25,7 @@ from llm_conversations.models.runs import (
     TerminationReason,
     WaitReason,
 )
+from llm_conversations.models.shares import TOKEN_HASH_CHARS, ShareLink
 from llm_conversations.models.summaries import ConversationSummary
 from llm_conversations.models.webhooks import (
     DeliveryStatus,
@@ -41,6 +42,7 @@ __all__ = [
     "MESSAGE_COLUMNS",
     "MESSAGE_FIELDS",
     "ROLE_CHOICES",
+    "TOKEN_HASH_CHARS",
     "Attachment",
     "Conversation",
     "ConversationSummary",
@@ -57,6 +59,7 @@ __all__ = [
     "RunEvent",
     "RunEventType",
     "RunStatus",
+    "ShareLink",
     "TerminationReason",
     "TitleSource",
     "ToolDecision",

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from llm_conversations.conversations import create_conversation
@@ -38,6 +40,15 @@ def api_settings(settings: Any) -> dict[str, Any]:
     # A fast hasher: users are created, and basic auth checked, in many tests.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     return API_SETTINGS
+
+
+@pytest.fixture
+def empty_cache() -> Iterator[None]:
+    """An empty cache before and after: throttle state lives in Django's cache
+    (LocMemCache here)."""
+    cache.clear()
+    yield
+    cache.clear()
 
 
 @pytest.fixture

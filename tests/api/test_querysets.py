@@ -16,6 +16,7 @@ from rest_framework.viewsets import GenericViewSet
 from llm_conversations.api.urls import router
 from llm_conversations.conversations import create_conversation
 from llm_conversations.conversations.attachments import create_attachment
+from llm_conversations.conversations.sharing import create_share
 from llm_conversations.models import Conversation, WebhookEndpoint
 from llm_conversations.runs import ToolLoopService
 from tests.support.attachment_files import pdf_bytes
@@ -41,12 +42,22 @@ def owned_data(user: User) -> Conversation:
     WebhookEndpoint.objects.create(
         owner=user, url=f"https://{user.username}.example.com/hooks", secret="s" * 32
     )
+    create_share(conversation)
     return conversation
 
 
 def test_every_model_viewset_is_generic() -> None:
     generic = {entry[2] for entry in router.registry if issubclass(entry[1], GenericViewSet)}
-    assert generic == {"conversation", "fork", "message", "run", "chat", "attachment", "webhook"}
+    assert generic == {
+        "conversation",
+        "fork",
+        "message",
+        "run",
+        "chat",
+        "attachment",
+        "webhook",
+        "share",
+    }
 
 
 @pytest.mark.parametrize(
@@ -59,6 +70,7 @@ def test_every_model_viewset_is_generic() -> None:
         ("run", True, 1),
         ("attachment", False, 1),
         ("webhook", False, 1),
+        ("share", True, 1),
     ],
 )
 def test_a_viewsets_queryset_holds_the_callers_objects_only(
@@ -71,7 +83,7 @@ def test_a_viewsets_queryset_holds_the_callers_objects_only(
     assert isinstance(queryset, QuerySet)
     assert queryset.count() == rows
     theirs_too = view_of(basename, other_user, **kwargs)
-    if nested and basename in ("message", "run"):
+    if nested and basename in ("message", "run", "share"):
         # Nested in a conversation of another user: that conversation does not exist.
         with pytest.raises(Http404):
             theirs_too.get_queryset()

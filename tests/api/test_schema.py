@@ -62,6 +62,9 @@ RULE_BOUND = {
     "/api/conversations/{conversation_pk}/fork/": {"POST"},
     "/api/conversations/{conversation_pk}/edit/": {"POST"},
     "/api/conversations/{conversation_pk}/regenerate/": {"POST"},
+    # A share link's message must be one of the conversation's, outside a tool group,
+    # and its expiry in the future.
+    "/api/conversations/{conversation_pk}/shares/": {"POST"},
     "/api/conversations/{conversation_pk}/chat/": {"POST"},
     "/api/conversations/{conversation_pk}/runs/{run_pk}/approve/": {"POST"},
     "/api/conversations/{conversation_pk}/runs/{run_pk}/deny/": {"POST"},

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.cache import cache
 from rest_framework.test import APIClient
 
 from llm_conversations.conversations import create_conversation
@@ -15,15 +13,7 @@ from llm_conversations.models import Conversation, Run, RunStatus
 from tests.api.conftest import API_SETTINGS, calls_text
 from tests.api.test_runs import run_url, start
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def empty_cache() -> Iterator[None]:
-    # Throttle state lives in Django's cache (LocMemCache here).
-    cache.clear()
-    yield
-    cache.clear()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_cache")]
 
 
 @pytest.fixture

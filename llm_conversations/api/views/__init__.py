@@ -11,6 +11,7 @@ from llm_conversations.api.views.conversations import (
 from llm_conversations.api.views.forks import ForkViewSet
 from llm_conversations.api.views.providers import ProviderViewSet
 from llm_conversations.api.views.runs import RunViewSet
+from llm_conversations.api.views.shares import SharedViewSet, ShareLinkViewSet
 from llm_conversations.api.views.tools import ToolViewSet
 from llm_conversations.api.views.webhooks import WebhookEndpointViewSet
 
@@ -24,6 +25,8 @@ __all__ = [
     "MessageViewSet",
     "ProviderViewSet",
     "RunViewSet",
+    "ShareLinkViewSet",
+    "SharedViewSet",
     "ToolViewSet",
     "WebhookEndpointViewSet",
 ]

@@ -69,7 +69,8 @@ _ERROR_DESCRIPTIONS = {
         "model's context window, `details.run` is the failed run."
     ),
     429: (
-        "`throttled`: over `RUN_RATE` (see the `Retry-After` header and `details.retry_after`); "
+        "`throttled`: over `RUN_RATE`, or `SHARE_RATE` for share links (see the "
+        "`Retry-After` header and `details.retry_after`); "
         "`too_many_active_runs`: `MAX_ACTIVE_RUNS_PER_USER` runs are active; "
         "`budget_exceeded`: a budget is spent (`details.run` when a run failed for it)."
     ),

@@ -1,0 +1,1 @@
+"""Plain server-rendered pages: a shared snapshot read in a browser (docs/sharing.md)."""
