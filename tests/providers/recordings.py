@@ -84,7 +84,7 @@ class Exchange:
     status: int
     headers: Mapping[str, list[str]]
     body: Any
-    """The decoded JSON body, or the text of an event stream."""
+    """The decoded JSON body, or the text of an event stream (or of another body)."""
 
     @property
     def streamed(self) -> bool:
@@ -111,7 +111,8 @@ def exchanges(name: str, path: Path) -> list[Exchange]:
             body = response["parsed_body"]
         else:
             body = (response.get("body") or {}).get("string")
-            if body and not body.lstrip().startswith(("data:", "event:", ":")):
+            # Some recordings lost the content-type header: a JSON body starts as JSON does.
+            if isinstance(body, str) and body.lstrip().startswith(("{", "[")):
                 body = json.loads(body)
         found.append(
             Exchange(
@@ -145,6 +146,9 @@ class Expected:
     text: str = ""
     calls: list[tuple[str, Any]] = field(default_factory=list)
     reasoning: bool = False
+    """Whether the reply carries reasoning state (text, a signature, encrypted data)."""
+    thinking: str = ""
+    """The reasoning text shown: thoughts, thinking, summaries."""
     usage: Usage = (0, 0, None, None, None)
     finish: str | None = None
     error: type[ProviderError] | None = None
@@ -215,14 +219,16 @@ def chat_text(content: Any) -> str:
     return "".join(p["text"] for p in content or () if p.get("type") == "text")
 
 
-def chat_reasoning(message: Mapping[str, Any]) -> bool:
+def chat_thinking(message: Mapping[str, Any]) -> str:
+    """``reasoning_content`` (DeepSeek, Qwen) or else ``reasoning`` (OpenRouter, Groq),
+    and Mistral's ``thinking`` chunks, whose ``thinking`` is text or text chunks."""
+    text = message.get("reasoning_content") or message.get("reasoning") or ""
     content = message.get("content")
-    chunks = content if isinstance(content, list) else ()
-    return bool(
-        message.get("reasoning_content")
-        or message.get("reasoning")
-        or any(p.get("type") == "thinking" for p in chunks)
-    )
+    for chunk in content if isinstance(content, list) else ():
+        if chunk.get("type") == "thinking":
+            thinking = chunk["thinking"]
+            text += thinking if isinstance(thinking, str) else chat_text(thinking)
+    return str(text)
 
 
 def chat_usage(usage: Any) -> Usage:
@@ -249,7 +255,8 @@ def chat(body: Any) -> Expected:
             (c["function"]["name"], arguments(c["function"].get("arguments")))
             for c in message.get("tool_calls") or ()
         ],
-        reasoning=chat_reasoning(message),
+        reasoning=bool(chat_thinking(message)),
+        thinking=chat_thinking(message),
         usage=chat_usage(body.get("usage")),
         finish=choice.get("finish_reason"),
     )
@@ -266,7 +273,7 @@ def chat_stream(text: str) -> Expected:
                 continue
             delta = choice.get("delta") or {}
             expected.text += chat_text(delta.get("content"))
-            expected.reasoning |= chat_reasoning(delta)
+            expected.thinking += chat_thinking(delta)
             for piece in delta.get("tool_calls") or ():
                 call = calls.setdefault(piece.get("index", len(calls)), ["", ""])
                 function = piece.get("function") or {}
@@ -276,6 +283,7 @@ def chat_stream(text: str) -> Expected:
         if chunk.get("usage"):
             expected.usage = chat_usage(chunk["usage"])
     expected.calls = [(name, arguments(args)) for _, (name, args) in sorted(calls.items())]
+    expected.reasoning = bool(expected.thinking)
     return expected
 
 
@@ -313,6 +321,12 @@ def responses(body: Any) -> Expected:
             and (item.get("encrypted_content") or any(s.get("text") for s in item["summary"]))
             for item in output
         ),
+        thinking="".join(
+            summary["text"]
+            for item in output
+            if item["type"] == "reasoning"
+            for summary in item["summary"]
+        ),
         usage=(
             usage.get("input_tokens") or 0,
             usage.get("output_tokens") or 0,
@@ -343,6 +357,7 @@ def anthropic(body: Any) -> Expected:
         text="".join(b["text"] for b in blocks if b["type"] == "text"),
         calls=[(b["name"], b["input"]) for b in blocks if b["type"] == "tool_use"],
         reasoning=any(b["type"] in ("thinking", "redacted_thinking") for b in blocks),
+        thinking="".join(b["thinking"] for b in blocks if b["type"] == "thinking"),
         usage=anthropic_usage(body["usage"]),
         finish=body.get("stop_reason"),
     )
@@ -364,6 +379,8 @@ def anthropic_stream(text: str) -> Expected:
             block, delta = blocks[event["index"]], event["delta"]
             if delta["type"] == "text_delta":
                 block["text"] = block.get("text", "") + delta["text"]
+            elif delta["type"] == "thinking_delta":
+                block["thinking"] = block.get("thinking", "") + delta["thinking"]
             elif delta["type"] == "input_json_delta":
                 block["json"] += delta["partial_json"]
         elif kind == "message_delta":
@@ -379,6 +396,7 @@ def anthropic_stream(text: str) -> Expected:
             if b["type"] == "tool_use"
         ],
         reasoning=any(b["type"] in ("thinking", "redacted_thinking") for b in ordered),
+        thinking="".join(b.get("thinking", "") for b in ordered if b["type"] == "thinking"),
         usage=anthropic_usage(usage),
         finish=finish,
     )
@@ -404,6 +422,7 @@ def gemini(body: Any) -> Expected:
         for part in (candidate.get("content") or {}).get("parts") or ():
             expected.reasoning |= bool(part.get("thought") or part.get("thoughtSignature"))
             if part.get("thought"):
+                expected.thinking += part.get("text") or ""
                 continue
             if "functionCall" in part:
                 call = part["functionCall"]
