@@ -117,13 +117,20 @@ def cases() -> list[Any]:
             key = f"{name}#{exchange.index}"
             marks = []
             not_reply = next(
-                (why for part, why in NOT_REPLIES.items() if part in exchange.uri), None
+                (
+                    f"not a model reply: {why}"
+                    for part, why in NOT_REPLIES.items()
+                    if part in exchange.uri
+                ),
+                None,
             )
             if exchange.method != "POST":
-                # Fetching a document, polling a background response, deleting a cache.
-                not_reply = f"a {exchange.method}: the adapters make POST calls only"
+                not_reply = (
+                    f"a {exchange.method} (fetching a document, polling a background response, "
+                    "deleting a cache): the adapters only POST"
+                )
             if not_reply:
-                marks.append(pytest.mark.skip(reason=f"not a model reply: {not_reply}"))
+                marks.append(pytest.mark.skip(reason=not_reply))
             elif name in SKIPPED:
                 marks.append(pytest.mark.skip(reason=SKIPPED[name]))
             elif key in KNOWN_FAILURES:
