@@ -252,17 +252,19 @@ def to_gemini_request(
 
 
 def gemini_usage(data: object) -> Usage:
-    """Read ``usageMetadata``; output counts thinking tokens as Gemini bills them."""
+    """Read ``usageMetadata``; output counts thinking tokens as Gemini bills them,
+    and ``reasoning_tokens`` is that part (``thoughtsTokenCount``)."""
     if not isinstance(data, Mapping):
         return Usage()
     cached = data.get("cachedContentTokenCount")
+    thoughts = data.get("thoughtsTokenCount")
     total = data.get("totalTokenCount")
     return Usage(
         input_tokens=int_or_zero(data.get("promptTokenCount")),
-        output_tokens=int_or_zero(data.get("candidatesTokenCount"))
-        + int_or_zero(data.get("thoughtsTokenCount")),
+        output_tokens=int_or_zero(data.get("candidatesTokenCount")) + int_or_zero(thoughts),
         total_tokens=total if isinstance(total, int) else None,
         cached_tokens=cached if isinstance(cached, int) else None,
+        reasoning_tokens=thoughts if isinstance(thoughts, int) else None,
     )
 
 

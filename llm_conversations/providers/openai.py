@@ -130,11 +130,16 @@ def _wire_message(message: ChatMessage, replay: bool) -> dict[str, Any]:
 
 
 def openai_usage(data: object) -> Usage:
-    """Read ``usage`` (``prompt_tokens_details.cached_tokens`` when reported)."""
+    """Read ``usage`` (``prompt_tokens_details.cached_tokens`` and
+    ``completion_tokens_details.reasoning_tokens`` when reported)."""
     if not isinstance(data, Mapping):
         return Usage()
     details = data.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    output_details = data.get("completion_tokens_details")
+    reasoning = (
+        output_details.get("reasoning_tokens") if isinstance(output_details, Mapping) else None
+    )
     input_tokens = int_or_zero(data.get("prompt_tokens"))
     output_tokens = int_or_zero(data.get("completion_tokens"))
     total = data.get("total_tokens")
@@ -143,6 +148,7 @@ def openai_usage(data: object) -> Usage:
         output_tokens=output_tokens,
         total_tokens=total if isinstance(total, int) else None,
         cached_tokens=cached if isinstance(cached, int) else None,
+        reasoning_tokens=reasoning if isinstance(reasoning, int) else None,
     )
 
 

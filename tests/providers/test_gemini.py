@@ -139,8 +139,9 @@ def test_text_reply_parsing(make_provider):
     assert response.content == "Nothing else."
     assert response.finish_reason is FinishReason.STOP
     assert response.raw_finish_reason == "STOP"
+    # Output counts the thinking tokens, which are the reasoning tokens.
     assert response.usage == Usage(
-        input_tokens=80, output_tokens=10, total_tokens=90, cached_tokens=40
+        input_tokens=80, output_tokens=10, total_tokens=90, cached_tokens=40, reasoning_tokens=7
     )
     assert response.model == "gemini-2.5-flash"
     assert response.provider == "gemini"

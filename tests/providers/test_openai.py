@@ -33,6 +33,7 @@ TEXT_REPLY = {
         "completion_tokens": 4,
         "total_tokens": 124,
         "prompt_tokens_details": {"cached_tokens": 64, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 3, "audio_tokens": 0},
     },
 }
 
@@ -148,7 +149,7 @@ def test_text_reply_parsing(make_provider):
     assert response.finish_reason is FinishReason.STOP
     assert response.raw_finish_reason == "stop"
     assert response.usage == Usage(
-        input_tokens=120, output_tokens=4, total_tokens=124, cached_tokens=64
+        input_tokens=120, output_tokens=4, total_tokens=124, cached_tokens=64, reasoning_tokens=3
     )
     assert response.model == "gpt-4o-mini-2024-07-18"
     assert response.provider == "openai"

@@ -1,165 +1,260 @@
-"""Real provider responses, recorded by other projects, replayed through our adapters.
+"""Every recorded provider reply, replayed through the adapter its request chose.
 
-Each recording (tests/providers/recorded/, sources in SOURCES.md) is served
-back at the HTTP boundary as it was recorded; what the adapter reads is
-compared with what the recording itself holds, read here independently.
+Each recording (tests/providers/recorded/ and the corpus beside the repository;
+sources in recorded/SOURCES.md) is served back at the HTTP boundary as it was
+recorded. What the adapter makes of it (text, tool calls, whether reasoning was
+kept, usage, the finish reason, or the error) is compared with what the
+recording itself holds, read independently by ``recordings.py``.
+
+A request no adapter of ours serves (not a model call, or a feature we do not
+implement) is skipped only by name, in the lists below, with the reason.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import re
+from collections import Counter
 from typing import Any
 
 import httpx
 import pytest
-import yaml
 
+from llm_conversations.core.completions import CompletionResponse, FinishReason
 from llm_conversations.core.messages import ChatMessage
-from llm_conversations.exceptions import ProviderError, ProviderUnavailableError
-from llm_conversations.providers import OpenAIProvider, ResponseCompleted, TextDelta
+from llm_conversations.providers import (
+    AnthropicProvider,
+    GeminiProvider,
+    OllamaProvider,
+    OpenAIProvider,
+    OpenAIResponsesProvider,
+    Provider,
+    ResponseCompleted,
+    TextDelta,
+    ToolCallCompleted,
+)
+from llm_conversations.providers.base import ERROR_TEXT_LIMIT
 
-RECORDED = Path(__file__).parent / "recorded"
+from .recordings import SOURCES, Exchange, Expected, corpus_root, exchanges, expected
+from .recordings import recording_files as files
+
+ADAPTERS: dict[str, type[Provider]] = {
+    "chat": OpenAIProvider,
+    "responses": OpenAIResponsesProvider,
+    "anthropic": AnthropicProvider,
+    "gemini": GeminiProvider,
+    "ollama": OllamaProvider,
+}
+
+# Chat Completions servers, by host: the provider each recording is counted under.
+CHAT_HOSTS = {
+    "api.openai.com": "openai-chat",
+    "api.groq.com": "groq",
+    "api.mistral.ai": "mistral",
+    "openrouter.ai": "openrouter",
+    "api.deepseek.com": "deepseek",
+    "router.huggingface.co": "huggingface",
+    "api.cerebras.ai": "cerebras",
+    "generativelanguage.googleapis.com": "gemini-openai",
+    "ollama.com": "ollama-openai",
+    "localhost:11434": "ollama-openai",
+}
+
+# Recorded requests that are not a model's reply, by what their URI contains.
+NOT_REPLIES = {
+    "/cachedContents": "creates or deletes a Gemini context cache (not a generation)",
+    "oauth2.googleapis.com/token": "a Google OAuth token exchange",
+    "fileSearchStores": "creates a Gemini file search store or uploads to it",
+    "api.openai.com/v1/files": "uploads a file to OpenAI",
+    "api.openai.com/v1/vector_stores": "creates an OpenAI vector store",
+    "api.openai.com/v1/conversations": "creates or reads an OpenAI conversation object",
+    "/responses/compact": "OpenAI's compaction endpoint (the adapter does not compact)",
+}
+
+# Recorded model replies left out, by file, with the reason.
+SKIPPED: dict[str, str] = {
+    "pydantic-ai/tests/models/cassettes/test_google/"
+    "test_google_model_file_search_grounding_gemini_3[False].yaml": (
+        "Gemini 3's built-in file search: the signed toolCall and toolResponse parts of a "
+        "server-side tool are not read (the adapter implements no built-in tools)"
+    ),
+}
+
+# Replies our adapters still read wrong (listed in SOURCES.md under "Known failures").
+KNOWN_FAILURES: dict[str, str] = {}
 
 
-def interactions(name: str, host: str) -> list[dict[str, Any]]:
-    """The recorded exchanges with ``host`` in the cassette ``name``."""
-    cassette = yaml.safe_load((RECORDED / name).read_text())
-    return [i for i in cassette["interactions"] if host in i["request"]["uri"]]
-
-
-def served(response: dict[str, Any]) -> httpx.Response:
-    """The recorded response as the server sent it."""
-    status = response["status"]["code"]
-    body = response.get("body") or {}
-    if "string" in body:
-        return httpx.Response(
-            status, content=body["string"].encode(), headers={"content-type": "text/event-stream"}
+def adapter_for(exchange: Exchange) -> tuple[str, str] | None:
+    """The adapter that serves the request, and the provider it is counted under."""
+    url = httpx.URL(exchange.uri)
+    host = url.netloc.decode()
+    path = url.path
+    if path.endswith("/chat/completions"):
+        return "chat", CHAT_HOSTS.get(host, host)
+    if path.endswith("/responses"):
+        return (
+            "responses",
+            "openrouter-responses" if host == "openrouter.ai" else "openai-responses",
         )
-    return httpx.Response(status, json=response["parsed_body"])
+    if path == "/v1/messages":
+        return "anthropic", "anthropic"
+    if path.endswith((":generateContent", ":streamGenerateContent")):
+        return "gemini", "gemini"
+    if path == "/api/chat":
+        return "ollama", "ollama"
+    return None
 
 
-def mistral(response: dict[str, Any]) -> OpenAIProvider:
-    return OpenAIProvider(
-        model="magistral-medium-latest",
+def short(name: str) -> str:
+    return "/".join(name.split("/")[-2:])
+
+
+def cases() -> list[Any]:
+    found = []
+    for name, path in files():
+        for exchange in exchanges(name, path):
+            chosen = adapter_for(exchange)
+            adapter, provider = chosen if chosen else ("none", "other")
+            key = f"{name}#{exchange.index}"
+            marks = []
+            not_reply = next(
+                (
+                    f"not a model reply: {why}"
+                    for part, why in NOT_REPLIES.items()
+                    if part in exchange.uri
+                ),
+                None,
+            )
+            if exchange.method != "POST":
+                not_reply = (
+                    f"a {exchange.method} (fetching a document, polling a background response, "
+                    "deleting a cache): the adapters only POST"
+                )
+            if not_reply:
+                marks.append(pytest.mark.skip(reason=not_reply))
+            elif name in SKIPPED:
+                marks.append(pytest.mark.skip(reason=SKIPPED[name]))
+            elif key in KNOWN_FAILURES:
+                marks.append(pytest.mark.xfail(reason=KNOWN_FAILURES[key], strict=True))
+            found.append(
+                pytest.param(
+                    exchange,
+                    adapter,
+                    id=f"{provider}:{short(name)}#{exchange.index}",
+                    marks=marks,
+                )
+            )
+    return found
+
+
+CASES = cases()
+
+
+def model_of(exchange: Exchange) -> str:
+    model = exchange.request.get("model")
+    if isinstance(model, str) and model:
+        return model
+    # Gemini names it in the path; the rest of the requests recorded without a parsed body.
+    match = re.search(r"/models/([^/:]+):", exchange.uri)
+    return match.group(1) if match else "recorded-model"
+
+
+def streamed(exchange: Exchange) -> bool:
+    return exchange.request.get("stream") is True or ":streamGenerateContent" in exchange.uri
+
+
+def replay(adapter: str, exchange: Exchange) -> CompletionResponse:
+    """What the adapter makes of the recorded response (streamed if the request was)."""
+    provider = ADAPTERS[adapter](
+        model=model_of(exchange),
         api_key="recorded",
-        base_url="https://api.mistral.ai/v1",
         max_retries=0,
-        http_client=httpx.Client(transport=httpx.MockTransport(lambda _request: served(response))),
+        sleep=lambda _seconds: None,
+        http_client=httpx.Client(transport=httpx.MockTransport(lambda _r: exchange.served())),
     )
-
-
-def text_chunks(content: Any) -> str:
-    """The text of a content value: a string, or Mistral's typed chunks (text ones only)."""
-    if isinstance(content, str):
-        return content
-    return "".join(part["text"] for part in content or () if part.get("type") == "text")
-
-
-def test_a_magistral_reply_with_thinking_chunks_reads_its_text() -> None:
-    (exchange,) = interactions(
-        "pydantic-ai/test_mistral_model_thinking_part.yaml", "api.mistral.ai"
-    )
-    recorded = exchange["response"]["parsed_body"]
-    message = recorded["choices"][0]["message"]
-    # The recording holds both kinds of chunk: thinking beside the text.
-    assert {part["type"] for part in message["content"]} == {"thinking", "text"}
-    reply = mistral(exchange["response"]).complete([ChatMessage.user("How do I cross the river?")])
-    assert reply.content == text_chunks(message["content"])
-    assert reply.content.startswith("Crossing a river is quite different")
-    assert (reply.usage.input_tokens, reply.usage.output_tokens) == (
-        recorded["usage"]["prompt_tokens"],
-        recorded["usage"]["completion_tokens"],
-    )
-
-
-def test_a_streamed_magistral_reply_with_thinking_chunks_reads_its_text() -> None:
-    (exchange,) = interactions(
-        "pydantic-ai/test_mistral_model_thinking_part_iter.yaml", "api.mistral.ai"
-    )
-    body = exchange["response"]["body"]["string"]
-    chunks = [
-        json.loads(line.removeprefix("data: "))
-        for line in body.splitlines()
-        if line.startswith("data: {")
-    ]
-    deltas = [chunk["choices"][0]["delta"].get("content") for chunk in chunks if chunk["choices"]]
-    assert any(isinstance(d, list) for d in deltas), "the recording streams typed chunks"
-    expected = "".join(text_chunks(d) for d in deltas)
-    events = list(mistral(exchange["response"]).stream([ChatMessage.user("Cross the street?")]))
-    streamed = "".join(e.text for e in events if isinstance(e, TextDelta))
+    conversation = [ChatMessage.user("Replayed.")]
+    if not streamed(exchange):
+        return provider.complete(conversation)
+    events = list(provider.stream(conversation))
     final = events[-1]
     assert isinstance(final, ResponseCompleted)
-    assert streamed == final.response.content == expected
-    assert expected
-    usage = chunks[-1]["usage"]
-    assert final.response.usage.output_tokens == usage["completion_tokens"]
+    reply = final.response
+    # What streamed is what the reply holds.
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == reply.content
+    calls = tuple(e.tool_call for e in events if isinstance(e, ToolCallCompleted))
+    assert calls == reply.tool_calls
+    return reply
 
 
-# Shapes no recording we found holds yet: built after the servers' own documentation.
+# The providers' own finish words, normalised: the recording's word decides.
+FINISH = {
+    **dict.fromkeys(("stop", "end_turn", "stop_sequence", "STOP", "completed"), FinishReason.STOP),
+    **dict.fromkeys(
+        ("length", "max_tokens", "MAX_TOKENS", "max_output_tokens"), FinishReason.LENGTH
+    ),
+    **dict.fromkeys(("tool_calls", "tool_use"), FinishReason.TOOL_CALLS),
+    **dict.fromkeys(
+        ("content_filter", "refusal", "SAFETY", "MODEL_ARMOR", "PROHIBITED_CONTENT", "BLOCKLIST"),
+        FinishReason.CONTENT_FILTER,
+    ),
+}
 
 
-def openai_compatible(body: str) -> OpenAIProvider:
-    response = httpx.Response(
-        200, content=body.encode(), headers={"content-type": "text/event-stream"}
-    )
-    return OpenAIProvider(
-        model="m",
-        api_key="k",
-        max_retries=0,
-        http_client=httpx.Client(transport=httpx.MockTransport(lambda _request: response)),
-    )
+def finish_of(want: Expected) -> FinishReason | None:
+    normal = FINISH.get(want.finish or "")
+    if want.calls and normal in (None, FinishReason.STOP, FinishReason.TOOL_CALLS):
+        return FinishReason.TOOL_CALLS
+    return normal
 
 
-def sse(*chunks: Any) -> str:
-    return "".join(f"data: {c if isinstance(c, str) else json.dumps(c)}\n\n" for c in chunks)
+@pytest.mark.parametrize(("exchange", "adapter"), CASES)
+def test_a_recorded_reply_reads_as_the_recording_holds_it(exchange: Exchange, adapter: str) -> None:
+    assert adapter in ADAPTERS, f"no adapter serves {exchange.method} {exchange.uri}"
+    want = expected(adapter, exchange)
+    if want.error is not None:
+        with pytest.raises(want.error) as caught:
+            replay(adapter, exchange)
+        if want.error_message:
+            assert caught.value.provider_message == want.error_message[:ERROR_TEXT_LIMIT]
+        return
+    reply = replay(adapter, exchange)
+    assert reply.content == want.text
+    assert [(call.name, call.arguments) for call in reply.tool_calls] == want.calls
+    assert bool(reply.reasoning) == want.reasoning
+    assert "".join(part.text for part in reply.reasoning) == want.thinking
+    usage = reply.usage
+    assert (
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cached_tokens,
+        usage.reasoning_tokens,
+        usage.cache_write_tokens,
+    ) == want.usage
+    if want.finish is not None:
+        assert reply.raw_finish_reason == want.finish
+    if (finish := finish_of(want)) is not None:
+        assert reply.finish_reason == finish
 
 
-def test_a_stream_with_usage_and_done_but_no_finish_reason_is_whole() -> None:
-    call = {
-        "index": 0,
-        "id": "call_1",
-        "type": "function",
-        "function": {"name": "f", "arguments": "{}"},
-    }
-    body = sse(
-        {"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [call]}}]},
-        {"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3}},
-        "[DONE]",
-    )
-    (reply,) = [
-        e.response
-        for e in openai_compatible(body).stream([ChatMessage.user("x")])
-        if isinstance(e, ResponseCompleted)
-    ]
-    assert [c.name for c in reply.tool_calls] == ["f"]
-    assert reply.finish_reason == "tool_calls"
-    assert reply.usage.output_tokens == 3
+def test_every_recording_names_its_source() -> None:
+    listed = set(re.findall(r"^\| `([^`]+\.yaml)` \|", SOURCES.read_text(), flags=re.M))
+    present = {name for name, _ in files()}
+    assert present <= listed, sorted(present - listed)
+    if corpus_root() is not None:
+        # A corpus with files missing would pass on what is left.
+        assert listed <= present, sorted(listed - present)
 
 
-def test_a_stream_that_stops_before_its_usage_without_a_finish_reason_ended_early() -> None:
-    body = sse({"choices": [{"index": 0, "delta": {"content": "Hel"}}]}, "[DONE]")
-    with pytest.raises(ProviderUnavailableError, match="ended early"):
-        list(openai_compatible(body).stream([ChatMessage.user("x")]))
+# The protocols with their own adapter that recordings exist for (Ollama's own has none).
+FAMILIES = ("openai-chat", "openai-responses", "anthropic", "gemini")
 
 
-@pytest.mark.parametrize(
-    ("error", "kind"),
-    [
-        ({"code": 429, "message": "Rate limit exceeded"}, "RateLimitError"),
-        ({"code": 502, "message": "Upstream error"}, "ProviderUnavailableError"),
-        ({"code": 400, "message": "bad"}, "InvalidRequestError"),
-        ({"type": "invalid_request_error", "message": "context too long"}, "InvalidRequestError"),
-        ({"type": "server_error", "message": "overloaded"}, "ProviderUnavailableError"),
-        ({"status": "RESOURCE_EXHAUSTED", "message": "quota"}, "RateLimitError"),
-        ({"type": "authentication_error", "message": "no"}, "AuthenticationError"),
-    ],
-)
-def test_an_error_inside_a_stream_is_classed_by_its_own_kind(
-    error: dict[str, Any], kind: str
-) -> None:
-    body = sse({"choices": [{"index": 0, "delta": {"content": "Hi"}}]}, {"error": error})
-    with pytest.raises(ProviderError) as info:
-        list(openai_compatible(body).stream([ChatMessage.user("x")]))
-    assert type(info.value).__name__ == kind
-    assert error["message"] in str(info.value)
+def test_the_corpus_covers_every_provider() -> None:
+    if corpus_root() is None:
+        pytest.skip("the corpus beside the repository (shared/recorded) is not here")
+    # Recordings (files) per provider, each counted once however many replies it holds.
+    recorded = {(p.id.split(":")[0], p.values[0].name) for p in CASES if not p.marks}
+    counted = Counter(provider for provider, _ in recorded)
+    compatible = sum(n for p, n in counted.items() if p not in FAMILIES)
+    for provider in FAMILIES:
+        assert counted[provider] >= 20, counted
+    assert compatible >= 20, counted

@@ -14,17 +14,31 @@ import json
 from typing import Any
 
 import httpx
-import yaml
 
 from llm_conversations.core.messages import ChatMessage, Reasoning, ReasoningKind
 from llm_conversations.core.tool_specs import ToolSpec
-from llm_conversations.providers import AnthropicProvider, GeminiProvider, ResponseCompleted
+from llm_conversations.providers import (
+    AnthropicProvider,
+    GeminiProvider,
+    OpenAIProvider,
+    ResponseCompleted,
+)
 
-from .test_recorded import RECORDED, interactions, mistral, served
+from .recordings import RECORDED, interactions, load, served
 
 
 def exchanges(name: str) -> list[dict[str, Any]]:
-    return yaml.safe_load((RECORDED / "pydantic-ai" / name).read_text())["interactions"]
+    return load(RECORDED / "pydantic-ai" / name)
+
+
+def mistral(response: dict[str, Any]) -> OpenAIProvider:
+    return OpenAIProvider(
+        model="magistral-medium-latest",
+        api_key="recorded",
+        base_url="https://api.mistral.ai/v1",
+        max_retries=0,
+        http_client=httpx.Client(transport=httpx.MockTransport(lambda _request: served(response))),
+    )
 
 
 class Replay:

@@ -26,7 +26,7 @@ from llm_conversations.providers import (
     ToolCallCompleted,
 )
 
-from .test_recorded import interactions, served
+from .recordings import interactions, served
 
 HOST = "api.openai.com"
 
@@ -54,10 +54,13 @@ class Replay:
     def recorded(self, index: int) -> dict[str, Any]:
         """The response object of exchange ``index``: the body, or a stream's final event."""
         response = self.exchanges[index]["response"]
+        body: dict[str, Any]
         if "parsed_body" in response:
-            return response["parsed_body"]
+            body = response["parsed_body"]
+            return body
         (final,) = [e for e in self.events(index) if e["type"] == "response.completed"]
-        return final["response"]
+        body = final["response"]
+        return body
 
     def events(self, index: int) -> list[dict[str, Any]]:
         body = self.exchanges[index]["response"]["body"]["string"]
@@ -68,7 +71,8 @@ class Replay:
         ]
 
     def request(self, index: int) -> dict[str, Any]:
-        return self.exchanges[index]["request"]["parsed_body"]
+        body: dict[str, Any] = self.exchanges[index]["request"]["parsed_body"]
+        return body
 
 
 def tools_of(request: dict[str, Any]) -> list[ToolSpec]:
@@ -143,7 +147,8 @@ def replay_second_request(name: str) -> list[dict[str, Any]]:
     """The input items our adapter sends after replaying the first reply of ``name``."""
     replay = Replay(name)
     tool_round_trip_with(replay, stream=False, compare_call_ids=True)
-    return replay.sent[1]["input"]
+    sent: list[dict[str, Any]] = replay.sent[1]["input"]
+    return sent
 
 
 def tool_round_trip(name: str, *, stream: bool, compare_call_ids: bool = True) -> None:
