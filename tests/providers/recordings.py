@@ -5,10 +5,10 @@ what a recorded reply holds (text, calls, whether reasoning came, usage, the
 provider's finish word, or the error) straight from the recorded JSON or SSE, so
 a test can compare it with what an adapter made of the same bytes.
 
-Recordings live in ``tests/providers/recorded/`` and, for the larger corpus,
-in a ``shared/recorded/`` folder beside the repository (or the folder named by
-``LLM_CONVERSATIONS_RECORDINGS``); ``recorded/SOURCES.md`` names the source
-repository, path, commit and licence of every file.
+The recordings are data kept outside the repository, in a ``shared/recorded/``
+folder beside it (or the folder named by ``LLM_CONVERSATIONS_RECORDINGS``);
+``recorded/SOURCES.md`` names the source repository, path, commit and licence
+of every file.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import yaml
 
 from llm_conversations.exceptions import (
@@ -56,12 +57,20 @@ def corpus_root() -> Path | None:
 
 
 def recording_files() -> list[tuple[str, Path]]:
-    """Every recording as (its name in SOURCES.md, its file)."""
-    found = [(str(p.relative_to(RECORDED)), p) for p in sorted(RECORDED.rglob("*.yaml"))]
+    """Every recording as (its name in SOURCES.md, its file); none without the corpus."""
     root = corpus_root()
-    if root is not None:
-        found += [(str(p.relative_to(root)), p) for p in sorted(root.rglob("*.yaml"))]
-    return found
+    if root is None:
+        return []
+    return [(str(p.relative_to(root)), p) for p in sorted(root.rglob("*.yaml"))]
+
+
+def cassette(name: str) -> Path:
+    """The one corpus file called ``name``; the calling test skips without the corpus."""
+    root = corpus_root()
+    if root is None:
+        pytest.skip(f"the recordings (shared/recorded beside the repository) are not here: {name}")
+    (path,) = root.rglob(name)
+    return path
 
 
 @cache
@@ -460,8 +469,8 @@ def expected(adapter: str, exchange: Exchange) -> Expected:
 
 
 def interactions(name: str, host: str) -> list[Json]:
-    """The raw interactions with ``host`` in the cassette ``name`` (under recorded/)."""
-    return [i for i in load(RECORDED / name) if host in i["request"]["uri"]]
+    """The raw interactions with ``host`` in the cassette called ``name``."""
+    return [i for i in load(cassette(name)) if host in i["request"]["uri"]]
 
 
 def served(response: Mapping[str, Any]) -> httpx.Response:

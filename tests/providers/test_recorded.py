@@ -1,7 +1,7 @@
 """Every recorded provider reply, replayed through the adapter its request chose.
 
-Each recording (tests/providers/recorded/ and the corpus beside the repository;
-sources in recorded/SOURCES.md) is served back at the HTTP boundary as it was
+Each recording (the corpus in shared/recorded/ beside the repository; sources
+in recorded/SOURCES.md) is served back at the HTTP boundary as it was
 recorded. What the adapter makes of it (text, tool calls, whether reasoning was
 kept, usage, the finish reason, or the error) is compared with what the
 recording itself holds, read independently by ``recordings.py``.

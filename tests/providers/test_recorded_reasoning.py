@@ -1,6 +1,6 @@
 """Real recorded thinking replies (Anthropic, Gemini) read and replayed by our adapters.
 
-Each recording (tests/providers/recorded/, sources in SOURCES.md) is served
+Each recording (shared/recorded/, sources in recorded/SOURCES.md) is served
 back at the HTTP boundary. The reasoning the adapter keeps is compared with
 what the recording holds, read here independently; where the recording has the
 next request, whose reply the provider accepted, the turn we send back must
@@ -24,11 +24,11 @@ from llm_conversations.providers import (
     ResponseCompleted,
 )
 
-from .recordings import RECORDED, interactions, load, served
+from .recordings import cassette, interactions, load, served
 
 
 def exchanges(name: str) -> list[dict[str, Any]]:
-    return load(RECORDED / "pydantic-ai" / name)
+    return load(cassette(name))
 
 
 def mistral(response: dict[str, Any]) -> OpenAIProvider:
@@ -218,7 +218,7 @@ def thinking_chunks(content: Any) -> str:
 
 def test_magistral_thinking_chunks_are_kept_as_reasoning_streamed_or_not() -> None:
     (exchange,) = interactions(
-        "pydantic-ai/test_mistral_model_thinking_part.yaml", "api.mistral.ai"
+        "test_mistral_model_thinking_part.yaml", "api.mistral.ai"
     )
     content = exchange["response"]["parsed_body"]["choices"][0]["message"]["content"]
     reply = mistral(exchange["response"]).complete([ChatMessage.user("Cross the river?")])
@@ -227,7 +227,7 @@ def test_magistral_thinking_chunks_are_kept_as_reasoning_streamed_or_not() -> No
     )
     assert thinking_chunks(content) not in reply.content
     (exchange,) = interactions(
-        "pydantic-ai/test_mistral_model_thinking_part_iter.yaml", "api.mistral.ai"
+        "test_mistral_model_thinking_part_iter.yaml", "api.mistral.ai"
     )
     deltas = [
         chunk["choices"][0]["delta"].get("content")

@@ -1,6 +1,6 @@
 """Real Responses API exchanges, recorded by pydantic-ai, replayed through our adapter.
 
-Each cassette (tests/providers/recorded/, sources in SOURCES.md) is served back
+Each cassette (shared/recorded/, sources in recorded/SOURCES.md) is served back
 at the HTTP boundary in order. What the adapter reads is compared with what the
 recording holds, read here on its own; where a cassette holds a second request
 made after a reply, the request our adapter builds from that reply is compared
@@ -35,7 +35,7 @@ class Replay:
     """Serves a cassette's responses in order and keeps what our adapter sent."""
 
     def __init__(self, name: str) -> None:
-        self.exchanges = interactions(f"pydantic-ai/{name}.yaml", HOST)
+        self.exchanges = interactions(f"{name}.yaml", HOST)
         self.sent: list[dict[str, Any]] = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
