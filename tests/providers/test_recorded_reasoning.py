@@ -217,18 +217,14 @@ def thinking_chunks(content: Any) -> str:
 
 
 def test_magistral_thinking_chunks_are_kept_as_reasoning_streamed_or_not() -> None:
-    (exchange,) = interactions(
-        "test_mistral_model_thinking_part.yaml", "api.mistral.ai"
-    )
+    (exchange,) = interactions("test_mistral_model_thinking_part.yaml", "api.mistral.ai")
     content = exchange["response"]["parsed_body"]["choices"][0]["message"]["content"]
     reply = mistral(exchange["response"]).complete([ChatMessage.user("Cross the river?")])
     assert reply.reasoning == (
         Reasoning("openai", ReasoningKind.THINKING, thinking_chunks(content)),
     )
     assert thinking_chunks(content) not in reply.content
-    (exchange,) = interactions(
-        "test_mistral_model_thinking_part_iter.yaml", "api.mistral.ai"
-    )
+    (exchange,) = interactions("test_mistral_model_thinking_part_iter.yaml", "api.mistral.ai")
     deltas = [
         chunk["choices"][0]["delta"].get("content")
         for chunk in sse_events(exchange["response"]["body"]["string"])
