@@ -39,12 +39,12 @@ from llm_conversations.exceptions import ConversationBusy, ForkError
 from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,
     MAX_ID_CHARS,
-    MESSAGE_COLUMNS,
     Conversation,
     Message,
     Run,
     TitleSource,
-    chat_message_from_row,
+    chat_messages_of,
+    conversation_messages,
 )
 from llm_conversations.signals import message_appended
 from llm_conversations.users import User
@@ -98,12 +98,7 @@ def create_conversation(
 
 def load_messages(conversation: ConversationRef) -> list[ChatMessage]:
     """The whole conversation as value objects, in order, in one query."""
-    rows = (
-        Message.objects.filter(conversation_id=conversation_pk(conversation))
-        .order_by("position")
-        .values_list(*MESSAGE_COLUMNS)
-    )
-    return [chat_message_from_row(*row) for row in rows]
+    return conversation_messages(conversation_pk(conversation))
 
 
 def _tail(conversation_id: uuid.UUID, before: int | None = None) -> list[ChatMessage]:
@@ -117,14 +112,11 @@ def _tail(conversation_id: uuid.UUID, before: int | None = None) -> list[ChatMes
         .order_by("-position")
         .values("position")[:1]
     )
-    rows = (
+    return chat_messages_of(
         Message.objects.filter(
             conversation_id=conversation_id, position__gte=Subquery(last_assistant), **earlier
-        )
-        .order_by("position")
-        .values_list(*MESSAGE_COLUMNS)
+        ).order_by("position")
     )
-    return [chat_message_from_row(*row) for row in rows]
 
 
 def pending_tool_call_ids(conversation: ConversationRef) -> tuple[str, ...]:
