@@ -196,8 +196,11 @@ def test_unknown_conversation_raises_does_not_exist() -> None:
         append_messages("00000000-0000-0000-0000-000000000000", [ChatMessage.user("x")])
 
 
+TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE SAVEPOINT")
+
+
 def test_append_costs_the_same_at_any_history_length() -> None:
-    def append_queries(history_length: int) -> int:
+    def append_statements(history_length: int) -> list[str]:
         conversation = create_conversation(
             messages=[
                 ChatMessage.user(f"m{i}") if i % 2 == 0 else ChatMessage.assistant("a")
@@ -206,13 +209,29 @@ def test_append_costs_the_same_at_any_history_length() -> None:
         )
         with CaptureQueriesContext(connection) as queries:
             append_messages(conversation, [ChatMessage.user("next")])
-        return len(queries)
+        return [q["sql"] for q in queries]
 
-    short, long = append_queries(2), append_queries(200)
-    # Lock the conversation, check for an active run, read the tail, insert, update
-    # the count (+ savepoint/commit).
-    assert short == long
-    assert long <= 7
+    short, long = append_statements(2), append_statements(200)
+    assert len(short) == len(long)
+    # Count the new turn in (the UPDATE takes the lock), read the count and the
+    # active run, read the tail, insert; in a savepoint and its release.
+    statements = [sql for sql in long if not sql.startswith(TRANSACTION_CONTROL)]
+    assert [sql.split()[0] for sql in statements] == ["UPDATE", "SELECT", "SELECT", "INSERT"]
+    assert len(long) == 6
+
+
+def test_a_refused_append_leaves_the_count_as_it_was() -> None:
+    conversation = create_conversation(messages=[ChatMessage.user("hi")])
+    run = Run.objects.create(conversation=conversation, status=RunStatus.RUNNING)
+    with pytest.raises(ConversationBusy):
+        append_messages(conversation, [ChatMessage.assistant("late")])
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.COMPLETED)
+    with pytest.raises(InvalidMessage) as info:
+        append_messages(conversation.pk, [ChatMessage.tool_result("x", "1")])
+    assert info.value.code == "unexpected_tool_result"
+    conversation.refresh_from_db()
+    assert conversation.message_count == Message.objects.filter(conversation=conversation).count()
+    assert conversation.message_count == 1
 
 
 @requires_postgresql
