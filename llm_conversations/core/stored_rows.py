@@ -103,6 +103,8 @@ _ROLES: dict[object, Role] = {role.value: role for role in Role}
 # A boolean column reads as 0/1 on SQLite; anything else is not a boolean.
 _BOOLEANS: dict[object, bool] = {False: False, True: True}
 _TEXT_REQUIRED = (Role.SYSTEM, Role.USER)
+_TOOL = Role.TOOL
+_ASSISTANT = Role.ASSISTANT
 
 
 def chat_message_from_checked_row(
@@ -171,14 +173,14 @@ def _checked(
         return None
     if type(content) is not str or (not content and kind in _TEXT_REQUIRED):
         return None
-    if kind is Role.TOOL:
+    if kind is _TOOL:
         if type(tool_call_id) is not str or not tool_call_id:
             return None
     elif tool_call_id is not None or error:
         return None
     calls = None
     if tool_calls is not None:
-        if kind is not Role.ASSISTANT or type(tool_calls) is not list:
+        if kind is not _ASSISTANT or type(tool_calls) is not list:
             return None
         calls = _checked_calls(tool_calls)
         if calls is None:
