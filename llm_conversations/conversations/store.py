@@ -152,9 +152,10 @@ def _count_in(conversation_id: uuid.UUID, run: Run | None, adding: int) -> int:
     the count before them; the caller inserts them in the same transaction,
     which undoes the count if anything fails.
 
-    :func:`_lock` and the count's own update in one statement fewer: the
-    ``UPDATE`` takes the row lock, then one read, a statement of its own
-    after the lock is held, returns the count and the active run together.
+    What :func:`_lock` and a later count update do, in one statement fewer:
+    the ``UPDATE`` takes the row lock, then one read, a statement of its own
+    after the lock is held (so it sees a run committed while this one
+    waited), returns the count and the active run together.
     Raises ``ConversationBusy`` and ``Conversation.DoesNotExist`` as ``_lock``.
     """
     if not Conversation.objects.filter(pk=conversation_id).update(
