@@ -1,8 +1,10 @@
 """Read a 1,000-message history page by page through the API.
 
-Prints requests per second and latency per page for the message list
-endpoint against a baseline view that returns the same rows, paged the same
-way, with ``values()`` and ``JsonResponse``; then the ratio. Both go through
+Prints requests per second, latency per page and the cost per message of the
+whole history for the message list endpoint against a baseline view that
+returns the same rows, paged the same way, with ``values()`` and
+``JsonResponse``; then the ratio. ``--size N`` reads an N-message history
+instead (``--size 5000``: the cost per message of a long one). Both go through
 the same middleware, session authentication and owner check, in process
 (Django's test client). Runs on the demo project's database settings
 (``DATABASE_URL`` for PostgreSQL) in a throwaway test database.
@@ -38,7 +40,7 @@ from llm_conversations.api.representations import MESSAGE_COLUMNS
 from llm_conversations.conversations import create_conversation
 from llm_conversations.models import Conversation, Message
 
-SIZE = 1000
+SIZE = int(sys.argv[sys.argv.index("--size") + 1]) if "--size" in sys.argv else 1000
 
 
 def baseline(request: HttpRequest, pk: str) -> JsonResponse:
@@ -107,7 +109,7 @@ def report(name: str, best: float, latencies: list[float]) -> None:
         f"  {name:<9} {len(latencies) / sum(latencies):7.0f} req/s   "
         f"latency mean {statistics.mean(latencies) * 1000:6.2f} ms  "
         f"p50 {statistics.median(latencies) * 1000:6.2f} ms  p95 {p95 * 1000:6.2f} ms   "
-        f"whole history {best * 1000:7.1f} ms"
+        f"whole history {best * 1000:7.1f} ms ({best / SIZE * 1000:.3f} ms per message)"
     )
 
 
@@ -125,7 +127,7 @@ def main() -> None:
             base_url = f"/baseline/{conversation.pk}/"
             print(f"database: {connection.vendor}; {SIZE:,} messages read page by page")
             for limit in (20, 100):
-                rounds = 10
+                rounds = max(2, 10_000 // SIZE)
                 for url in (api_url, base_url):  # warm up both
                     read_all(client, url, limit, [])
                 base, base_latencies = measure(
@@ -134,7 +136,7 @@ def main() -> None:
                 ours, api_latencies = measure(
                     lambda lat, limit=limit: read_all(client, api_url, limit, lat), rounds
                 )
-                print(f"limit={limit} ({SIZE // limit} pages):")
+                print(f"limit={limit} ({-(-SIZE // limit)} pages):")
                 report("baseline", base, base_latencies)
                 report("API", ours, api_latencies)
                 print(f"  ratio (API / baseline, whole history): {ours / base:.2f}x")

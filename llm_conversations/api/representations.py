@@ -13,7 +13,8 @@ from typing import Any
 from llm_conversations.conf import conf
 from llm_conversations.core.messages import Reasoning, Role
 from llm_conversations.core.model_info import cost_text
-from llm_conversations.models import Message, chat_message_from_row
+from llm_conversations.core.stored_rows import chat_message_from_checked_row
+from llm_conversations.models import Message
 
 __all__ = [
     "MESSAGE_COLUMNS",
@@ -63,7 +64,7 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
     (images and files by ``attachment_id``; ``attachments/{id}/`` describes
     each). ``reasoning`` is the reasoning text of the turn (:func:`shown_reasoning`).
     """
-    message = chat_message_from_row(
+    message = chat_message_from_checked_row(
         row["role"],
         row["content"],
         row["tool_calls"],

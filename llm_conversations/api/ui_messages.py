@@ -27,6 +27,7 @@ from django.urls import reverse
 from llm_conversations.api.ai_sdk import reasoning_part_id, run_metadata
 from llm_conversations.api.representations import shown_reasoning
 from llm_conversations.core.messages import ChatMessage, Role
+from llm_conversations.core.stored_rows import chat_message_from_checked_row
 from llm_conversations.models import (
     Attachment,
     Conversation,
@@ -36,7 +37,6 @@ from llm_conversations.models import (
     RunEventType,
     RunStatus,
     WaitReason,
-    chat_message_from_row,
 )
 
 __all__ = ["UI_MESSAGE_ID", "active_stretch", "ui_messages"]
@@ -194,7 +194,7 @@ def _assistant(message_id: str, run: Run | None) -> dict[str, Any]:
 def _turn_parts(
     row: dict[str, Any], results: dict[str | None, dict[str, Any]], run: Run | None
 ) -> list[dict[str, Any]]:
-    message: ChatMessage = chat_message_from_row(
+    message: ChatMessage = chat_message_from_checked_row(
         row["role"],
         row["content"],
         row["tool_calls"],

@@ -29,6 +29,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Exists, OuterRef, QuerySet
 
 from llm_conversations.core.messages import ChatMessage, Role
+from llm_conversations.core.stored_rows import chat_message_from_checked_row
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.models import (
     MESSAGE_COLUMNS,
@@ -38,7 +39,6 @@ from llm_conversations.models import (
     MessageAttachment,
     Rating,
     Run,
-    chat_message_from_row,
 )
 from llm_conversations.users import User
 
@@ -220,7 +220,7 @@ def _run_record(run: Run) -> dict[str, Any]:
 
 
 def _chat(row: Mapping[str, Any]) -> ChatMessage:
-    return chat_message_from_row(*(row[name] for name in MESSAGE_COLUMNS))
+    return chat_message_from_checked_row(*(row[name] for name in MESSAGE_COLUMNS))
 
 
 # What an export says of each attachment a message shows: a reference, never

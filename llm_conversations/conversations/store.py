@@ -19,7 +19,7 @@ from functools import partial
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Subquery
+from django.db.models import Exists, F, OuterRef, Subquery
 from django.utils import timezone
 
 from llm_conversations.conversations.attachments import check_references, link_attachments
@@ -39,12 +39,12 @@ from llm_conversations.exceptions import ConversationBusy, ForkError
 from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,
     MAX_ID_CHARS,
-    MESSAGE_COLUMNS,
     Conversation,
     Message,
     Run,
     TitleSource,
-    chat_message_from_row,
+    chat_messages_of,
+    conversation_messages,
 )
 from llm_conversations.signals import message_appended
 from llm_conversations.users import User
@@ -99,12 +99,7 @@ def create_conversation(
 
 def load_messages(conversation: ConversationRef) -> list[ChatMessage]:
     """The whole conversation as value objects, in order, in one query."""
-    rows = (
-        Message.objects.filter(conversation_id=conversation_pk(conversation))
-        .order_by("position")
-        .values_list(*MESSAGE_COLUMNS)
-    )
-    return [chat_message_from_row(*row) for row in rows]
+    return conversation_messages(conversation_pk(conversation))
 
 
 def _tail(conversation_id: uuid.UUID, before: int | None = None) -> list[ChatMessage]:
@@ -118,14 +113,11 @@ def _tail(conversation_id: uuid.UUID, before: int | None = None) -> list[ChatMes
         .order_by("-position")
         .values("position")[:1]
     )
-    rows = (
+    return chat_messages_of(
         Message.objects.filter(
             conversation_id=conversation_id, position__gte=Subquery(last_assistant), **earlier
-        )
-        .order_by("position")
-        .values_list(*MESSAGE_COLUMNS)
+        ).order_by("position")
     )
-    return [chat_message_from_row(*row) for row in rows]
 
 
 def pending_tool_call_ids(conversation: ConversationRef) -> tuple[str, ...]:
@@ -158,11 +150,43 @@ def _lock(conversation_id: uuid.UUID, run: Run | None) -> int:
         .values_list("pk", flat=True)
         .first()
     )
+    _refuse_busy(active, run)
+    return count
+
+
+def _count_in(conversation_id: uuid.UUID, run: Run | None, adding: int) -> int:
+    """Lock the conversation row by counting ``adding`` new messages, and return
+    the count before them; the caller inserts them in the same transaction,
+    which undoes the count if anything fails.
+
+    What :func:`_lock` and a later count update do, in one statement fewer:
+    the ``UPDATE`` takes the row lock, then one read, a statement of its own
+    after the lock is held (so it sees a run committed while this one
+    waited), returns the count and the active run together.
+    Raises ``ConversationBusy`` and ``Conversation.DoesNotExist`` as ``_lock``.
+    """
+    if not Conversation.objects.filter(pk=conversation_id).update(
+        message_count=F("message_count") + adding, updated_at=timezone.now()
+    ):
+        raise Conversation.DoesNotExist("Conversation matching query does not exist.")
+    active_run = Run.objects.filter(
+        conversation_id=OuterRef("pk"), status__in=ACTIVE_RUN_STATUSES
+    ).values("pk")[:1]
+    count, active = (
+        Conversation.objects.filter(pk=conversation_id)
+        .annotate(active=Subquery(active_run))
+        .values_list("message_count", "active")
+        .get()
+    )
+    _refuse_busy(active, run)
+    return int(count) - adding
+
+
+def _refuse_busy(active: uuid.UUID | None, run: Run | None) -> None:
     if active is not None and (run is None or run.pk != active):
         raise ConversationBusy(
             "another run of this conversation is still active; wait for it or cancel it."
         )
-    return count
 
 
 def lock_idle_conversation(conversation: ConversationRef) -> int:
@@ -230,12 +254,15 @@ def _append(
     if locked is not None:
         count = locked
         rows = _insert_after_tail(conversation_id, count, items)
+        Conversation.objects.filter(pk=conversation_id).update(
+            message_count=count + len(rows), updated_at=timezone.now()
+        )
     elif history is not None and run is not None:
         count = len(history)
         rows = _append_known(conversation_id, items, run, history)
     if rows is None:
         with transaction.atomic():
-            count = _lock(conversation_id, run)
+            count = _count_in(conversation_id, run, len(items))
             rows = _insert_after_tail(conversation_id, count, items)
     if isinstance(conversation, Conversation):
         conversation.message_count = count + len(rows)
@@ -252,15 +279,11 @@ def _insert_after_tail(
     conversation_id: uuid.UUID, count: int, items: Sequence[tuple[ChatMessage, dict[str, Any]]]
 ) -> list[Message]:
     """Under the conversation's lock (``count`` messages): check the new turns
-    against the stored tail, insert them and count them."""
+    against the stored tail and insert them."""
     check_sequence(
         [message for message, _ in items], pending=unanswered_tool_call_ids(_tail(conversation_id))
     )
-    rows = _insert(conversation_id, count, items)
-    Conversation.objects.filter(pk=conversation_id).update(
-        message_count=count + len(rows), updated_at=timezone.now()
-    )
-    return rows
+    return _insert(conversation_id, count, items)
 
 
 def _insert(

@@ -1,6 +1,7 @@
 """The app's models: conversations with their messages and attachments, runs of the tool
 loop, feedback, webhooks, share links."""
 
+from llm_conversations.core.stored_rows import chat_message_from_row
 from llm_conversations.models.attachments import Attachment, MessageAttachment, PartKind
 from llm_conversations.models.conversations import (
     MAX_ID_CHARS,
@@ -10,11 +11,11 @@ from llm_conversations.models.conversations import (
     Conversation,
     Message,
     TitleSource,
-    chat_message_from_row,
 )
 from llm_conversations.models.decisions import MAX_REASON_CHARS, ToolDecision
 from llm_conversations.models.feedback import MAX_COMMENT_CHARS, Feedback, Rating
 from llm_conversations.models.idempotency import IdempotencyKey
+from llm_conversations.models.message_rows import chat_messages_of, conversation_messages
 from llm_conversations.models.run_events import RunEvent, RunEventType
 from llm_conversations.models.runs import (
     ACTIVE_RUN_STATUSES,
@@ -68,4 +69,6 @@ __all__ = [
     "WebhookEndpoint",
     "WebhookEvent",
     "chat_message_from_row",
+    "chat_messages_of",
+    "conversation_messages",
 ]

@@ -23,8 +23,9 @@ from django.utils.translation import gettext_lazy as _
 
 from llm_conversations.core.completions import FinishReason
 from llm_conversations.core.content_parts import PART_ROLES
-from llm_conversations.core.messages import ChatMessage, InvalidMessage, Role, ToolCall
+from llm_conversations.core.messages import ChatMessage, InvalidMessage, Role
 from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS
+from llm_conversations.core.stored_rows import chat_message_from_row
 from llm_conversations.models.expressions import JSONTypeOf
 
 
@@ -344,45 +345,3 @@ class Message(models.Model):
                     )
                 }
             )
-
-
-def chat_message_from_row(
-    role: str,
-    content: str,
-    tool_calls: list[dict[str, Any]] | None,
-    tool_call_id: str | None,
-    is_error: bool,
-    content_parts: list[dict[str, Any]] | None = None,
-    reasoning: list[dict[str, Any]] | None = None,
-) -> ChatMessage:
-    """Build the value object from stored columns (in ``MESSAGE_COLUMNS`` order).
-
-    ``content_parts``, when set, is the message's content (its text column
-    is derived from it); ``reasoning`` the stored reasoning parts.
-
-    Stored calls are in ``ToolCall.to_stored()`` form, so they take a direct path;
-    a row of any other shape goes through ``from_dict`` for its precise error.
-    Long histories are loaded through here, hence the fast path.
-    """
-    calls: tuple[ToolCall, ...] | None = None
-    if tool_calls is not None:
-        try:
-            calls = tuple(
-                ToolCall(call["id"], call["function"]["name"], arguments, call["type"])
-                if type(arguments := call["function"]["arguments"]) is dict
-                else ToolCall.from_dict(call)
-                for call in tool_calls
-            )
-        except (KeyError, TypeError):
-            return ChatMessage.from_dict(
-                {
-                    "role": role,
-                    "content": content if content_parts is None else content_parts,
-                    "tool_calls": tool_calls,
-                    "tool_call_id": tool_call_id,
-                    "is_error": is_error,
-                    "reasoning": reasoning,
-                }
-            )
-    content_value: Any = content if content_parts is None else content_parts
-    return ChatMessage(role, content_value, calls, tool_call_id, is_error, reasoning=reasoning)  # type: ignore[arg-type]

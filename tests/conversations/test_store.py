@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -49,6 +53,73 @@ def test_loading_is_one_query(history: list[ChatMessage]) -> None:
     with CaptureQueriesContext(connection) as queries:
         load_messages(conversation.pk)
     assert len(queries) == 1
+
+
+@contextmanager
+def checks_off() -> Iterator[None]:
+    """Let the test write rows past the database's constraints and triggers, as a
+    restore without them or a hand-made fix might (undone with the test's transaction)."""
+    table = Message._meta.db_table
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("PRAGMA ignore_check_constraints = ON")
+            cursor.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = %s", [table]
+            )
+            for (name,) in cursor.fetchall():
+                cursor.execute(f'DROP TRIGGER "{name}"')
+        else:
+            # Deferred foreign key checks would keep the table from being altered.
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            cursor.execute("SET LOCAL session_replication_role = replica")  # no triggers
+            cursor.execute(
+                "SELECT conname FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'c'",
+                [table],
+            )
+            for (name,) in cursor.fetchall():
+                cursor.execute(f'ALTER TABLE "{table}" DROP CONSTRAINT "{name}"')
+    try:
+        yield
+    finally:
+        if connection.vendor == "sqlite":
+            with connection.cursor() as cursor:
+                cursor.execute("PRAGMA ignore_check_constraints = OFF")
+
+
+CALL: dict[str, Any] = {"id": "a", "type": "function", "function": {"name": "f", "arguments": {}}}
+CORRUPTIONS: dict[str, tuple[int, dict[str, Any]]] = {
+    # code: (position of the row, columns written past the database's checks)
+    "invalid_role": (0, {"role": "robot"}),
+    "missing_content": (0, {"content": ""}),
+    "tool_calls_not_allowed": (0, {"tool_calls": [CALL]}),
+    "tool_call_id_not_allowed": (0, {"tool_call_id": "a"}),
+    "is_error_not_allowed": (0, {"is_error": True}),
+    "invalid_tool_call": (1, {"tool_calls": {"id": "a"}}),
+    "empty_tool_calls": (1, {"tool_calls": []}),
+    "invalid_tool_call_id": (1, {"tool_calls": [{**CALL, "id": ""}]}),
+    "duplicate_tool_call_id": (1, {"tool_calls": [CALL, CALL]}),
+    "missing_tool_call_id": (2, {"tool_call_id": None}),
+    "invalid_content": (2, {"content_parts": {"type": "text", "text": "x"}}),
+}
+
+
+@pytest.mark.parametrize(("code", "corruption"), CORRUPTIONS.items(), ids=list(CORRUPTIONS))
+def test_a_row_stored_past_the_databases_checks_raises_on_load(
+    code: str, corruption: tuple[int, dict[str, Any]]
+) -> None:
+    conversation = create_conversation(
+        messages=[
+            ChatMessage.user("hi"),
+            ChatMessage.assistant_tool_calls([ToolCall("a", "f")]),
+            ChatMessage.tool_result("a", "1"),
+        ]
+    )
+    position, columns = corruption
+    with checks_off():
+        Message.objects.filter(conversation=conversation, position=position).update(**columns)
+    with pytest.raises(InvalidMessage) as info:
+        load_messages(conversation)
+    assert info.value.code == code
 
 
 def test_an_invalid_sequence_stores_nothing() -> None:
@@ -125,8 +196,11 @@ def test_unknown_conversation_raises_does_not_exist() -> None:
         append_messages("00000000-0000-0000-0000-000000000000", [ChatMessage.user("x")])
 
 
+TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE SAVEPOINT")
+
+
 def test_append_costs_the_same_at_any_history_length() -> None:
-    def append_queries(history_length: int) -> int:
+    def append_statements(history_length: int) -> list[str]:
         conversation = create_conversation(
             messages=[
                 ChatMessage.user(f"m{i}") if i % 2 == 0 else ChatMessage.assistant("a")
@@ -135,13 +209,29 @@ def test_append_costs_the_same_at_any_history_length() -> None:
         )
         with CaptureQueriesContext(connection) as queries:
             append_messages(conversation, [ChatMessage.user("next")])
-        return len(queries)
+        return [q["sql"] for q in queries]
 
-    short, long = append_queries(2), append_queries(200)
-    # Lock the conversation, check for an active run, read the tail, insert, update
-    # the count (+ savepoint/commit).
-    assert short == long
-    assert long <= 7
+    short, long = append_statements(2), append_statements(200)
+    assert len(short) == len(long)
+    # Count the new turn in (the UPDATE takes the lock), read the count and the
+    # active run, read the tail, insert; in a savepoint and its release.
+    statements = [sql for sql in long if not sql.startswith(TRANSACTION_CONTROL)]
+    assert [sql.split()[0] for sql in statements] == ["UPDATE", "SELECT", "SELECT", "INSERT"]
+    assert len(long) == 6
+
+
+def test_a_refused_append_leaves_the_count_as_it_was() -> None:
+    conversation = create_conversation(messages=[ChatMessage.user("hi")])
+    run = Run.objects.create(conversation=conversation, status=RunStatus.RUNNING)
+    with pytest.raises(ConversationBusy):
+        append_messages(conversation, [ChatMessage.assistant("late")])
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.COMPLETED)
+    with pytest.raises(InvalidMessage) as info:
+        append_messages(conversation.pk, [ChatMessage.tool_result("x", "1")])
+    assert info.value.code == "unexpected_tool_result"
+    conversation.refresh_from_db()
+    assert conversation.message_count == Message.objects.filter(conversation=conversation).count()
+    assert conversation.message_count == 1
 
 
 @requires_postgresql
