@@ -38,6 +38,8 @@ One function per concern, each id stable:
   endpoint breaking the rules of
   :func:`llm_conversations.runs.webhooks.endpoint_problems` (the secret is never
   quoted), E081 ``WEBHOOK_ALLOWED_HOSTS`` neither ``None`` nor a list of host names.
+- :func:`check_trash`: E090 ``TRASH_RETENTION_DAYS`` neither ``None`` nor a
+  positive integer.
 """
 
 from __future__ import annotations
@@ -492,6 +494,21 @@ def check_webhooks(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             )
         )
     return errors
+
+
+def check_trash(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E090 ``TRASH_RETENTION_DAYS`` neither ``None`` nor a positive integer."""
+    days = raw_setting("TRASH_RETENTION_DAYS")
+    if _is_optional_positive_integer(days):
+        return []
+    return [
+        Error(
+            "LLM_CONVERSATIONS['TRASH_RETENTION_DAYS'] must be None or a positive integer; "
+            f"got {days!r}.",
+            hint="None keeps trashed conversations until they are deleted for good.",
+            id="llm_conversations.E090",
+        )
+    ]
 
 
 def _policy_problem(path: object) -> str | None:

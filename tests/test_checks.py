@@ -23,6 +23,7 @@ from llm_conversations.checks import (
     check_run_limits,
     check_settings,
     check_tools,
+    check_trash,
     check_webhooks,
 )
 from llm_conversations.providers import registry as provider_registry
@@ -97,6 +98,7 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.E074": ({"ORPHAN_ATTACHMENT_HOURS": 0}, True),
     "llm_conversations.E080": ({"WEBHOOKS": {"ops": {"URL": "ftp://x", "SECRET": "s"}}}, True),
     "llm_conversations.E081": ({"WEBHOOK_ALLOWED_HOSTS": "127.0.0.1"}, True),
+    "llm_conversations.E090": ({"TRASH_RETENTION_DAYS": 0}, True),
     "llm_conversations.E008": ({"TELEMETRY_CAPTURE_CONTENT": "false"}, True),
 }
 
@@ -121,6 +123,7 @@ def without_sdk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         check_run_limits,
         check_attachments,
         check_webhooks,
+        check_trash,
     ],
 )
 def test_each_check_is_registered(check: Any) -> None:

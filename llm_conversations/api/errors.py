@@ -78,6 +78,7 @@ _STATUS_BY_CODE = {
     "too_many_active_runs": 429,
     "budget_exceeded": 429,
     "conversation_busy": 409,
+    "conversation_trashed": 409,
     "run_not_waiting": 409,
     "run_not_active": 409,
     "run_not_failed": 409,

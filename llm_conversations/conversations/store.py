@@ -35,7 +35,7 @@ from llm_conversations.core.messages import (
     unanswered_tool_call_ids,
 )
 from llm_conversations.core.text import json_problem
-from llm_conversations.exceptions import ConversationBusy, ForkError
+from llm_conversations.exceptions import ConversationBusy, ConversationTrashed, ForkError
 from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,
     MAX_ID_CHARS,
@@ -61,6 +61,7 @@ __all__ = [
     "fork_conversation",
     "fork_title",
     "insert_history",
+    "load_history",
     "load_messages",
     "lock_idle_conversation",
     "pending_tool_call_ids",
@@ -98,12 +99,24 @@ def create_conversation(
 
 def load_messages(conversation: ConversationRef) -> list[ChatMessage]:
     """The whole conversation as value objects, in order, in one query."""
+    return load_history(conversation)[0]
+
+
+def load_history(conversation: ConversationRef) -> tuple[list[ChatMessage], frozenset[int]]:
+    """The whole conversation as value objects, in order, and the positions of
+    its hidden messages (the model is not sent them), in one query."""
     rows = (
         Message.objects.filter(conversation_id=conversation_pk(conversation))
         .order_by("position")
-        .values_list(*MESSAGE_COLUMNS)
+        .values_list("hidden_at", *MESSAGE_COLUMNS)
     )
-    return [chat_message_from_row(*row) for row in rows]
+    history: list[ChatMessage] = []
+    hidden: set[int] = set()
+    for hidden_at, *columns in rows:
+        if hidden_at is not None:
+            hidden.add(len(history))
+        history.append(chat_message_from_row(*columns))
+    return history, frozenset(hidden)
 
 
 def _tail(conversation_id: uuid.UUID, before: int | None = None) -> list[ChatMessage]:
@@ -132,20 +145,24 @@ def pending_tool_call_ids(conversation: ConversationRef) -> tuple[str, ...]:
     return unanswered_tool_call_ids(_tail(conversation_pk(conversation)))
 
 
-def _lock(conversation_id: uuid.UUID, run: Run | None) -> int:
+def _lock(conversation_id: uuid.UUID, run: Run | None, *, trashed: bool = False) -> int:
     """Lock the conversation row and return its message count.
 
-    Raises ``ConversationBusy`` when a run is active, unless ``run`` is that run.
+    Raises ``ConversationTrashed`` for a conversation in the trash (unless
+    ``trashed``), and ``ConversationBusy`` when a run is active, unless ``run``
+    is that run.
     The row lock serialises appenders of one conversation (PostgreSQL); on
     SQLite the IMMEDIATE transaction mode does the same. The active run is
     read by a statement of its own, after the lock is held, so it sees a run
     committed while this one waited.
     """
-    count = (
+    count, trashed_at = (
         Conversation.objects.select_for_update()
-        .values_list("message_count", flat=True)
+        .values_list("message_count", "trashed_at")
         .get(pk=conversation_id)
     )
+    if trashed_at is not None and not trashed:
+        raise ConversationTrashed()
     active = (
         Run.objects.filter(conversation_id=conversation_id, status__in=ACTIVE_RUN_STATUSES)
         .values_list("pk", flat=True)
@@ -158,9 +175,10 @@ def _lock(conversation_id: uuid.UUID, run: Run | None) -> int:
     return count
 
 
-def lock_idle_conversation(conversation: ConversationRef) -> int:
+def lock_idle_conversation(conversation: ConversationRef, *, trashed: bool = False) -> int:
     """In a transaction: lock the conversation row, refusing it while a run is
-    active, and return its message count (for :func:`append_locked`).
+    active or, unless ``trashed``, while it is in the trash
+    (``ConversationTrashed``), and return its message count (for :func:`append_locked`).
 
     ``ToolLoopService.start`` takes this lock before inserting a run, so
     concurrent starts of one conversation are serialised and every one but
@@ -168,7 +186,7 @@ def lock_idle_conversation(conversation: ConversationRef) -> int:
     ``Conversation.DoesNotExist`` when the conversation is gone.
     """
     try:
-        return _lock(conversation_pk(conversation), None)
+        return _lock(conversation_pk(conversation), None, trashed=trashed)
     except ConversationBusy:
         # The message a refused start has always had.
         raise ConversationBusy() from None
@@ -407,13 +425,14 @@ def append_cancelled_reply(conversation: ConversationRef, text: str, *, run: Run
 
 
 def delete_conversation(conversation: ConversationRef) -> None:
-    """Delete a conversation with its messages and runs; refused while a run is active.
+    """Delete a conversation for good with its messages and runs, from the trash
+    or not; refused while a run is active.
 
     Raises ``ConversationBusy`` or ``Conversation.DoesNotExist``.
     """
     conversation_id = conversation_pk(conversation)
     with transaction.atomic():
-        _lock(conversation_id, None)
+        _lock(conversation_id, None, trashed=True)
         Conversation.objects.filter(pk=conversation_id).delete()
 
 
