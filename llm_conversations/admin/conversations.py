@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -295,7 +296,11 @@ class ConversationAdmin(_ModelAdmin):
     # Actions -------------------------------------------------------------------
 
     def _each(
-        self, request: HttpRequest, queryset: QuerySet[Conversation], change: Any, done: str
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[Conversation],
+        change: Callable[[Conversation], object],
+        done: str,
     ) -> None:
         """Apply ``change`` to each selected conversation; report how many it
         changed and each it refused (a run active, or in the trash)."""

@@ -98,7 +98,8 @@ def active_stretch(conversation: Conversation) -> tuple[Run, int] | None:
 def ui_messages(
     conversation: Conversation, content_url: Callable[[str], str] | None = None
 ) -> list[dict[str, Any]]:
-    """The conversation's turns as UI messages, in order; at most five queries.
+    """The conversation's turns as UI messages, in order, less the hidden ones;
+    at most five queries.
 
     ``content_url(attachment_id)`` makes a file part's ``url`` absolute (a
     request's ``build_absolute_uri`` applied to the path); the path otherwise.
