@@ -28,6 +28,7 @@ class LLMConversationsConfig(AppConfig):
         register(Tags.compatibility)(checks.check_attachments)
         register(Tags.compatibility)(checks.check_webhooks)
         register(Tags.compatibility)(checks.check_share_links)
+        register(Tags.compatibility)(checks.check_trash)
         # Work that must not delay a response (automatic titles) runs after it.
         request_started.connect(
             after_response.open_scope,

@@ -42,6 +42,8 @@ One function per concern, each id stable:
   :func:`llm_conversations.runs.webhooks.endpoint_problems` (the secret is never
   quoted), E081 ``WEBHOOK_ALLOWED_HOSTS`` neither ``None`` nor a list of host names.
 - :func:`check_share_links`: E090 ``SHARE_RATE`` neither ``None`` nor a DRF rate.
+- :func:`check_trash`: E091 ``TRASH_RETENTION_DAYS`` neither ``None`` nor a
+  positive integer.
 """
 
 from __future__ import annotations
@@ -504,6 +506,21 @@ def _rate_errors(name: str, check_id: str) -> list[CheckMessage]:
         return []
     message = f"LLM_CONVERSATIONS[{name!r}] must be None or a rate such as '20/min'; got {rate!r}."
     return [Error(message, id=check_id)]
+
+
+def check_trash(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E091 ``TRASH_RETENTION_DAYS`` neither ``None`` nor a positive integer."""
+    days = raw_setting("TRASH_RETENTION_DAYS")
+    if _is_optional_positive_integer(days):
+        return []
+    return [
+        Error(
+            "LLM_CONVERSATIONS['TRASH_RETENTION_DAYS'] must be None or a positive integer; "
+            f"got {days!r}.",
+            hint="None keeps trashed conversations until they are deleted for good.",
+            id="llm_conversations.E091",
+        )
+    ]
 
 
 def _policy_problem(path: object) -> str | None:

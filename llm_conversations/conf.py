@@ -55,6 +55,9 @@ DEFAULTS: dict[str, Any] = {
     # Days a conversation may stay idle (no new message) before it is purged;
     # None keeps conversations forever.
     "CONVERSATION_RETENTION_DAYS": None,
+    # Days a trashed conversation is kept (restorable) before it is purged;
+    # None keeps the trash until it is emptied by hand.
+    "TRASH_RETENTION_DAYS": 30,
     # Seconds between keep-alive comments of an event stream waiting for events.
     "SSE_HEARTBEAT_SECONDS": 15,
     # Seconds an Idempotency-Key is remembered.
@@ -227,6 +230,7 @@ class Settings:
     RUN_START_WAIT_SECONDS: _Setting[float] = _Setting(float)
     EVENT_RETENTION_DAYS: _Setting[int] = _Setting(int)
     CONVERSATION_RETENTION_DAYS: _Setting[int | None] = _Setting(_optional(int))
+    TRASH_RETENTION_DAYS: _Setting[int | None] = _Setting(_optional(int))
     SSE_HEARTBEAT_SECONDS: _Setting[float] = _Setting(float)
     IDEMPOTENCY_KEY_TTL: _Setting[int] = _Setting(int)
     MAX_MESSAGE_CHARS: _Setting[int] = _Setting(int)

@@ -17,6 +17,7 @@ __all__ = [
     "CallInterrupted",
     "ContextOverflow",
     "ConversationBusy",
+    "ConversationTrashed",
     "FeedbackError",
     "ForkError",
     "IdempotencyKeyError",
@@ -115,6 +116,15 @@ class ConversationBusy(LLMConversationsError):
 
     def __init__(self, message: str = "another run of this conversation is still active.") -> None:
         super().__init__("conversation_busy", message)
+
+
+class ConversationTrashed(LLMConversationsError):
+    """The conversation is in the trash: it is read-only until it is restored."""
+
+    def __init__(
+        self, message: str = "the conversation is in the trash; restore it to change it."
+    ) -> None:
+        super().__init__("conversation_trashed", message)
 
 
 class ServerBusy(LLMConversationsError):

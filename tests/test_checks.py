@@ -24,6 +24,7 @@ from llm_conversations.checks import (
     check_settings,
     check_share_links,
     check_tools,
+    check_trash,
     check_webhooks,
 )
 from llm_conversations.providers import registry as provider_registry
@@ -116,6 +117,7 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.E080": ({"WEBHOOKS": {"ops": {"URL": "ftp://x", "SECRET": "s"}}}, True),
     "llm_conversations.E081": ({"WEBHOOK_ALLOWED_HOSTS": "127.0.0.1"}, True),
     "llm_conversations.E090": ({"SHARE_RATE": "60 a minute"}, True),
+    "llm_conversations.E091": ({"TRASH_RETENTION_DAYS": 0}, True),
     "llm_conversations.E008": ({"TELEMETRY_CAPTURE_CONTENT": "false"}, True),
 }
 
@@ -141,6 +143,7 @@ def without_sdk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         check_attachments,
         check_webhooks,
         check_share_links,
+        check_trash,
     ],
 )
 def test_each_check_is_registered(check: Any) -> None:

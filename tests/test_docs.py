@@ -40,6 +40,7 @@ from llm_conversations.checks import (
     check_settings,
     check_share_links,
     check_tools,
+    check_trash,
     check_webhooks,
 )
 
@@ -122,6 +123,7 @@ def app_check_errors(llm_conversations: Any) -> list[CheckMessage]:
             *check_attachments(),
             *check_webhooks(),
             *check_share_links(),
+            *check_trash(),
         ]
     return [message for message in messages if message.level >= ERROR]
 

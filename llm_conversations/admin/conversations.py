@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from django.utils.translation import gettext_lazy as _
 from llm_conversations.admin.filters import (
     FeedbackFilter,
     HasToolCallsFilter,
+    LifecycleFilter,
     RoleFilter,
     RunStateFilter,
     ToolErrorFilter,
@@ -27,8 +29,15 @@ from llm_conversations.admin.filters import (
 from llm_conversations.admin.transcript import shown_attachments, summarise_runs, transcript
 from llm_conversations.admin.usage import usage_view
 from llm_conversations.conversations.costs import with_cost
+from llm_conversations.conversations.lifecycle import (
+    archive_conversation,
+    restore_conversation,
+    trash_conversation,
+    unarchive_conversation,
+)
 from llm_conversations.conversations.search import unquote_term
 from llm_conversations.core.model_info import cost_text
+from llm_conversations.exceptions import LLMConversationsError
 from llm_conversations.models import (
     Attachment,
     Conversation,
@@ -72,11 +81,14 @@ class ConversationAdmin(_ModelAdmin):
         "run_count",
         "cost",
         "last_run",
+        "state",
         "created_at",
         "updated_at",
     )
     list_select_related = ("owner",)
+    actions = ("archive", "unarchive", "trash", "restore")
     list_filter = (
+        LifecycleFilter,
         RunStateFilter,
         RoleFilter,
         HasToolCallsFilter,
@@ -99,6 +111,8 @@ class ConversationAdmin(_ModelAdmin):
         "message_count",
         "lineage",
         "fork_list",
+        "archived_at",
+        "trashed_at",
         "created_at",
         "updated_at",
     )
@@ -111,6 +125,8 @@ class ConversationAdmin(_ModelAdmin):
         "message_count",
         "lineage",
         "fork_list",
+        "archived_at",
+        "trashed_at",
         "created_at",
         "updated_at",
     )
@@ -269,6 +285,50 @@ class ConversationAdmin(_ModelAdmin):
                 )
             )
         return format_html_join(", ", "{}", ((link,) for link in links))
+
+    @admin.display(description=_("state"))
+    def state(self, obj: Conversation) -> str:
+        """In the trash, archived, or nothing (in the list)."""
+        if obj.trashed_at is not None:
+            return gettext("in the trash")
+        return gettext("archived") if obj.archived_at is not None else ""
+
+    # Actions -------------------------------------------------------------------
+
+    def _each(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[Conversation],
+        change: Callable[[Conversation], object],
+        done: str,
+    ) -> None:
+        """Apply ``change`` to each selected conversation; report how many it
+        changed and each it refused (a run active, or in the trash)."""
+        changed = 0
+        for conversation in queryset:
+            try:
+                change(conversation)
+            except LLMConversationsError as exc:
+                self.message_user(request, f"{conversation}: {exc.message}", level="warning")
+            else:
+                changed += 1
+        self.message_user(request, done % {"count": changed})
+
+    @admin.action(description=_("Archive selected conversations"))
+    def archive(self, request: HttpRequest, queryset: QuerySet[Conversation]) -> None:
+        self._each(request, queryset, archive_conversation, gettext("%(count)d archived."))
+
+    @admin.action(description=_("Unarchive selected conversations"))
+    def unarchive(self, request: HttpRequest, queryset: QuerySet[Conversation]) -> None:
+        self._each(request, queryset, unarchive_conversation, gettext("%(count)d unarchived."))
+
+    @admin.action(description=_("Move selected conversations to the trash"))
+    def trash(self, request: HttpRequest, queryset: QuerySet[Conversation]) -> None:
+        self._each(request, queryset, trash_conversation, gettext("%(count)d moved to the trash."))
+
+    @admin.action(description=_("Restore selected conversations from the trash"))
+    def restore(self, request: HttpRequest, queryset: QuerySet[Conversation]) -> None:
+        self._each(request, queryset, restore_conversation, gettext("%(count)d restored."))
 
     def save_model(self, request: HttpRequest, obj: Conversation, form: Any, change: bool) -> None:
         """A title changed here is a person's: automatic titles never replace it."""

@@ -147,3 +147,26 @@ class FeedbackFilter(RelatedChoicesFilter):
 
     def related(self, condition: Q) -> Exists:
         return Exists(Feedback.objects.filter(condition, message__conversation=OuterRef("pk")))
+
+
+class LifecycleFilter(admin.SimpleListFilter):
+    """Conversations by their place in their life: in the list, archived, in the trash."""
+
+    title = _("state")
+    parameter_name = "state"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, StrOrPromise]]:
+        return [
+            ("active", _("in the list")),
+            ("archived", _("archived")),
+            ("trashed", _("in the trash")),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any] | None:
+        if self.value() == "active":
+            return queryset.filter(archived_at__isnull=True, trashed_at__isnull=True)
+        if self.value() == "archived":
+            return queryset.filter(archived_at__isnull=False, trashed_at__isnull=True)
+        if self.value() == "trashed":
+            return queryset.filter(trashed_at__isnull=False)
+        return None

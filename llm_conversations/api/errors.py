@@ -79,6 +79,7 @@ _STATUS_BY_CODE = {
     "budget_exceeded": 429,
     "share_not_found": 404,
     "conversation_busy": 409,
+    "conversation_trashed": 409,
     "run_not_waiting": 409,
     "run_not_active": 409,
     "run_not_failed": 409,

@@ -48,6 +48,8 @@ MESSAGE_COLUMNS = (
     "reasoning_tokens",
     "parsed",
     "cost",
+    "hidden_at",
+    "hidden_reason",
 )
 
 
@@ -102,6 +104,8 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
         else None
     )
     data["cost"] = cost_text(row["cost"]) if assistant else None
+    data["hidden_at"] = row["hidden_at"]
+    data["hidden_reason"] = row["hidden_reason"]
     rating = row.get("feedback_rating")
     data["feedback"] = (
         None if rating is None else {"rating": rating, "comment": row["feedback_comment"]}

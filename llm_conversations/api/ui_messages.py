@@ -98,12 +98,17 @@ def active_stretch(conversation: Conversation) -> tuple[Run, int] | None:
 def ui_messages(
     conversation: Conversation, content_url: Callable[[str], str] | None = None
 ) -> list[dict[str, Any]]:
-    """The conversation's turns as UI messages, in order; at most five queries.
+    """The conversation's turns as UI messages, in order, less the hidden ones;
+    at most five queries.
 
     ``content_url(attachment_id)`` makes a file part's ``url`` absolute (a
     request's ``build_absolute_uri`` applied to the path); the path otherwise.
     """
-    rows = list(conversation.messages.order_by("position").values(*_COLUMNS))
+    # Hidden messages are left out, as they are of what the model sees (a tool
+    # group is hidden whole, so no call loses its result here).
+    rows = list(
+        conversation.messages.filter(hidden_at__isnull=True).order_by("position").values(*_COLUMNS)
+    )
     # Only what the messages show: not the offered tools' schemas or the parameters.
     runs = {run.pk: run for run in Run.objects.filter(conversation=conversation).only(*_RUN_FIELDS)}
     hidden = _current_stretch(conversation)

@@ -118,6 +118,7 @@ _MESSAGE_COLUMNS = (
     "parsed",
     "cost",
     "metadata",
+    "hidden_at",
     "created_at",
 )
 
@@ -324,8 +325,9 @@ def finetune_records(
 def _finetune_record(loaded: _Loaded) -> dict[str, Any] | None:
     """Messages up to the last final answer, with the tools offered; ``None`` when
     there is no final answer, a call names a tool no run offered, or a message
-    shows an attachment."""
-    chat = [_chat(row) for row in loaded.messages]
+    shows an attachment. Hidden messages are left out, as from what the model
+    sees (a tool group is hidden whole)."""
+    chat = [_chat(row) for row in loaded.messages if row["hidden_at"] is None]
     if any(message.parts is not None for message in chat):
         return None  # the fine-tuning form would need the bytes inline
     ends = [i for i, m in enumerate(chat) if m.role is Role.ASSISTANT and not m.tool_calls]

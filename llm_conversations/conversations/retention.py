@@ -12,8 +12,10 @@ transaction, so no lock is held for long and writers carry on in between.
 Conversations idle (no new message) for ``CONVERSATION_RETENTION_DAYS`` are
 purged by :func:`purge_idle_conversations` (``manage.py purge_conversations`` and
 the ``purge_conversations`` task), which then deletes the attachments no
-message shows, after ``ORPHAN_ATTACHMENT_HOURS``, files included, and a user's conversations by
-:func:`delete_user_data`; both go through :func:`delete_conversations`, which
+message shows, after ``ORPHAN_ATTACHMENT_HOURS``, files included; conversations
+in the trash for ``TRASH_RETENTION_DAYS`` by :func:`purge_trashed_conversations`
+(the same command and task); and a user's conversations by
+:func:`delete_user_data`. All go through :func:`delete_conversations`, which
 applies the store's rule in bulk: a conversation with an active run is never
 deleted (see :func:`llm_conversations.conversations.store.delete_conversation`).
 """
@@ -62,7 +64,10 @@ __all__ = [
     "prune_run_events",
     "purge_conversations",
     "purge_idle_conversations",
+    "purge_trashed_conversations",
     "retention_cutoff",
+    "trash_cutoff",
+    "trashed_conversations",
     "without_active_run",
 ]
 
@@ -155,6 +160,15 @@ def conversation_cutoff(now: datetime | None = None, days: int | None = None) ->
     return (now or timezone.now()) - timedelta(days=keep)
 
 
+def trash_cutoff(now: datetime | None = None, days: int | None = None) -> datetime | None:
+    """The moment before which a trashed conversation may go: ``days``
+    (``TRASH_RETENTION_DAYS``) ago, or ``None`` when the trash is kept."""
+    keep = conf.TRASH_RETENTION_DAYS if days is None else days
+    if keep is None:
+        return None
+    return (now or timezone.now()) - timedelta(days=keep)
+
+
 def without_active_run(conversations: QuerySet[Conversation]) -> QuerySet[Conversation]:
     """``conversations`` less those with an active run: the store's delete rule, in bulk."""
     active = Run.objects.filter(conversation_id=OuterRef("pk"), status__in=ACTIVE_RUN_STATUSES)
@@ -164,6 +178,12 @@ def without_active_run(conversations: QuerySet[Conversation]) -> QuerySet[Conver
 def idle_conversations(older_than: datetime) -> QuerySet[Conversation]:
     """Conversations without a new message since before ``older_than`` and no active run."""
     return without_active_run(Conversation.objects.filter(updated_at__lt=older_than))
+
+
+def trashed_conversations(older_than: datetime) -> QuerySet[Conversation]:
+    """Conversations trashed before ``older_than`` (a trashed one has no active run:
+    :func:`~llm_conversations.conversations.lifecycle.trash_conversation` refuses it)."""
+    return without_active_run(Conversation.objects.filter(trashed_at__lt=older_than))
 
 
 def delete_conversations(
@@ -224,6 +244,23 @@ def purge_idle_conversations(
     return replace(deleted, attachments=purge_orphaned_attachments())
 
 
+def purge_trashed_conversations(
+    older_than: datetime | None = None,
+    *,
+    batch_size: int = CONVERSATION_BATCH_SIZE,
+    progress: Callable[[int], None] | None = None,
+) -> Deleted:
+    """Delete the conversations trashed before ``older_than`` (default
+    :func:`trash_cutoff`; none while ``TRASH_RETENTION_DAYS`` is ``None``). One
+    restored while the purge runs is read again under its lock, and stays."""
+    cutoff = trash_cutoff() if older_than is None else older_than
+    if cutoff is None:
+        return Deleted(conversations=0, messages=0)
+    return delete_conversations(
+        trashed_conversations(cutoff), batch_size=batch_size, progress=progress
+    )
+
+
 @dataclass(frozen=True)
 class UserDataDeleted:
     """What :func:`delete_user_data` deleted."""
@@ -275,13 +312,16 @@ def prune_run_events() -> dict[str, int]:
 
 @task()
 def purge_conversations() -> dict[str, int]:
-    """Delete conversations idle for longer than ``CONVERSATION_RETENTION_DAYS``, in
-    batches, never one with an active run; none while it is ``None``; then the
-    orphaned attachments (``ORPHAN_ATTACHMENT_HOURS``). Schedule it daily:
-    :func:`purge_idle_conversations`."""
+    """Delete the conversations in the trash for longer than ``TRASH_RETENTION_DAYS``
+    (:func:`purge_trashed_conversations`), then those idle for longer than
+    ``CONVERSATION_RETENTION_DAYS``, in batches, never one with an active run; none
+    while a setting is ``None``; then the orphaned attachments
+    (``ORPHAN_ATTACHMENT_HOURS``). Schedule it daily: :func:`purge_idle_conversations`."""
+    trashed = purge_trashed_conversations()
     deleted = purge_idle_conversations()
     return {
-        "conversations": deleted.conversations,
-        "messages": deleted.messages,
+        "conversations": deleted.conversations + trashed.conversations,
+        "messages": deleted.messages + trashed.messages,
         "attachments": deleted.attachments,
+        "trashed": trashed.conversations,
     }

@@ -10,7 +10,8 @@ of the text, case-insensitively, without an index or a rank.
 
 User turns, answers and tool results are searched; system turns are not (they
 are instructions, often the same in every conversation), nor tool-call
-arguments. ``docs/feedback-search-titles.md`` describes the differences for users.
+arguments, nor hidden messages (``Message.hidden_at``: kept for audit, not
+part of the conversation any more). ``docs/feedback-search-titles.md`` describes the differences for users.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ def _full_text_match(text: str, path: str = "") -> Q:
 
 
 def matching_messages(rows: QuerySet[Message], text: str) -> QuerySet[Message]:
-    """The messages of ``rows`` that ``text`` finds (all of them for blank text).
+    """The messages of ``rows`` that ``text`` finds (all of them for blank text),
+    never a hidden one.
 
     PostgreSQL: full-text search with web search syntax (``"a phrase"``,
     ``or``, ``-word``). Elsewhere: the content contains every term.
@@ -77,6 +79,7 @@ def matching_messages(rows: QuerySet[Message], text: str) -> QuerySet[Message]:
     terms = search_terms(text)
     if not terms:
         return rows
+    rows = rows.filter(hidden_at__isnull=True)
     if _full_text(rows):
         return rows.filter(_full_text_match(text))
     rows = rows.exclude(role=Role.SYSTEM)
@@ -121,7 +124,10 @@ def order_by_relevance(conversations: QuerySet[Conversation], text: str) -> Quer
     from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
 
     query = SearchQuery(text, config=SEARCH_CONFIG, search_type="websearch")
-    hits = FilteredRelation("messages", condition=_full_text_match(text, "messages__"))
+    hits = FilteredRelation(
+        "messages",
+        condition=_full_text_match(text, "messages__") & Q(messages__hidden_at__isnull=True),
+    )
     rank = SearchRank(SearchVector("search_hit__content", config=SEARCH_CONFIG), query)
     return conversations.annotate(search_hit=hits, search_rank=Max(rank)).order_by(
         F("search_rank").desc(nulls_last=True), "-updated_at"

@@ -35,7 +35,7 @@ from llm_conversations.core.messages import (
     unanswered_tool_call_ids,
 )
 from llm_conversations.core.text import json_problem
-from llm_conversations.exceptions import ConversationBusy, ForkError
+from llm_conversations.exceptions import ConversationBusy, ConversationTrashed, ForkError
 from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,
     MAX_ID_CHARS,
@@ -44,6 +44,7 @@ from llm_conversations.models import (
     Run,
     TitleSource,
     chat_messages_of,
+    conversation_history,
     conversation_messages,
 )
 from llm_conversations.signals import message_appended
@@ -62,6 +63,7 @@ __all__ = [
     "fork_conversation",
     "fork_title",
     "insert_history",
+    "load_history",
     "load_messages",
     "lock_idle_conversation",
     "pending_tool_call_ids",
@@ -102,6 +104,12 @@ def load_messages(conversation: ConversationRef) -> list[ChatMessage]:
     return conversation_messages(conversation_pk(conversation))
 
 
+def load_history(conversation: ConversationRef) -> tuple[list[ChatMessage], frozenset[int]]:
+    """The whole conversation as value objects, in order, and the positions of
+    its hidden messages (the model is not sent them), in one query."""
+    return conversation_history(conversation_pk(conversation))
+
+
 def _tail(conversation_id: uuid.UUID, before: int | None = None) -> list[ChatMessage]:
     """The messages from the last assistant turn on: all the sequence rules need.
 
@@ -131,20 +139,24 @@ def cuts_tool_group(conversation: ConversationRef, count: int) -> bool:
     return bool(unanswered_tool_call_ids(_tail(conversation_pk(conversation), before=count)))
 
 
-def _lock(conversation_id: uuid.UUID, run: Run | None) -> int:
+def _lock(conversation_id: uuid.UUID, run: Run | None, *, trashed: bool = False) -> int:
     """Lock the conversation row and return its message count.
 
-    Raises ``ConversationBusy`` when a run is active, unless ``run`` is that run.
+    Raises ``ConversationTrashed`` for a conversation in the trash (unless
+    ``trashed``), and ``ConversationBusy`` when a run is active, unless ``run``
+    is that run.
     The row lock serialises appenders of one conversation (PostgreSQL); on
     SQLite the IMMEDIATE transaction mode does the same. The active run is
     read by a statement of its own, after the lock is held, so it sees a run
     committed while this one waited.
     """
-    count = (
+    count, trashed_at = (
         Conversation.objects.select_for_update()
-        .values_list("message_count", flat=True)
+        .values_list("message_count", "trashed_at")
         .get(pk=conversation_id)
     )
+    if trashed_at is not None and not trashed:
+        raise ConversationTrashed()
     active = (
         Run.objects.filter(conversation_id=conversation_id, status__in=ACTIVE_RUN_STATUSES)
         .values_list("pk", flat=True)
@@ -163,7 +175,8 @@ def _count_in(conversation_id: uuid.UUID, run: Run | None, adding: int) -> int:
     the ``UPDATE`` takes the row lock, then one read, a statement of its own
     after the lock is held (so it sees a run committed while this one
     waited), returns the count and the active run together.
-    Raises ``ConversationBusy`` and ``Conversation.DoesNotExist`` as ``_lock``.
+    Raises ``ConversationTrashed``, ``ConversationBusy`` and
+    ``Conversation.DoesNotExist`` as ``_lock``.
     """
     if not Conversation.objects.filter(pk=conversation_id).update(
         message_count=F("message_count") + adding, updated_at=timezone.now()
@@ -172,12 +185,14 @@ def _count_in(conversation_id: uuid.UUID, run: Run | None, adding: int) -> int:
     active_run = Run.objects.filter(
         conversation_id=OuterRef("pk"), status__in=ACTIVE_RUN_STATUSES
     ).values("pk")[:1]
-    count, active = (
+    count, active, trashed_at = (
         Conversation.objects.filter(pk=conversation_id)
         .annotate(active=Subquery(active_run))
-        .values_list("message_count", "active")
+        .values_list("message_count", "active", "trashed_at")
         .get()
     )
+    if trashed_at is not None:
+        raise ConversationTrashed()
     _refuse_busy(active, run)
     return int(count) - adding
 
@@ -189,9 +204,10 @@ def _refuse_busy(active: uuid.UUID | None, run: Run | None) -> None:
         )
 
 
-def lock_idle_conversation(conversation: ConversationRef) -> int:
+def lock_idle_conversation(conversation: ConversationRef, *, trashed: bool = False) -> int:
     """In a transaction: lock the conversation row, refusing it while a run is
-    active, and return its message count (for :func:`append_locked`).
+    active or, unless ``trashed``, while it is in the trash
+    (``ConversationTrashed``), and return its message count (for :func:`append_locked`).
 
     ``ToolLoopService.start`` takes this lock before inserting a run, so
     concurrent starts of one conversation are serialised and every one but
@@ -199,7 +215,7 @@ def lock_idle_conversation(conversation: ConversationRef) -> int:
     ``Conversation.DoesNotExist`` when the conversation is gone.
     """
     try:
-        return _lock(conversation_pk(conversation), None)
+        return _lock(conversation_pk(conversation), None, trashed=trashed)
     except ConversationBusy:
         # The message a refused start has always had.
         raise ConversationBusy() from None
@@ -437,13 +453,14 @@ def append_cancelled_reply(conversation: ConversationRef, text: str, *, run: Run
 
 
 def delete_conversation(conversation: ConversationRef) -> None:
-    """Delete a conversation with its messages and runs; refused while a run is active.
+    """Delete a conversation for good with its messages and runs, from the trash
+    or not; refused while a run is active.
 
     Raises ``ConversationBusy`` or ``Conversation.DoesNotExist``.
     """
     conversation_id = conversation_pk(conversation)
     with transaction.atomic():
-        _lock(conversation_id, None)
+        _lock(conversation_id, None, trashed=True)
         Conversation.objects.filter(pk=conversation_id).delete()
 
 

@@ -67,7 +67,9 @@ _UNTITLED = Q(title="") & ~Q(title_source=TitleSource.USER)
 def title_prompt(conversation_id: uuid.UUID | str) -> list[ChatMessage] | None:
     """What the title provider is sent: the instructions, then the first question
     and the first answer with text; ``None`` when there is no question yet."""
-    turns = Message.objects.filter(conversation_id=conversation_id).exclude(content="")
+    turns = Message.objects.filter(conversation_id=conversation_id, hidden_at__isnull=True).exclude(
+        content=""
+    )
     question = (
         turns.filter(role=Role.USER).order_by("position").values_list("content", "position").first()
     )

@@ -15,7 +15,11 @@ from llm_conversations.models.conversations import (
 from llm_conversations.models.decisions import MAX_REASON_CHARS, ToolDecision
 from llm_conversations.models.feedback import MAX_COMMENT_CHARS, Feedback, Rating
 from llm_conversations.models.idempotency import IdempotencyKey
-from llm_conversations.models.message_rows import chat_messages_of, conversation_messages
+from llm_conversations.models.message_rows import (
+    chat_messages_of,
+    conversation_history,
+    conversation_messages,
+)
 from llm_conversations.models.run_events import RunEvent, RunEventType
 from llm_conversations.models.runs import (
     ACTIVE_RUN_STATUSES,
@@ -70,5 +74,6 @@ __all__ = [
     "WebhookEvent",
     "chat_message_from_row",
     "chat_messages_of",
+    "conversation_history",
     "conversation_messages",
 ]

@@ -43,6 +43,11 @@ class Conversation(models.Model):
     only while the title is empty and no user has set one (an empty title a
     user chose included), by a conditional ``UPDATE`` (see
     :mod:`llm_conversations.conversations.titles`).
+
+    ``archived_at`` and ``trashed_at`` are its place in its life
+    (:mod:`llm_conversations.conversations.lifecycle`): archived, it leaves the
+    list but works as before; trashed, it is read-only until restored, and
+    purged ``TRASH_RETENTION_DAYS`` after it was trashed.
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
@@ -74,6 +79,8 @@ class Conversation(models.Model):
     )
     # Maintained by the conversation store: the next message's position.
     message_count = models.PositiveIntegerField(_("message count"), default=0, editable=False)
+    archived_at = models.DateTimeField(_("archived at"), null=True, blank=True, editable=False)
+    trashed_at = models.DateTimeField(_("trashed at"), null=True, blank=True, editable=False)
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)
 
@@ -81,7 +88,21 @@ class Conversation(models.Model):
         verbose_name = _("conversation")
         verbose_name_plural = _("conversations")
         ordering = ["-updated_at"]
-        indexes = [models.Index(fields=["owner", "-updated_at"], name="llmconv_owner_updated")]
+        indexes = [
+            models.Index(fields=["owner", "-updated_at"], name="llmconv_owner_updated"),
+            # The default list: neither archived nor trashed, newest first.
+            models.Index(
+                fields=["owner", "-updated_at"],
+                condition=Q(archived_at__isnull=True, trashed_at__isnull=True),
+                name="llmconv_owner_active",
+            ),
+            # The trash: listed, and purged once old enough.
+            models.Index(
+                fields=["trashed_at"],
+                condition=Q(trashed_at__isnull=False),
+                name="llmconv_trashed",
+            ),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(forked_from__isnull=True) | Q(forked_at_position__isnull=False),
@@ -169,6 +190,10 @@ class Message(models.Model):
         _("cost"), max_digits=COST_DIGITS, decimal_places=COST_DECIMALS, null=True, blank=True
     )
     metadata = models.JSONField(_("metadata"), default=dict, blank=True)
+    # Hidden from the transcript the model sees, kept for audit
+    # (conversations/lifecycle.py hides a tool group whole).
+    hidden_at = models.DateTimeField(_("hidden at"), null=True, blank=True, editable=False)
+    hidden_reason = models.CharField(_("hidden reason"), max_length=500, blank=True, editable=False)
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
 
     class Meta:

@@ -22,7 +22,7 @@ from llm_conversations.core.messages import ChatMessage
 from llm_conversations.core.stored_rows import chat_messages_from_checked_rows
 from llm_conversations.models.conversations import MESSAGE_COLUMNS, Message
 
-__all__ = ["chat_messages_of", "conversation_messages"]
+__all__ = ["chat_messages_of", "conversation_history", "conversation_messages"]
 
 
 def chat_messages_of(queryset: QuerySet[Message]) -> list[ChatMessage]:
@@ -40,16 +40,25 @@ def chat_messages_of(queryset: QuerySet[Message]) -> list[ChatMessage]:
 
 
 def conversation_messages(conversation_id: uuid.UUID) -> list[ChatMessage]:
-    """All the messages of a conversation, in order, in one query.
+    """All the messages of a conversation, in order, in one query."""
+    return conversation_history(conversation_id)[0]
 
-    :func:`chat_messages_of` for the whole history, whose SQL is built once
-    per database: compiling the query each time would cost a fifth of the
-    fetch of a thousand rows.
+
+def conversation_history(conversation_id: uuid.UUID) -> tuple[list[ChatMessage], frozenset[int]]:
+    """All the messages of a conversation, in order, and the indexes of those
+    hidden from the model, in one query.
+
+    Its SQL is built once per database: compiling the query each time would
+    cost a fifth of the fetch of a thousand rows.
     """
     alias = router.db_for_read(Message)
     sql = _HISTORY_SQL.get(alias) or _history_sql(alias)
     field = Message._meta.get_field("conversation")
-    return _fetch(alias, sql, [field.get_db_prep_value(conversation_id, connections[alias])])
+    with connections[alias].cursor() as cursor:
+        cursor.execute(sql, [field.get_db_prep_value(conversation_id, connections[alias])])
+        rows = cursor.fetchall()
+    hidden = frozenset(index for index, row in enumerate(rows) if row[0] is not None)
+    return chat_messages_from_checked_rows(row[1:] for row in rows), hidden
 
 
 _HISTORY_SQL: dict[str, str] = {}
@@ -63,7 +72,7 @@ def _history_sql(alias: str) -> str:
         # Concrete fields all: their column is set once the model is ready.
         return quote(cast("Field[Any, Any]", meta.get_field(name)).column or name)
 
-    columns = ", ".join(column(name) for name in MESSAGE_COLUMNS)
+    columns = ", ".join(column(name) for name in ("hidden_at", *MESSAGE_COLUMNS))
     sql = _HISTORY_SQL[alias] = (
         f"SELECT {columns} FROM {quote(meta.db_table)}"
         f" WHERE {column('conversation')} = %s ORDER BY {column('position')}"

@@ -125,17 +125,19 @@ def make_summary(
     history: Sequence[ChatMessage],
     end: int,
     previous: ConversationSummary | None,
+    hidden: frozenset[int] = frozenset(),
 ) -> ConversationSummary:
     """Ask ``SUMMARY_PROVIDER`` for a summary of ``history[:end]`` and store it.
 
     Made from ``previous`` and the turns after it, so each dropped range is
-    read once. A summary of the same range stored meanwhile by another run is
-    kept and returned.
+    read once, less the ``hidden`` positions. A summary of the same range
+    stored meanwhile by another run is kept and returned.
     """
     name = conf.SUMMARY_PROVIDER
     provider = get_provider(name)
     begin = 0 if previous is None else previous.end_position
-    text = summary_transcript(history[begin:end], None if previous is None else previous.content)
+    turns = [m for i, m in enumerate(history[begin:end], begin) if i not in hidden]
+    text = summary_transcript(turns, None if previous is None else previous.content)
     response = provider.complete(
         [ChatMessage.user(text)],
         parameters={"instructions": SUMMARY_INSTRUCTIONS, "max_output_tokens": SUMMARY_TOKENS},
@@ -238,11 +240,14 @@ class ContextWindow:
         parameters: RunParameters,
         *,
         before_summary: Callable[[], None] | None = None,
+        hidden: frozenset[int] = frozenset(),
     ) -> list[ChatMessage]:
         """What the next call sends; raises ``ContextOverflow`` when nothing fits.
 
         ``before_summary`` is called before ``SUMMARY_PROVIDER`` is asked for a
         summary (the budgets: a spent one raises, and no provider is called).
+        A summary leaves out the ``hidden`` positions; the caller leaves them out
+        of what is sent (counted, they only make the fit err on the safe side).
         """
         self.fitter.extend(history)
         fixed = self._fixed_tokens(tools, parameters.instructions)
@@ -268,7 +273,7 @@ class ContextWindow:
         if cut.summary_end is not None and (summary is None or summary.end_position != cut.start):
             if before_summary is not None:
                 before_summary()
-            summary = make_summary(self.run.conversation_id, history, cut.start, summary)
+            summary = make_summary(self.run.conversation_id, history, cut.start, summary, hidden)
             self._summary = summary
             # The estimate counted the budget; count the summary as written.
             change = summary_tokens(summary.content, summary.end_position) - SUMMARY_TOKENS

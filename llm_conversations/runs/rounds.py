@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from llm_conversations.conf import conf
 from llm_conversations.conversations.attachments import load_attachment_data
-from llm_conversations.conversations.store import load_messages
+from llm_conversations.conversations.store import load_history
 from llm_conversations.core.completions import CompletionResponse, FinishReason
 from llm_conversations.core.messages import ChatMessage, Role, ToolCall, unanswered_tool_call_ids
 from llm_conversations.core.parameters import RunParameters
@@ -71,7 +71,9 @@ def execute_rounds(
     offered = ToolRegistry(registry.get(spec.name) for spec in specs if spec.name in registry)
     # Read once: while this execution holds the lease only it appends, and
     # every append checks that this copy is still the whole conversation.
-    history = load_messages(run.conversation_id)
+    # Hidden messages stay in it (positions, pairing) but are never sent;
+    # nobody hides one while the run is active.
+    history, hidden = load_history(run.conversation_id)
     # After a lost worker, a call an earlier attempt logged as started may have run.
     ran_before = event_reader.started_call_ids(run.pk) if run.attempts > 1 else set()
     logged: set[str] = set()  # calls this execution logged as started
@@ -90,7 +92,7 @@ def execute_rounds(
         schema = parameters.response_format
         if schema is not None and final_answers.ends_with_answer(run, history):
             if (yield from final_answers.resume_with_answer(run, schema, history[-1], where=mine)):
-                history = load_messages(run.conversation_id)  # with the repair prompt
+                history, hidden = load_history(run.conversation_id)  # with the repair prompt
                 continue
             return
         pending = set(unanswered_tool_call_ids(history))
@@ -134,7 +136,7 @@ def execute_rounds(
         # Fitted to the context window before anything is sent; the stored
         # conversation stays whole.
         # A budget already spent stops the run before a summary is asked for.
-        sent = (
+        sent = _shown(
             history
             if window is None
             else window.messages(
@@ -142,11 +144,14 @@ def execute_rounds(
                 offer,
                 asked,
                 before_summary=None if guard is None else guard.check_spent,
-            )
+                hidden=hidden,
+            ),
+            history,
+            hidden,
         )
         if guard is not None:
             estimate = (
-                guard.estimate(history, offer, asked.instructions)
+                guard.estimate(sent, offer, asked.instructions)
                 if window is None or window.cut is None
                 else window.cut.estimated
             )
@@ -217,7 +222,7 @@ def execute_rounds(
         yield MessageStored(reply)
         if verdict is not None and not verdict.valid:
             if (yield from final_answers.repair_or_fail(run, verdict, repairs, where=mine)):
-                history = load_messages(run.conversation_id)  # with the repair prompt
+                history, hidden = load_history(run.conversation_id)  # with the repair prompt
                 continue
             return
         if final:
@@ -248,6 +253,17 @@ def _call(
             yield event
         elif isinstance(event, ResponseCompleted):
             yield event.response
+
+
+def _shown(
+    sent: list[ChatMessage], history: Sequence[ChatMessage], hidden: frozenset[int]
+) -> list[ChatMessage]:
+    """``sent`` (the history, or the context window's cut of it) less the messages
+    of ``history`` at the ``hidden`` positions: the one place they are left out."""
+    if not hidden:
+        return sent
+    left_out = {id(history[position]) for position in hidden}
+    return [message for message in sent if id(message) not in left_out]
 
 
 def _timed_out(run: Run) -> RunFailed:

@@ -28,6 +28,7 @@ from llm_conversations.conversations.store import (
     append_cancelled_reply,
     append_completion,
     append_messages,
+    lock_idle_conversation,
     pending_tool_call_ids,
 )
 from llm_conversations.core.completions import CompletionResponse
@@ -444,10 +445,14 @@ def requeue_failed(run_id: uuid.UUID | str, *, user: AnyUser | None = None) -> R
     """Queue a failed run again; its error is cleared and the next claim is a new attempt.
 
     With a ``user``, ``MAX_ACTIVE_RUNS_PER_USER`` applies (``TooManyActiveRuns``).
+    Refused in the trash (``ConversationTrashed``): the conversation's row lock,
+    which moving it to the trash takes too, orders the two.
     """
     try:
         with transaction.atomic():
             policy.lock_active_runs(user)
+            conversation_id = Run.objects.values_list("conversation_id", flat=True).get(pk=run_id)
+            lock_idle_conversation(conversation_id)
             requeued = Run.objects.filter(pk=run_id, status=RunStatus.FAILED).update(
                 status=RunStatus.QUEUED,
                 queued_at=timezone.now(),

@@ -93,15 +93,22 @@ def test_partial_update_of_title_and_metadata(
     assert (response.status_code, response.json()["error"]["code"]) == (405, "method_not_allowed")
 
 
-def test_delete_removes_the_conversation_but_not_while_a_run_is_active(
+def test_delete_trashes_or_removes_the_conversation_but_not_while_a_run_is_active(
     client: APIClient, conversation: Conversation
 ) -> None:
     run = Run.objects.create(conversation=conversation, status=RunStatus.RUNNING)
-    response = client.delete(f"{URL}{conversation.pk}/")
-    assert (response.status_code, response.json()["error"]["code"]) == (409, "conversation_busy")
+    for query in ("", "?permanent=true"):
+        response = client.delete(f"{URL}{conversation.pk}/{query}")
+        assert (response.status_code, response.json()["error"]["code"]) == (
+            409,
+            "conversation_busy",
+        )
     run.status = RunStatus.CANCELLED
     run.save()
     assert client.delete(f"{URL}{conversation.pk}/").status_code == 204
+    conversation.refresh_from_db()
+    assert conversation.trashed_at is not None
+    assert client.delete(f"{URL}{conversation.pk}/?permanent=true").status_code == 204
     assert not Conversation.objects.exists()
 
 

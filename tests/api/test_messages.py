@@ -81,6 +81,8 @@ def test_representation_is_the_openai_form_plus_stored_fields(
         "cost": None,
         "feedback": None,
         "reasoning": None,
+        "hidden_at": None,
+        "hidden_reason": "",
     }
     call_turn = data[2]
     assert call_turn["content"] is None

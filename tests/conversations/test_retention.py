@@ -104,7 +104,8 @@ class TestPurge:
         assert [line.split()[-2] for line in err.splitlines()] == ["10/25", "20/25", "25/25"]
         assert not Conversation.objects.exists()
 
-    def test_bad_options_and_forever(self) -> None:
+    def test_bad_options_and_forever(self, settings: Any) -> None:
+        settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "TRASH_RETENTION_DAYS": None}
         with pytest.raises(CommandError, match="kept forever"):
             call("purge_conversations")
         with pytest.raises(CommandError, match="negative"):
@@ -132,6 +133,7 @@ class TestPurge:
             "conversations": 0,
             "messages": 0,
             "attachments": 0,
+            "trashed": 0,
         }
         settings.LLM_CONVERSATIONS = {
             **settings.LLM_CONVERSATIONS,
@@ -141,6 +143,7 @@ class TestPurge:
             "conversations": 1,
             "messages": 2,
             "attachments": 0,
+            "trashed": 0,
         }
         assert not Conversation.objects.exists()
         assert not Feedback.objects.exists()

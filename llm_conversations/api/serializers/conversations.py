@@ -12,6 +12,7 @@ from llm_conversations.api.representations import message_data, message_row
 from llm_conversations.api.serializers.common import MetadataField, StrictTypes
 from llm_conversations.api.serializers.feedback import MessageFeedbackSerializer
 from llm_conversations.api.serializers.messages import ROLE_CHOICES
+from llm_conversations.conversations.lifecycle import HIDDEN_REASON_CHARS
 from llm_conversations.conversations.search import MAX_SEARCH_CHARS
 from llm_conversations.core.completions import FinishReason
 from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS, cost_text
@@ -67,6 +68,20 @@ class ConversationSerializer(StrictTypes[Conversation], serializers.ModelSeriali
         ),
     )
 
+    archived_at = serializers.DateTimeField(
+        read_only=True,
+        allow_null=True,
+        help_text="When it was archived (`archive/`), or null: archived, it leaves the list.",
+    )
+    trashed_at = serializers.DateTimeField(
+        read_only=True,
+        allow_null=True,
+        help_text=(
+            "When it went to the trash (`DELETE`), or null: read-only until `restore/`, "
+            "purged `TRASH_RETENTION_DAYS` later."
+        ),
+    )
+
     class Meta:
         model = Conversation
         fields = [
@@ -79,6 +94,8 @@ class ConversationSerializer(StrictTypes[Conversation], serializers.ModelSeriali
             "active_run",
             "forked_from",
             "forked_at_position",
+            "archived_at",
+            "trashed_at",
             "created_at",
             "updated_at",
         ]
@@ -204,6 +221,16 @@ class MessageSerializer(serializers.Serializer[Message]):
             "is on; null otherwise. Opaque reasoning data is never shown."
         ),
     )
+    hidden_at = serializers.DateTimeField(
+        allow_null=True,
+        help_text=(
+            "When it was hidden from the model (`hide/`), or null. A hidden message is "
+            "kept and listed here, but no model call is sent it."
+        ),
+    )
+    hidden_reason = serializers.CharField(
+        allow_blank=True, help_text="Why it was hidden, as `hide/` was told (or empty)."
+    )
 
     def to_representation(self, instance: Message) -> dict[str, Any]:
         return message_data(message_row(instance))
@@ -230,7 +257,26 @@ class PageQuerySerializer(serializers.Serializer[Any]):
     )
 
 
-class ConversationListQuerySerializer(PageQuerySerializer):
+class ConversationStateQuerySerializer(serializers.Serializer[Any]):
+    """Which conversations of the list: by default those neither archived nor trashed."""
+
+    archived = serializers.ChoiceField(
+        choices=["true", "false", "all"],
+        required=False,
+        help_text=(
+            "`false` (the default): not archived; `true`: archived only; `all`: both. "
+            "With `trashed=true` the default is `all`."
+        ),
+    )
+    trashed = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="`true`: the trash only (restorable until purged); `false` (the default): "
+        "no trashed conversation.",
+    )
+
+
+class ConversationListQuerySerializer(ConversationStateQuerySerializer, PageQuerySerializer):
     """Query parameters of the conversation list; each, when present, must be valid."""
 
     search = serializers.CharField(
@@ -251,6 +297,28 @@ class ConversationListQuerySerializer(PageQuerySerializer):
         help_text="Comma-separated fields, `-` first for descending: "
         + ", ".join(f"`{name}`" for name in ORDERING_FIELDS)
         + ".",
+    )
+
+
+class ConversationDeleteQuerySerializer(serializers.Serializer[Any]):
+    """Query parameters of ``DELETE /conversations/{id}/``."""
+
+    permanent = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="`true`: delete for good, from the trash or not; otherwise move to the trash.",
+    )
+
+
+class HideMessageSerializer(StrictTypes[Any], serializers.Serializer[Any]):
+    """Why a message is hidden from the model (optional)."""
+
+    reason = serializers.CharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        max_length=HIDDEN_REASON_CHARS,
+        help_text=f"Optional, at most {HIDDEN_REASON_CHARS} characters; kept for audit.",
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db.models import QuerySet
@@ -19,9 +20,12 @@ from llm_conversations.api.idempotency import IDEMPOTENCY_KEY, idempotent
 from llm_conversations.api.representations import MESSAGE_COLUMNS, message_data, message_row
 from llm_conversations.api.serializers import (
     ORDERING_FIELDS,
+    ConversationDeleteQuerySerializer,
     ConversationListQuerySerializer,
     ConversationSerializer,
+    ConversationStateQuerySerializer,
     FeedbackSerializer,
+    HideMessageSerializer,
     MessageListQuerySerializer,
     MessagePageSerializer,
     MessageSerializer,
@@ -43,6 +47,16 @@ from llm_conversations.conversations.feedback import (
     rate_message,
     with_feedback,
 )
+from llm_conversations.conversations.lifecycle import (
+    archive_conversation,
+    check_not_trashed,
+    hide_message,
+    in_state,
+    restore_conversation,
+    trash_conversation,
+    unarchive_conversation,
+    unhide_message,
+)
 from llm_conversations.conversations.search import (
     matching_messages,
     order_by_relevance,
@@ -58,6 +72,7 @@ MESSAGE_ID = OpenApiParameter(
 __all__ = [
     "ConversationPagination",
     "ConversationSearchFilter",
+    "ConversationStateFilter",
     "ConversationViewSet",
     "MessageViewSet",
 ]
@@ -86,6 +101,24 @@ class ConversationSearchFilter(filters.BaseFilterBackend):
         return found if "ordering" in request.query_params else order_by_relevance(found, text)
 
 
+class ConversationStateFilter(filters.BaseFilterBackend):
+    """``?archived=`` and ``?trashed=`` of the list
+    (:func:`~llm_conversations.conversations.lifecycle.in_state`); a conversation's
+    own URL finds it whatever its state."""
+
+    def filter_queryset(
+        self, request: Request, queryset: QuerySet[Any], view: Any
+    ) -> QuerySet[Any]:
+        if getattr(view, "action", None) != "list":
+            return queryset
+        query = valid_query(ConversationStateQuerySerializer, request).validated_data
+        trashed = query["trashed"]
+        archived = query.get("archived", "all" if trashed else "false")
+        return in_state(
+            queryset, archived=None if archived == "all" else archived == "true", trashed=trashed
+        )
+
+
 @extend_schema_view(
     list=extend_schema(
         summary="List conversations",
@@ -104,7 +137,14 @@ class ConversationSearchFilter(filters.BaseFilterBackend):
         responses={200: ConversationSerializer, **error_responses(*BODY_ERRORS)},
     ),
     destroy=extend_schema(
-        summary="Delete a conversation", responses={204: None, **error_responses(409)}
+        summary="Move a conversation to the trash, or delete it for good",
+        description=(
+            "Moves the conversation to the trash (restorable with `restore/` until "
+            "`TRASH_RETENTION_DAYS` have passed); `?permanent=true` deletes it for good. "
+            "Refused (409 `conversation_busy`) while a run is active."
+        ),
+        parameters=[ConversationDeleteQuerySerializer],
+        responses={204: None, **error_responses(400, 409)},
     ),
 )
 class ConversationViewSet(ApiView, viewsets.ModelViewSet[Conversation]):
@@ -113,7 +153,7 @@ class ConversationViewSet(ApiView, viewsets.ModelViewSet[Conversation]):
 
     serializer_class = ConversationSerializer
     pagination_class = ConversationPagination
-    filter_backends = [filters.OrderingFilter, ConversationSearchFilter]
+    filter_backends = [ConversationStateFilter, filters.OrderingFilter, ConversationSearchFilter]
     ordering_fields = list(ORDERING_FIELDS)
     ordering = ["-updated_at"]
     http_method_names = ["get", "post", "patch", "delete", "head", "options"]
@@ -132,11 +172,51 @@ class ConversationViewSet(ApiView, viewsets.ModelViewSet[Conversation]):
         serializer.save(owner=user if user.is_authenticated else None, **_title_source(serializer))
 
     def perform_update(self, serializer: serializers.BaseSerializer[Conversation]) -> None:
+        check_not_trashed(serializer.instance)  # type: ignore[arg-type]
         serializer.save(**_title_source(serializer))
 
     def perform_destroy(self, instance: Conversation) -> None:
-        # The store refuses (409 conversation_busy) while a run is active.
-        delete_conversation(instance)
+        # Both refuse (409 conversation_busy) while a run is active.
+        if valid_query(ConversationDeleteQuerySerializer, self.request).validated_data["permanent"]:
+            delete_conversation(instance)
+        else:
+            trash_conversation(instance)
+
+    def _changed(self, change: Callable[[Conversation], object]) -> Response:
+        """Apply ``change`` to the caller's conversation and answer it as it is now."""
+        change(self.get_object())
+        return Response(self.get_serializer(self.get_object()).data)
+
+    @extend_schema(
+        summary="Archive a conversation",
+        request=None,
+        responses={200: ConversationSerializer, **error_responses(409)},
+    )
+    @action(detail=True, methods=["post"])
+    def archive(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Archived, it leaves the default list and works as before (409
+        ``conversation_trashed`` in the trash)."""
+        return self._changed(archive_conversation)
+
+    @extend_schema(
+        summary="Unarchive a conversation",
+        request=None,
+        responses={200: ConversationSerializer, **error_responses(409)},
+    )
+    @action(detail=True, methods=["post"])
+    def unarchive(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Back in the default list (409 ``conversation_trashed`` in the trash)."""
+        return self._changed(unarchive_conversation)
+
+    @extend_schema(
+        summary="Restore a conversation from the trash",
+        request=None,
+        responses={200: ConversationSerializer, **error_responses()},
+    )
+    @action(detail=True, methods=["post"])
+    def restore(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Out of the trash and writable again; archived, it stays archived."""
+        return self._changed(restore_conversation)
 
 
 @extend_schema(parameters=[CONVERSATION_ID])
@@ -239,6 +319,35 @@ class MessageViewSet(ApiView, viewsets.GenericViewSet[Message]):
             serializer.validated_data["comment"],
         )
         return Response(FeedbackSerializer(feedback).data)
+
+    @extend_schema(
+        summary="Hide a message from the model",
+        parameters=[MESSAGE_ID],
+        request=HideMessageSerializer,
+        responses={200: MessagePageSerializer, **error_responses(400, 409, 415)},
+    )
+    @action(detail=True, methods=["post"])
+    def hide(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Hide the message, with its tool group, from what the model is sent; the
+        rows stay (``hidden_at``, ``hidden_reason``) and are answered."""
+        message = self.get_object()
+        reason = self.validated_body(HideMessageSerializer).validated_data["reason"]
+        return self._group(hide_message(self.get_conversation(), message, reason))
+
+    @extend_schema(
+        summary="Show a hidden message to the model again",
+        parameters=[MESSAGE_ID],
+        request=None,
+        responses={200: MessagePageSerializer, **error_responses(409)},
+    )
+    @action(detail=True, methods=["post"])
+    def unhide(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Show the message, with its tool group, to the model again."""
+        message = self.get_object()
+        return self._group(unhide_message(self.get_conversation(), message))
+
+    def _group(self, rows: Sequence[Message]) -> Response:
+        return Response(_page([message_data(message_row(row)) for row in rows], False))
 
 
 def _title_source(serializer: serializers.BaseSerializer[Conversation]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""``manage.py purge_conversations``: delete conversations idle past ``CONVERSATION_RETENTION_DAYS``.
+"""``manage.py purge_conversations``: delete conversations idle past
+``CONVERSATION_RETENTION_DAYS`` and those in the trash past ``TRASH_RETENTION_DAYS``.
 
 A conversation is idle from its last new message (``updated_at``); one with an
 active run is kept. Deletes in batches (each its own short transaction) with
@@ -12,22 +13,26 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db.models import QuerySet
 
 from llm_conversations.conf import conf
 from llm_conversations.conversations.attachments import purge_orphaned_attachments
 from llm_conversations.conversations.retention import (
     CONVERSATION_BATCH_SIZE,
     conversation_cutoff,
+    delete_conversations,
     idle_conversations,
-    purge_idle_conversations,
+    trash_cutoff,
+    trashed_conversations,
 )
 from llm_conversations.management.progress import ProgressBar
-from llm_conversations.models import Message
+from llm_conversations.models import Conversation, Message
 
 
 class Command(BaseCommand):
     help = (
-        "Delete conversations idle for longer than CONVERSATION_RETENTION_DAYS (or --days); "
+        "Delete conversations idle for longer than CONVERSATION_RETENTION_DAYS (or --days) "
+        "and those in the trash for longer than TRASH_RETENTION_DAYS (or --trash-days); "
         "conversations with an active run are kept."
     )
 
@@ -44,6 +49,12 @@ class Command(BaseCommand):
             "instead of CONVERSATION_RETENTION_DAYS.",
         )
         parser.add_argument(
+            "--trash-days",
+            type=int,
+            help="Delete conversations in the trash for more than this many days "
+            "instead of TRASH_RETENTION_DAYS.",
+        )
+        parser.add_argument(
             "--batch-size",
             type=int,
             default=CONVERSATION_BATCH_SIZE,
@@ -55,23 +66,50 @@ class Command(BaseCommand):
         *args: Any,
         dry_run: bool = False,
         days: int | None = None,
+        trash_days: int | None = None,
         batch_size: int = CONVERSATION_BATCH_SIZE,
         **options: Any,
     ) -> None:
-        if days is not None and days < 0:
-            raise CommandError("--days cannot be negative.")
+        if (days is not None and days < 0) or (trash_days is not None and trash_days < 0):
+            raise CommandError("--days and --trash-days cannot be negative.")
         if batch_size < 1:
             raise CommandError("--batch-size must be at least 1.")
         kept = conf.CONVERSATION_RETENTION_DAYS if days is None else days
-        cutoff = conversation_cutoff(days=kept)
-        if kept is None or cutoff is None:
+        in_trash = conf.TRASH_RETENTION_DAYS if trash_days is None else trash_days
+        if kept is None and in_trash is None:
             raise CommandError(
-                "CONVERSATION_RETENTION_DAYS is None (conversations are kept forever); "
-                "pass --days to purge anyway."
+                "CONVERSATION_RETENTION_DAYS and TRASH_RETENTION_DAYS are None (conversations "
+                "are kept forever); pass --days or --trash-days to purge anyway."
             )
-        candidates = idle_conversations(cutoff)
+        cutoff = conversation_cutoff(days=days)
+        if kept is not None and cutoff is not None:
+            self._purge(
+                idle_conversations(cutoff),
+                f"idle for more than {kept} day(s) (since before {cutoff:%Y-%m-%d %H:%M} UTC)",
+                dry_run=dry_run,
+                batch_size=batch_size,
+            )
+        trashed = trash_cutoff(days=trash_days)
+        if in_trash is not None and trashed is not None:
+            self._purge(
+                trashed_conversations(trashed),
+                f"in the trash for more than {in_trash} day(s)",
+                dry_run=dry_run,
+                batch_size=batch_size,
+            )
+        if not dry_run:
+            self._orphans(purge_orphaned_attachments())
+
+    def _purge(
+        self,
+        candidates: QuerySet[Conversation],
+        when: str,
+        *,
+        dry_run: bool,
+        batch_size: int,
+    ) -> None:
+        """Count ``candidates`` (``--dry-run``), or delete them with a progress bar."""
         total = candidates.count()
-        when = f"idle for more than {kept} day(s) (since before {cutoff:%Y-%m-%d %H:%M} UTC)"
         if dry_run:
             messages = Message.objects.filter(conversation__in=candidates).count()
             self.stdout.write(
@@ -81,10 +119,9 @@ class Command(BaseCommand):
             return
         if not total:
             self.stdout.write(f"Deleted 0 conversations: none {when}.")
-            self._orphans(purge_orphaned_attachments())
             return
         bar = ProgressBar(self, total)
-        deleted = purge_idle_conversations(cutoff, batch_size=batch_size, progress=bar)
+        deleted = delete_conversations(candidates, batch_size=batch_size, progress=bar)
         bar.close()
         self.stdout.write(
             self.style.SUCCESS(
@@ -92,7 +129,6 @@ class Command(BaseCommand):
                 f"({deleted.messages} message(s)) {when}."
             )
         )
-        self._orphans(deleted.attachments)
 
     def _orphans(self, count: int) -> None:
         if count:
