@@ -51,6 +51,7 @@ from llm_conversations.conversations.import_formats import (
     ForeignFormat,
     conversations,
     detect_format,
+    first_document,
     read_document,
 )
 from llm_conversations.conversations.import_shapes import (
@@ -206,9 +207,9 @@ class Importer:
                 raise
             self.imported.problems.append(ImportProblem(where, exc.code, exc.message, exc.field))
 
-    def import_file(self, lines: Iterable[str], format: str = "auto") -> Imported:
-        """Import a file in ``format`` (one of :data:`FORMATS`); ``auto`` tells
-        our export form by its first line and the others by their shape."""
+    def import_file(self, lines: Iterable[str], format: str = "ours") -> Imported:
+        """Import a file in ``format`` (one of :data:`FORMATS`, our export form by
+        default); ``auto`` tells ours by its first line and the others by their shape."""
         if format not in FORMATS:
             raise ValueError(f"format must be one of {', '.join(FORMATS)}")
         lines = iter(lines)
@@ -223,18 +224,19 @@ class Importer:
         if format == "ours":
             return self.import_lines(lines)
         try:
-            documents, bad = read_document(lines)
-            document = documents[0][1] if documents else None
+            documents = read_document(lines)
+            document = first_document(documents)
             fmt = detect_format(document) if format == "auto" else FOREIGN_FORMATS[format]
         except InvalidImport as exc:
             if self.strict:
                 raise
             self.imported.problems.append(ImportProblem("the file", exc.code, exc.message))
             return self.imported
-        for where, why in bad:
-            self._each(where, partial(_raise, InvalidImport("invalid_import", why)))
         for where, item in conversations(fmt, documents):
-            self._each(where, partial(self.import_foreign, item, fmt))
+            if isinstance(item, InvalidImport):
+                self._each(where, partial(_raise, item))
+            else:
+                self._each(where, partial(self.import_foreign, item, fmt))
         return self.imported
 
     def import_lines(self, lines: Iterable[str]) -> Imported:

@@ -33,6 +33,7 @@ __all__ = [
     "LeftOut",
     "conversations",
     "detect_format",
+    "first_document",
     "read_document",
 ]
 
@@ -57,36 +58,46 @@ FOREIGN_FORMATS: dict[str, ForeignFormat] = {
 }
 
 
-def read_document(lines: Iterable[str]) -> tuple[list[tuple[str, Any]], list[tuple[str, str]]]:
+def read_document(lines: Iterable[str]) -> list[tuple[str, Any]]:
     """A foreign file: one JSON document, or else JSON Lines (one conversation a line).
 
     Returns the documents with where each starts (``""`` for the whole file,
-    ``"line 3"``), and the lines that are not JSON with why, so each is
-    reported and the others still imported.
+    ``"line 3"``), in file order; a line that is not JSON is an
+    :class:`InvalidImport` in its place, so it is reported and the others
+    still imported.
     """
     text = "".join(lines)
     try:
-        return [("", json.loads(text))], []
+        return [("", json.loads(text))]
     except ValueError:
         pass
-    values: list[tuple[str, Any]] = []
-    bad: list[tuple[str, str]] = []
+    documents: list[tuple[str, Any]] = []
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
-                values.append((f"line {number}", json.loads(line)))
+                documents.append((f"line {number}", json.loads(line)))
             except ValueError as exc:
-                bad.append((f"line {number}", f"not a JSON line: {exc}."))
-    if not values and not bad:
+                error = InvalidImport("invalid_import", f"not a JSON line: {exc}.")
+                documents.append((f"line {number}", error))
+    if not documents:
         raise InvalidImport("invalid_import", "the file holds no JSON.")
-    return values, bad
+    return documents
+
+
+def first_document(documents: list[tuple[str, Any]]) -> Any:
+    """The first document that is JSON (what detection looks at), or ``None``."""
+    return next((doc for _, doc in documents if not isinstance(doc, InvalidImport)), None)
 
 
 def conversations(
     fmt: ForeignFormat, documents: list[tuple[str, Any]]
 ) -> Iterable[tuple[str, Any]]:
-    """Each conversation of ``documents`` with where it is (``item 2``, ``line 3``)."""
+    """Each conversation of ``documents`` with where it is (``item 2``, ``line 3``);
+    a line that is not JSON stays in its place, an :class:`InvalidImport`."""
     for start, document in documents:
+        if isinstance(document, InvalidImport):
+            yield start, document
+            continue
         items = fmt.split(document)
         for where, item in items:
             yield (start if len(items) == 1 else f"{start} {where}".strip()) or where, item
