@@ -25,7 +25,7 @@ import hashlib
 import itertools
 import json
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -234,9 +234,10 @@ class Importer:
         ``default_owner``; ``None`` when skipped because it was imported before."""
         try:
             read = fmt.parse(item)
+        except LLMConversationsError:
+            raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            if isinstance(exc, LLMConversationsError):
-                raise
+            # A shape the parser did not foresee: refused, never a crash.
             raise InvalidImport(
                 "invalid_import", f"unreadable {fmt.name} record ({exc})."
             ) from None
@@ -254,14 +255,15 @@ class Importer:
                 f"this conversation was imported before (as {conversation_id}).",
             )
         title = " ".join(read.title.split())[:_TITLE_CHARS]
+        metadata = {"imported_from": {"format": fmt.name, "id": read.source_id}}
+        check_storable({"title": title, "metadata": metadata}, "")
         conversation = Conversation(
             id=conversation_id,
             owner=self.default_owner,
             title=title,
             title_source=TitleSource.AUTO if title else "",
-            metadata={"imported_from": {"format": fmt.name, "id": read.source_id}},
+            metadata=metadata,
         )
-        check_storable({"title": title}, "")
         now = timezone.now()
         first = read.created_at or next((m.created_at for m in read.messages if m.created_at), now)
         items = [
@@ -286,8 +288,8 @@ class Importer:
         conversation: Conversation,
         items: Items,
         *,
-        runs: list[Run] = (),  # type: ignore[assignment]
-        ratings: list[Feedback] = (),  # type: ignore[assignment]
+        runs: Sequence[Run] = (),
+        ratings: Sequence[Feedback] = (),
         inline: dict[str, InlineFile] | None = None,
         times: tuple[datetime, datetime],
     ) -> None:

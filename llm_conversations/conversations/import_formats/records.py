@@ -19,7 +19,7 @@ Pure: no Django, no database.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -157,9 +157,12 @@ class Transcript:
     ) -> None:
         self.messages.append(ForeignMessage(message, created_at, source_id, model))
 
-    def _build(self, where: str, make: Any, *args: Any, **kwargs: Any) -> ChatMessage:
+    def _build(
+        self, where: str, make: Callable[..., ChatMessage], *args: Any, **kwargs: Any
+    ) -> ChatMessage:
+        """``make(...)``, a message's rule errors named from ``where``."""
         try:
-            return make(*args, **kwargs)  # type: ignore[no-any-return]
+            return make(*args, **kwargs)
         except InvalidMessage as exc:
             raise exc.within(where) from None
 
