@@ -207,13 +207,15 @@ class IdempotencyKeyError(LLMConversationsError):
 
 
 class InvalidImport(LLMConversationsError, ValueError):
-    """A conversation of an export file cannot be imported; nothing of it is stored.
+    """A conversation of an import file cannot be imported; nothing of it is stored.
 
-    Codes: ``invalid_import`` (not the shape of the full-fidelity form; ``field``
-    names the value), ``unsupported_version``, ``unknown_user`` (no user has the
-    username), ``conversation_exists`` (its id, or one of its rows' ids, is
-    taken), ``active_run`` (only ended runs are imported), plus the codes of
-    :class:`InvalidMessage` for messages that break a rule.
+    Codes: ``invalid_import`` (not the shape of its format; ``field`` names the
+    value), ``unsupported_version``, ``unknown_format`` (a file in none of the
+    formats read), ``unknown_user`` (no user has the username),
+    ``conversation_exists`` (its id, or one of its rows' ids, is taken; for
+    another tool's file: imported before), plus the codes of
+    :class:`InvalidMessage` for messages that break a rule and of
+    :class:`InvalidAttachment` for the files it carries.
     """
 
 

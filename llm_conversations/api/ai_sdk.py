@@ -90,6 +90,7 @@ _FINISH_REASONS = {
     TerminationReason.CONTENT_FILTER: "content-filter",
     TerminationReason.MAX_ITERATIONS: "other",
     TerminationReason.CANCELLED: "other",
+    TerminationReason.IMPORTED_UNFINISHED: "other",
 }
 
 # The event that a run in this status would have logged last.

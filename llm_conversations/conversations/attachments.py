@@ -183,13 +183,18 @@ def _inspect_pdf(data: bytes) -> AttachmentInfo:
 
 
 def create_attachment(
-    owner: User | None, data: bytes, *, filename: str = "", declared_type: str | None = None
+    owner: User | None,
+    data: bytes,
+    *,
+    filename: str = "",
+    declared_type: str | None = None,
+    attachment_id: uuid.UUID | None = None,
 ) -> tuple[Attachment, bool]:
     """Check and store an upload; ``(attachment, created)``.
 
     The same bytes uploaded again by the same owner answer the first
     attachment (``created`` is ``False``). Nothing is written when the upload
-    is refused.
+    is refused. ``attachment_id`` keeps the id an import read (a new one otherwise).
     """
     info = inspect_upload(data, declared_type)
     digest = hashlib.sha256(data).hexdigest()
@@ -198,7 +203,7 @@ def create_attachment(
     if existing is not None:
         return existing, False
     attachment = Attachment(
-        id=uuid.uuid4(),
+        id=attachment_id or uuid.uuid4(),
         owner=owner,
         filename=filename[:255],
         mime_type=info.mime_type,

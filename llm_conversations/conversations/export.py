@@ -16,8 +16,9 @@ never with the rows.
 
 from __future__ import annotations
 
+import base64
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -26,6 +27,7 @@ from itertools import islice
 from typing import IO, Any
 
 from django.contrib.auth import get_user_model
+from django.core.files.storage import default_storage
 from django.db.models import Exists, OuterRef, QuerySet
 
 from llm_conversations.core.messages import ChatMessage, Role
@@ -46,6 +48,7 @@ __all__ = [
     "CHUNK_SIZE",
     "FORMAT",
     "FORMAT_VERSION",
+    "Attachments",
     "FeedbackFilter",
     "FinetuneExport",
     "dumps",
@@ -58,13 +61,20 @@ __all__ = [
 
 # The "format" and "version" of every full-fidelity line.
 FORMAT = "llm_conversations.conversation"
-# Version 2 adds "attachments" to every message, version 3 "reasoning" (earlier
-# versions are still read).
-FORMAT_VERSION = 3
+# Version 2 adds "attachments" to every message, version 3 "reasoning", version 4
+# "data" to every attachment (earlier versions are still read).
+FORMAT_VERSION = 4
 # Conversations read (and their rows prefetched) at a time.
 CHUNK_SIZE = 100
 
 _USAGE = ("input_tokens", "output_tokens", "total_tokens", "cached_tokens")
+
+
+class Attachments(StrEnum):
+    """How a full export carries the attachments its messages show."""
+
+    REFERENCE = "reference"  # id, name, type, size and hash; the bytes stay in the storage
+    INLINE = "inline"  # the same, and the bytes as base64, so the line imports anywhere
 
 
 class FeedbackFilter(StrEnum):
@@ -135,11 +145,16 @@ class _Loaded:
 
 
 def _streamed(
-    conversations: QuerySet[Conversation], chunk_size: int, *, feedback: bool
+    conversations: QuerySet[Conversation],
+    chunk_size: int,
+    *,
+    feedback: bool,
+    attachments: Attachments = Attachments.REFERENCE,
 ) -> Iterator[tuple[_Loaded, dict[Any, list[dict[str, Any]]]]]:
     """Each conversation with its runs and messages (and the chunk's feedback by
     message id, and the attachments its messages show): the conversations'
-    query, then two queries a chunk, four with ``feedback`` (full exports)."""
+    query, then two queries a chunk, four with ``feedback`` (full exports);
+    inline ``attachments`` add one storage read per attachment a chunk shows."""
     rows = conversations.select_related("owner").iterator(chunk_size=chunk_size)
     while chunk := list(islice(rows, chunk_size)):
         loaded = {c.pk: _Loaded(c) for c in chunk}
@@ -152,14 +167,21 @@ def _streamed(
             loaded[message["conversation_id"]].messages.append(message)
         ratings: dict[Any, list[dict[str, Any]]] = {}
         if feedback:
+            read = _inline_reader() if attachments is Attachments.INLINE else None
             for link in (
                 MessageAttachment.objects.filter(message__conversation_id__in=loaded)
                 .order_by("message_id", "attachment_id")
-                .values("message__conversation_id", "message_id", *_ATTACHMENT_COLUMNS)
+                .values(
+                    "message__conversation_id",
+                    "message_id",
+                    "attachment__file",
+                    *_ATTACHMENT_COLUMNS,
+                )
             ):
                 shown = loaded[link["message__conversation_id"]].attachments
                 shown.setdefault(link["message_id"], []).append(
                     {key: link[column] for key, column in _ATTACHMENT_KEYS.items()}
+                    | {"data": None if read is None else read(link["attachment__file"])}
                 )
             username = f"user__{get_user_model().USERNAME_FIELD}"
             for rating in (
@@ -224,8 +246,21 @@ def _chat(row: Mapping[str, Any]) -> ChatMessage:
     return chat_message_from_checked_row(*(row[name] for name in MESSAGE_COLUMNS))
 
 
-# What an export says of each attachment a message shows: a reference, never
-# the bytes (they stay in the storage; docs/data.md).
+def _inline_reader() -> Callable[[str], str]:
+    """Reads a stored file as base64 text, each file once (a chunk's forks show the same)."""
+    read: dict[str, str] = {}
+
+    def inline(name: str) -> str:
+        if name not in read:
+            with default_storage.open(name, "rb") as handle:
+                read[name] = base64.b64encode(handle.read()).decode("ascii")
+        return read[name]
+
+    return inline
+
+
+# What an export says of each attachment a message shows: a reference, and
+# with Attachments.INLINE the bytes as base64 in "data" (docs/data.md).
 _ATTACHMENT_KEYS = {
     "id": "attachment_id",
     "filename": "attachment__filename",
@@ -286,12 +321,18 @@ def _full_record(loaded: _Loaded, ratings: Mapping[Any, list[dict[str, Any]]]) -
 
 
 def full_records(
-    conversations: QuerySet[Conversation], *, chunk_size: int = CHUNK_SIZE
+    conversations: QuerySet[Conversation],
+    *,
+    chunk_size: int = CHUNK_SIZE,
+    attachments: Attachments = Attachments.REFERENCE,
 ) -> Iterator[dict[str, Any]]:
-    """The full-fidelity form of each conversation, streamed."""
+    """The full-fidelity form of each conversation, streamed; ``attachments``
+    inline carries their bytes too, so the lines import into any database."""
     if chunk_size < 1:
         raise ValueError("chunk_size must be at least 1")
-    for loaded, ratings in _streamed(conversations, chunk_size, feedback=True):
+    for loaded, ratings in _streamed(
+        conversations, chunk_size, feedback=True, attachments=Attachments(attachments)
+    ):
         yield _full_record(loaded, ratings)
 
 

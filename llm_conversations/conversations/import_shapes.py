@@ -105,8 +105,10 @@ MESSAGE_KEYS_V1 = (
 # state of assistant turns; lines of earlier versions are read too.
 MESSAGE_KEYS_V2 = (*MESSAGE_KEYS_V1, "attachments")
 MESSAGE_KEYS = (*MESSAGE_KEYS_V2, "reasoning")
-READ_VERSIONS = (1, 2, 3)
-ATTACHMENT_KEYS = ("id", "filename", "mime_type", "size", "sha256")
+READ_VERSIONS = (1, 2, 3, 4)
+# Version 4 adds "data" to each attachment: its bytes as base64, or null.
+ATTACHMENT_KEYS_V2 = ("id", "filename", "mime_type", "size", "sha256")
+ATTACHMENT_KEYS = (*ATTACHMENT_KEYS_V2, "data")
 FEEDBACK_KEYS = ("user", "rating", "comment", "created_at", "updated_at")
 USAGE_KEYS = ("input_tokens", "output_tokens", "total_tokens", "cached_tokens")
 
@@ -131,19 +133,24 @@ def object_value(value: Any, field: str, keys: tuple[str, ...]) -> Mapping[str, 
     return value
 
 
-def check_attachment_list(message: ChatMessage, value: Any, field: str) -> None:
+def check_attachment_list(
+    message: ChatMessage, value: Any, field: str, *, version: int
+) -> list[Mapping[str, Any]]:
     """``value``: the references of exactly the attachments ``message`` shows.
 
-    The files are not in the line: they must be in this site's storage
-    already (the store checks each id and its owner when the history is inserted).
+    An item without ``data`` names a file that must be in this site's storage
+    already (the store checks each id and its owner when the history is
+    inserted); one with ``data`` (version 4) carries its bytes.
     """
+    keys = ATTACHMENT_KEYS if version >= 4 else ATTACHMENT_KEYS_V2
     items = [
-        object_value(item, f"{field}[{index}]", ATTACHMENT_KEYS)
+        object_value(item, f"{field}[{index}]", keys)
         for index, item in enumerate(list_value(value, field))
     ]
     shown = {part.attachment_id for part in attached(message.parts)}
     if {str(item["id"]) for item in items} != shown or len(items) != len(shown):
         raise invalid(field, "must list exactly the attachments the message's content shows")
+    return items
 
 
 def list_value(value: Any, field: str) -> list[Any]:

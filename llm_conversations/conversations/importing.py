@@ -1,67 +1,72 @@
-"""Importing conversations written in the full-fidelity export form.
+"""Importing conversations: our full-fidelity export form, and other tools' formats.
 
-Each line of the file is one conversation (:mod:`llm_conversations.conversations.export`
-writes them), imported in a transaction of its own and only if every part of it
-passes the rules a conversation stored here passes: the message and sequence
-rules and what the columns hold (``conversations/store.insert_history`` applies
-``check_sequence`` and ``_check_storable``), each row's field rules
-(``clean_fields()``, ``Message.clean()``), the rating rules
-(``conversations/feedback.check_rating``), only ended runs, and messages that point
-to runs of their own conversation. Owners and raters are found by username.
-Ids, timestamps and counts are kept, so exporting again gives the same bytes.
+Each conversation is imported in a transaction of its own and only if every
+part of it passes the rules a conversation stored here passes: the message and
+sequence rules and what the columns hold (``conversations/store.insert_history``
+applies ``check_sequence`` and ``_check_storable``), the attachment checks of
+every upload, and for our own form each row's field rules (``clean_fields()``,
+``Message.clean()``), the rating rules (``conversations/feedback.check_rating``)
+and messages that point to runs of their own conversation.
+
+Our form (:mod:`llm_conversations.conversations.export` writes it, one
+conversation a line, :mod:`~llm_conversations.conversations.import_records`
+reads it) keeps ids, timestamps and counts, so exporting again gives the same
+bytes. Other tools' files are read by the parsers of
+:mod:`~llm_conversations.conversations.import_formats` and stored for
+``default_owner``.
+
+A conversation refused is reported (:class:`ImportProblem`: where, code,
+message, field) and the import goes on; ``strict`` stops at the first instead.
 """
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import uuid
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Field, Model
+from django.utils import timezone
 
-from llm_conversations.conversations.export import FORMAT, FORMAT_VERSION
-from llm_conversations.conversations.feedback import check_rating
-from llm_conversations.conversations.import_shapes import (
-    CONVERSATION_KEYS,
-    FEEDBACK_KEYS,
-    MESSAGE_KEYS,
-    MESSAGE_KEYS_V1,
-    MESSAGE_KEYS_V2,
-    READ_VERSIONS,
-    RUN_KEYS,
-    check_attachment_list,
-    check_storable,
-    clean_row,
-    decimal_value,
-    invalid,
-    list_value,
-    moment,
-    object_value,
-    optional_moment,
-    usage_value,
-    uuid_value,
-    within,
+from llm_conversations.conversations.export import FORMAT
+from llm_conversations.conversations.import_attachments import (
+    InlineFile,
+    discard_files,
+    store_attachments,
 )
+from llm_conversations.conversations.import_formats import (
+    FOREIGN_FORMATS,
+    ForeignFormat,
+    conversations,
+    detect_format,
+    first_document,
+    read_document,
+)
+from llm_conversations.conversations.import_records import Items, RecordReader
+from llm_conversations.conversations.import_shapes import check_storable
 from llm_conversations.conversations.store import insert_history
-from llm_conversations.core.messages import ChatMessage
-from llm_conversations.core.tool_specs import ToolSpec
-from llm_conversations.exceptions import InvalidImport
-from llm_conversations.models import (
-    MESSAGE_FIELDS,
-    Conversation,
-    Decision,
-    Feedback,
-    Message,
-    PendingCall,
-    Run,
-)
+from llm_conversations.exceptions import InvalidImport, LLMConversationsError
+from llm_conversations.models import Conversation, Feedback, Message, Run, TitleSource
 from llm_conversations.users import User
 
-__all__ = ["Imported", "Importer"]
+__all__ = ["FORMATS", "ImportProblem", "Imported", "Importer"]
+
+# What ``Importer.import_file`` reads: our export form, another tool's, or the
+# one the file looks like.
+FORMATS = ("ours", *FOREIGN_FORMATS, "auto")
+# Ids of conversations read from another tool's file: the same record always
+# gets the same id, so importing a file twice is caught (``--skip-existing``).
+_FOREIGN_IDS = uuid.UUID("0f5d2a52-6b8e-4f63-9a51-1c7e3b0d9e24")
+
+_TITLE_CHARS = 200  # Conversation.title
+_MODEL_CHARS = 200  # Message.model
 
 
 def _times(row: Any, *names: str) -> dict[str, Any]:
@@ -95,58 +100,117 @@ def _restore_times(model: type[Model], pks: list[Any], times: list[dict[str, Any
         cursor.executemany(sql, params)
 
 
+@dataclass(frozen=True, slots=True)
+class ImportProblem:
+    """A conversation refused (or, among ``Imported.left_out``, a part not stored)."""
+
+    where: str  # "line 5" of a JSON Lines file, "item 3" of a JSON array
+    code: str
+    message: str
+    field: str | None = None
+
+    def __str__(self) -> str:
+        at = f" at {self.field}" if self.field else ""
+        return f"{self.where}: {self.code}{at}: {self.message}"
+
+
 @dataclass
 class Imported:
-    """What an import stored and what it skipped (ids taken, ``skip_existing``)."""
+    """What an import stored, what it skipped (ids taken, ``skip_existing``) and refused."""
 
     conversations: int = 0
     messages: int = 0
+    runs: int = 0
+    attachments: int = 0
     skipped: int = 0
+    # Each conversation refused, with why; nothing of it is stored.
+    problems: list[ImportProblem] = field(default_factory=list)
+    # What imported conversations of other formats left out (images not in
+    # the file, calls without a result, ...).
+    left_out: list[ImportProblem] = field(default_factory=list)
 
 
 class Importer:
-    """Reads full-fidelity lines into the database, one conversation per transaction.
+    """Reads conversations into the database, one conversation per transaction.
 
     ``default_owner`` owns conversations whose owner's username is not a user
-    here (without it they are refused, ``unknown_user``). Conversations whose
-    id is taken are refused (``conversation_exists``) unless ``skip_existing``.
-    ``line`` is the number of the line being read, for error reports.
+    here (without it they are refused, ``unknown_user``) and every
+    conversation of another tool's file. Conversations whose id is taken are
+    refused (``conversation_exists``) unless ``skip_existing``. A refused
+    conversation is recorded in ``imported.problems`` and the next one read;
+    with ``strict`` its error is raised instead (those before it stay).
+    ``where`` says what is being read, for error reports (``line 5``).
     """
 
-    def __init__(self, *, default_owner: User | None = None, skip_existing: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        default_owner: User | None = None,
+        skip_existing: bool = False,
+        strict: bool = False,
+    ) -> None:
         self.default_owner = default_owner
         self.skip_existing = skip_existing
-        self.line = 0
+        self.strict = strict
+        self.where = ""
         self.imported = Imported()
-        # The format version of the line being imported.
-        self.version = FORMAT_VERSION
-        self._users: dict[str, User | None] = {}
+        self._reader = RecordReader(default_owner)
 
-    def import_lines(self, lines: Iterable[str]) -> Imported:
-        """Import each non-blank line; raises :class:`InvalidImport` (or another
-        rule's error) at the first conversation refused, keeping those before it."""
-        for self.line, text in enumerate(lines, start=1):
-            if not text.strip():
-                continue
-            try:
-                record = json.loads(text)
-            except ValueError as exc:
-                raise InvalidImport("invalid_import", f"not a JSON line: {exc}.") from None
-            self.import_record(record)
+    def _each(self, where: str, action: Callable[[], Any]) -> None:
+        """Run ``action``; a conversation refused is recorded, or raised when strict."""
+        self.where = where
+        try:
+            action()
+        except LLMConversationsError as exc:
+            if self.strict:
+                raise
+            self.imported.problems.append(ImportProblem(where, exc.code, exc.message, exc.field))
+
+    def import_file(self, lines: Iterable[str], format: str = "ours") -> Imported:
+        """Import a file in ``format`` (one of :data:`FORMATS`, our export form by
+        default); ``auto`` tells ours by its first line and the others by their shape."""
+        if format not in FORMATS:
+            raise ValueError(f"format must be one of {', '.join(FORMATS)}")
+        lines = iter(lines)
+        if format == "auto":
+            head = []
+            for line in lines:
+                head.append(line)
+                if line.strip():
+                    break
+            lines = itertools.chain(head, lines)
+            format = "ours" if head and _is_ours(head[-1]) else format
+        if format == "ours":
+            return self.import_lines(lines)
+        try:
+            documents = read_document(lines)
+            document = first_document(documents)
+            fmt = detect_format(document) if format == "auto" else FOREIGN_FORMATS[format]
+        except InvalidImport as exc:
+            if self.strict:
+                raise
+            self.imported.problems.append(ImportProblem("the file", exc.code, exc.message))
+            return self.imported
+        for where, item in conversations(fmt, documents):
+            if isinstance(item, InvalidImport):
+                self._each(where, partial(_raise, item))
+            else:
+                self._each(where, partial(self.import_foreign, item, fmt))
         return self.imported
 
+    def import_lines(self, lines: Iterable[str]) -> Imported:
+        """Import each non-blank line of our export form (see the class for errors)."""
+        for number, text in enumerate(lines, start=1):
+            if text.strip():
+                self._each(f"line {number}", partial(self._import_line, text))
+        return self.imported
+
+    def _import_line(self, text: str) -> None:
+        self.import_record(_json(text))
+
     def import_record(self, record: Any) -> Conversation | None:
-        """Import one conversation; ``None`` when skipped because its id is taken."""
-        record = object_value(record, "", CONVERSATION_KEYS)
-        if record["format"] != FORMAT or record["version"] not in READ_VERSIONS:
-            raise InvalidImport(
-                "unsupported_version",
-                f"expected format {FORMAT!r} version {FORMAT_VERSION} (or an earlier one), got "
-                f"{record['format']!r} version {record['version']!r}.",
-                field="version",
-            )
-        self.version = record["version"]
-        conversation_id = uuid_value(record["id"], "id")
+        """Import one line of our form; ``None`` when skipped because its id is taken."""
+        conversation_id = self._reader.conversation_id(record)
         if Conversation.objects.filter(pk=conversation_id).exists():
             if self.skip_existing:
                 self.imported.skipped += 1
@@ -154,33 +218,99 @@ class Importer:
             raise InvalidImport(
                 "conversation_exists", f"conversation {conversation_id} exists.", field="id"
             )
+        read = self._reader.read(record)
+        self._save(
+            read.conversation,
+            read.items,
+            runs=read.runs,
+            ratings=read.ratings,
+            inline=read.inline,
+            times=read.times,
+        )
+        return read.conversation
+
+    def import_foreign(self, item: Any, fmt: ForeignFormat) -> Conversation | None:
+        """Import one conversation of another tool's file, read by ``fmt``, for
+        ``default_owner``; ``None`` when skipped because it was imported before."""
+        try:
+            read = fmt.parse(item)
+        except LLMConversationsError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # A shape the parser did not foresee: refused, never a crash.
+            raise InvalidImport(
+                "invalid_import", f"unreadable {fmt.name} record ({exc})."
+            ) from None
+        source = (
+            read.source_id
+            or hashlib.sha256(json.dumps(item, sort_keys=True, default=str).encode()).hexdigest()
+        )
+        conversation_id = uuid.uuid5(_FOREIGN_IDS, f"{fmt.name}:{source}")
+        if Conversation.objects.filter(pk=conversation_id).exists():
+            if self.skip_existing:
+                self.imported.skipped += 1
+                return None
+            raise InvalidImport(
+                "conversation_exists",
+                f"this conversation was imported before (as {conversation_id}).",
+            )
+        title = " ".join(read.title.split())[:_TITLE_CHARS]
+        metadata = {"imported_from": {"format": fmt.name, "id": read.source_id}}
+        check_storable({"title": title, "metadata": metadata}, "")
         conversation = Conversation(
             id=conversation_id,
-            owner=self._owner(record["owner"]),
-            title=record["title"],
-            title_source=record["title_source"],
-            metadata=record["metadata"],
-            # A source not here (not imported, or later in the file) is not linked.
-            forked_from_id=self._fork_source(record["forked_from"]),
-            forked_at_position=record["forked_at_position"],
+            owner=self.default_owner,
+            title=title,
+            title_source=TitleSource.AUTO if title else "",
+            metadata=metadata,
         )
-        check_storable({"title": record["title"], "metadata": record["metadata"]}, "")
-        clean_row(conversation, "", ["owner", "id", "forked_from"])
-        runs = [
-            self._run(item, f"runs[{i}]", conversation_id)
-            for i, item in enumerate(list_value(record["runs"], "runs"))
+        now = timezone.now()
+        first = read.created_at or next((m.created_at for m in read.messages if m.created_at), now)
+        items = [
+            (
+                foreign.message,
+                {
+                    "model": foreign.model[:_MODEL_CHARS],
+                    "metadata": {"imported_id": foreign.source_id} if foreign.source_id else {},
+                    "created_at": foreign.created_at or first,
+                },
+            )
+            for foreign in read.messages
         ]
-        run_ids = {run.pk for run in runs}
-        items, ratings = self._messages(list_value(record["messages"], "messages"), run_ids)
+        self._save(conversation, items, times=(first, read.updated_at or first))
+        self.imported.left_out += [
+            ImportProblem(self.where, note.code, note.message, note.field) for note in read.left_out
+        ]
+        return conversation
+
+    def _save(
+        self,
+        conversation: Conversation,
+        items: Items,
+        *,
+        runs: Sequence[Run] = (),
+        ratings: Sequence[Feedback] = (),
+        inline: dict[str, InlineFile] | None = None,
+        times: tuple[datetime, datetime],
+    ) -> None:
+        """Store a conversation read whole, in one transaction: the row, its runs, its
+        attachments, its history through the store, its ratings, then the times read."""
         # Inserts set created_at and updated_at to now (auto_now); the times
         # read are written back after them.
         run_times = [_times(run, "created_at", "updated_at") for run in runs]
         rating_times = [_times(rating, "created_at", "updated_at") for rating in ratings]
+        created: list[Any] = []
         try:
             with transaction.atomic():
                 conversation.save(force_insert=True)
                 Run.objects.bulk_create(runs)
                 _restore_times(Run, [run.pk for run in runs], run_times)
+                messages, created = store_attachments(
+                    conversation.owner, [message for message, _ in items], inline or {}
+                )
+                items = [
+                    (message, extra) for message, (_, extra) in zip(messages, items, strict=True)
+                ]
                 rows = insert_history(conversation, items)
                 _restore_times(
                     Message,
@@ -190,149 +320,40 @@ class Importer:
                 Feedback.objects.bulk_create(ratings)
                 _restore_times(Feedback, [rating.pk for rating in ratings], rating_times)
                 # Last, after the store set updated_at to now.
-                Conversation.objects.filter(pk=conversation_id).update(
-                    created_at=moment(record["created_at"], "created_at"),
-                    updated_at=moment(record["updated_at"], "updated_at"),
+                Conversation.objects.filter(pk=conversation.pk).update(
+                    created_at=times[0], updated_at=times[1]
                 )
         except IntegrityError:
+            discard_files(created)
             raise InvalidImport(
                 "conversation_exists",
-                f"a run or message id of conversation {conversation_id} is taken.",
+                f"a run or message id of conversation {conversation.pk} is taken.",
                 field="id",
             ) from None
+        except BaseException:
+            discard_files(created)
+            raise
         self.imported.conversations += 1
         self.imported.messages += len(rows)
-        return conversation
+        self.imported.runs += len(runs)
+        self.imported.attachments += len(created)
 
-    def _fork_source(self, value: Any) -> uuid.UUID | None:
-        if value is None:
-            return None
-        source = uuid_value(value, "forked_from")
-        return source if Conversation.objects.filter(pk=source).exists() else None
 
-    def _user(self, username: Any, field: str) -> User | None:
-        if not isinstance(username, str):
-            raise invalid(field, "must be a username")
-        if username not in self._users:
-            model = get_user_model()
-            self._users[username] = model._default_manager.filter(
-                **{model.USERNAME_FIELD: username}
-            ).first()
-        return self._users[username]
+def _is_ours(line: str) -> bool:
+    """Whether a file's first line is a line of our export form."""
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and value.get("format") == FORMAT
 
-    def _owner(self, username: Any) -> User | None:
-        if username is None:
-            return None
-        user = self._user(username, "owner")
-        if user is None:
-            if self.default_owner is None:
-                raise InvalidImport(
-                    "unknown_user", f"no user is named {username!r}.", field="owner"
-                )
-            return self.default_owner
-        return user
 
-    def _run(self, value: Any, field: str, conversation_id: uuid.UUID) -> Run:
-        data = object_value(value, field, RUN_KEYS)
-        check_storable(dict(data), field)
-        run = Run(
-            id=uuid_value(data["id"], f"{field}.id"),
-            conversation_id=conversation_id,
-            status=data["status"],
-            termination_reason=data["termination_reason"],
-            provider=data["provider"],
-            model=data["model"],
-            instructions=data["instructions"],
-            parameters=data["parameters"],
-            max_iterations=data["max_iterations"],
-            iterations=data["iterations"],
-            **usage_value(data["usage"], f"{field}.usage", null=False),
-            cost=decimal_value(data["cost"], f"{field}.cost"),
-            error_type=data["error_type"],
-            error_message=data["error_message"],
-            attempts=data["attempts"],
-            created_at=moment(data["created_at"], f"{field}.created_at"),
-            updated_at=moment(data["updated_at"], f"{field}.updated_at"),
-            started_at=optional_moment(data["started_at"], f"{field}.started_at"),
-            finished_at=optional_moment(data["finished_at"], f"{field}.finished_at"),
-        )
-        run.offered_tools = [
-            within(f"{field}.tools[{i}]", ToolSpec.from_dict, item)
-            for i, item in enumerate(list_value(data["tools"], f"{field}.tools"))
-        ]
-        run.pending_tool_calls = Run.stored_waiting(
-            within(f"{field}.pending_tool_calls[{i}]", PendingCall.from_dict, item)
-            for i, item in enumerate(
-                list_value(data["pending_tool_calls"], f"{field}.pending_tool_calls")
-            )
-        )
-        decisions = data["decisions"]
-        if not isinstance(decisions, dict):
-            raise invalid(f"{field}.decisions", "must be an object")
-        run.decisions = {
-            str(call_id): within(f"{field}.decisions", Decision, decision).value
-            for call_id, decision in decisions.items()
-        }
-        clean_row(run, field, ["conversation", "id"])
-        if run.is_active:
-            raise InvalidImport(
-                "active_run", "only ended runs are imported.", field=f"{field}.status"
-            )
-        return run
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InvalidImport("invalid_import", f"not a JSON line: {exc}.") from None
 
-    def _messages(
-        self, values: list[Any], run_ids: set[uuid.UUID]
-    ) -> tuple[list[tuple[ChatMessage, dict[str, Any]]], list[Feedback]]:
-        items: list[tuple[ChatMessage, dict[str, Any]]] = []
-        ratings: list[Feedback] = []
-        for index, value in enumerate(values):
-            field = f"messages[{index}]"
-            keys = (MESSAGE_KEYS_V1, MESSAGE_KEYS_V2, MESSAGE_KEYS)[self.version - 1]
-            data = object_value(value, field, keys)
-            message = within(
-                field,
-                ChatMessage.from_dict,
-                {key: data[key] for key in (*MESSAGE_FIELDS, "reasoning") if key in data},
-            )
-            if self.version > 1:
-                check_attachment_list(message, data["attachments"], f"{field}.attachments")
-            run_id = None if data["run"] is None else uuid_value(data["run"], f"{field}.run")
-            if run_id is not None and run_id not in run_ids:
-                raise invalid(f"{field}.run", "must be a run of this conversation")
-            extra = {
-                "id": uuid_value(data["id"], f"{field}.id"),
-                "run_id": run_id,
-                "provider": data["provider"],
-                "model": data["model"],
-                "finish_reason": data["finish_reason"],
-                **usage_value(data["usage"], f"{field}.usage", null=True),
-                "cost": None
-                if data["cost"] is None
-                else decimal_value(data["cost"], f"{field}.cost"),
-                "parsed": data["parsed"],
-                "metadata": data["metadata"],
-                "created_at": moment(data["created_at"], f"{field}.created_at"),
-            }
-            row = Message(position=index, **Message.fields_from_chat_message(message), **extra)
-            clean_row(row, field, ["conversation", "run", "id"])
-            items.append((message, extra))
-            for i, item in enumerate(list_value(data["feedback"], f"{field}.feedback")):
-                ratings.append(self._rating(row, item, f"{field}.feedback[{i}]"))
-        return items, ratings
 
-    def _rating(self, message: Message, value: Any, field: str) -> Feedback:
-        data = object_value(value, field, FEEDBACK_KEYS)
-        within(field, check_rating, message, data["rating"], data["comment"])
-        user = self._user(data["user"], f"{field}.user")
-        if user is None:
-            raise InvalidImport(
-                "unknown_user", f"no user is named {data['user']!r}.", field=f"{field}.user"
-            )
-        return Feedback(
-            message_id=message.pk,
-            user=user,
-            rating=data["rating"],
-            comment=data["comment"],
-            created_at=moment(data["created_at"], f"{field}.created_at"),
-            updated_at=moment(data["updated_at"], f"{field}.updated_at"),
-        )
+def _raise(error: LLMConversationsError) -> None:
+    raise error

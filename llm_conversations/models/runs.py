@@ -69,6 +69,8 @@ class TerminationReason(models.TextChoices):
     CANCELLED = "cancelled", _("cancelled")
     CONTEXT_OVERFLOW = "context_overflow", _("the conversation did not fit the context window")
     BUDGET_EXCEEDED = "budget_exceeded", _("a budget would be exceeded")
+    # A run exported while queued, running or waiting, imported as cancelled.
+    IMPORTED_UNFINISHED = "imported_unfinished", _("unfinished when it was exported")
 
 
 class WaitReason(models.TextChoices):

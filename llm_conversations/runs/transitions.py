@@ -31,6 +31,7 @@ from llm_conversations.conversations.store import (
     lock_idle_conversation,
     pending_tool_call_ids,
 )
+from llm_conversations.conversations.unanswered import unanswered_results
 from llm_conversations.core.completions import CompletionResponse
 from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.core.text import storable_text
@@ -78,12 +79,6 @@ __all__ = [
     "store_results",
 ]
 
-# What a call still unanswered when its run ends is answered with, by reason.
-UNANSWERED = {
-    TerminationReason.CANCELLED: "The run was cancelled before this tool call ran.",
-    TerminationReason.TIMEOUT: "The run ran out of time before this tool call ran.",
-}
-UNANSWERED_DEFAULT = "The run failed before this tool call was answered."
 # Stored instead of the text of an unexpected error, which may hold SQL or data.
 SERVER_ERROR = "The run failed on the server; the server log has the details."
 
@@ -173,9 +168,9 @@ def finish(
         pending = pending_tool_call_ids(run.conversation_id) if ended else ()
         events: list[EventItem] = []
         if pending:
-            text = UNANSWERED.get(reason, UNANSWERED_DEFAULT)
-            results = [tool_result_message(i, text, is_error=True) for i in pending]
-            rows = append_messages(run.conversation_id, results, run=run)
+            rows = append_messages(
+                run.conversation_id, unanswered_results(pending, reason), run=run
+            )
             # Streams close these calls as they close any other.
             events += [(RunEventType.TOOL_RESULT_STORED, {"message": str(r.pk)}) for r in rows]
         streamed = unstored_text(run.pk) if ended and status is RunStatus.CANCELLED else ""

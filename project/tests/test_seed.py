@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 from io import StringIO
+from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from llm_conversations.models import Conversation, Message, Run
+from llm_conversations.conversations import create_conversation, load_messages
+from llm_conversations.conversations.attachments import create_attachment
+from llm_conversations.core.messages import ChatMessage, check_sequence
+from llm_conversations.models import Attachment, Conversation, Message, Run
 from llm_conversations.providers import EchoProvider
 from llm_conversations.runs import ToolLoopService
 from project.management.commands.seed_demo import demo_registry
+from tests.support.attachment_files import image_bytes
 
 pytestmark = pytest.mark.django_db
 
@@ -75,3 +81,61 @@ def test_paused_demo_run_can_be_approved_with_the_demo_tools() -> None:
     assert Message.objects.filter(
         run=run, role="tool", content__contains="nothing was sent"
     ).exists()
+
+
+def test_an_export_of_the_demo_imports_into_an_empty_database_whole(
+    settings: Any, tmp_path: Path, django_capture_on_commit_callbacks: Any
+) -> None:
+    """The paused run is imported as ended, the attachment with its bytes (inline)."""
+    settings.MEDIA_ROOT = tmp_path / "media"
+    call_command("seed_demo", stdout=StringIO())
+    demo = get_user_model().objects.get(username="demo")
+    image = create_attachment(demo, image_bytes("PNG", (16, 16)), filename="red.png")[0]
+    create_conversation(
+        owner=demo,
+        title="An image",
+        messages=[
+            ChatMessage.user([{"type": "image", "attachment_id": str(image.pk)}]),
+            ChatMessage.assistant("A red square."),
+        ],
+    )
+    path = tmp_path / "demo.jsonl"
+    call_command(
+        "export_conversations", "--attachments", "inline", "-o", str(path), stderr=StringIO()
+    )
+    before = counts()
+    with django_capture_on_commit_callbacks(execute=True):
+        Conversation.objects.all().delete()
+        Attachment.objects.all().delete()
+        get_user_model().objects.all().delete()
+    assert counts() == (0, 0, 0, 0)
+    assert not any(p.is_file() for p in (tmp_path / "media").rglob("*"))
+    get_user_model().objects.create_user("demo")
+
+    out = StringIO()
+    call_command("import_conversations", str(path), stdout=out, stderr=StringIO())
+    # One message more: the error result answering the call that waited for approval.
+    conversations, messages, runs, attachments = before
+    assert counts() == (conversations, messages + 1, runs, attachments)
+    assert out.getvalue().strip() == (
+        f"Imported {conversations} conversation(s) ({messages + 1} message(s), {runs} run(s), "
+        f"{attachments} attachment(s)); skipped 0 existing; refused 0."
+    )
+    paused = Run.objects.get(conversation__metadata__demo="approval")
+    assert (paused.status, paused.termination_reason) == ("cancelled", "imported_unfinished")
+    assert Attachment.objects.get().file.read() == image_bytes("PNG", (16, 16))
+    for conversation in Conversation.objects.all():
+        assert check_sequence(load_messages(conversation)) == ()
+    # The paused conversation takes a new run, as after a cancel.
+    conversation = paused.conversation
+    run = ToolLoopService(EchoProvider(), tools=demo_registry()).send(conversation, "hi")
+    assert run.status == "completed"
+
+
+def counts() -> tuple[int, int, int, int]:
+    return (
+        Conversation.objects.count(),
+        Message.objects.count(),
+        Run.objects.count(),
+        Attachment.objects.count(),
+    )

@@ -552,6 +552,7 @@ def test_export_carries_attachments_by_reference_and_imports_back(
             "mime_type": "image/png",
             "size": image.size,
             "sha256": image.sha256,
+            "data": None,
         }
     ]
     assert answer["attachments"] == []

@@ -3,7 +3,9 @@
 ``--format full`` (the default) writes every stored field, which
 ``import_conversations`` reads back; ``--format finetune`` writes the OpenAI
 chat fine-tuning form. Filters: ``--user`` (repeatable), ``--since`` /
-``--until`` (creation time) and ``--feedback``. Streams in constant memory.
+``--until`` (creation time) and ``--feedback``. ``--attachments inline``
+writes the bytes of each attachment too (base64), so the file imports into an
+empty database whole. Streams in constant memory.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from llm_conversations.conversations.export import (
     CHUNK_SIZE,
+    Attachments,
     FeedbackFilter,
     FinetuneExport,
     full_records,
@@ -76,6 +79,12 @@ class Command(BaseCommand):
             help="positive: some answer rated +1 and none -1; negative: some rated -1; "
             "any: some rated.",
         )
+        parser.add_argument(
+            "--attachments",
+            choices=[a.value for a in Attachments],
+            default=Attachments.REFERENCE.value,
+            help="Full form: attachments by reference (the default) or inline, bytes included.",
+        )
         parser.add_argument("--chunk-size", type=int, default=CHUNK_SIZE)
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -91,7 +100,11 @@ class Command(BaseCommand):
         records = (
             finetune.records(conversations, chunk_size=options["chunk_size"])
             if options["format"] == "finetune"
-            else full_records(conversations, chunk_size=options["chunk_size"])
+            else full_records(
+                conversations,
+                chunk_size=options["chunk_size"],
+                attachments=Attachments(options["attachments"]),
+            )
         )
         written = write_output(self, records, options["output"])
         skipped = f"; {finetune.skipped} without a final answer or with unoffered tools skipped"

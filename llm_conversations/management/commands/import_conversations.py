@@ -1,8 +1,14 @@
-"""``manage.py import_conversations FILE``: read the full-fidelity export form back.
+"""``manage.py import_conversations FILE``: our export form, or another tool's file.
 
-Each conversation is checked by the rules of the store and imported in its own
-transaction; the first one refused stops the import (those before it stay)
-and is reported with its line and field.
+``--format`` names what the file is: ``ours`` (the default: what
+``export_conversations --format full`` writes), ``openai`` (Chat Completions
+message arrays), ``ai-sdk`` (``UIMessage[]``), ``chatgpt`` or ``claude`` (their
+data exports' ``conversations.json``), or ``auto``. Each conversation is checked
+by the rules of the store and imported in its own transaction; one refused is
+reported on stderr with where it is, its error code and field, and the import
+goes on (``--strict`` stops at the first instead, those before it staying).
+The command fails when it stops (``--strict``) or when conversations were
+refused and none imported.
 """
 
 from __future__ import annotations
@@ -12,48 +18,72 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from llm_conversations.conversations.importing import Importer
+from llm_conversations.conversations.importing import FORMATS, Importer
 from llm_conversations.exceptions import LLMConversationsError
 from llm_conversations.management.commands.export_conversations import users
 
 
 class Command(BaseCommand):
-    help = "Import conversations written by export_conversations --format full."
+    help = "Import conversations: our export form, or another tool's file (--format)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("path", help="A JSON Lines file, or - for standard input.")
+        parser.add_argument("path", help="The file, or - for standard input.")
+        parser.add_argument(
+            "--format",
+            choices=FORMATS,
+            default="ours",
+            help="What the file is (default: ours, the export_conversations form).",
+        )
         parser.add_argument(
             "--default-owner",
-            help="Owner of conversations whose owner's username is not a user here.",
+            help="Owner of conversations whose owner's username is not a user here, "
+            "and of every conversation of another tool's file.",
         )
         parser.add_argument(
             "--skip-existing",
             action="store_true",
-            help="Skip conversations whose id exists instead of stopping.",
+            help="Skip conversations whose id exists (or that were imported before).",
+        )
+        parser.add_argument(
+            "--strict",
+            action="store_true",
+            help="Stop at the first conversation refused instead of reporting it and going on.",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
         default = options["default_owner"]
+        if options["format"] not in ("ours", "auto") and not default:
+            raise CommandError("--default-owner is needed: other tools' files name no owner.")
         importer = Importer(
             default_owner=users([default])[0] if default else None,
             skip_existing=options["skip_existing"],
+            strict=options["strict"],
         )
         try:
             if options["path"] == "-":
-                imported = importer.import_lines(sys.stdin)
+                imported = importer.import_file(sys.stdin, options["format"])
             else:
                 with open(options["path"], encoding="utf-8") as lines:
-                    imported = importer.import_lines(lines)
+                    imported = importer.import_file(lines, options["format"])
         except LLMConversationsError as exc:
             done = importer.imported.conversations
             where = f" at {exc.field}" if exc.field else ""
             raise CommandError(
-                f"line {importer.line}: {exc.code}{where}: {exc.message} "
+                f"{importer.where}: {exc.code}{where}: {exc.message} "
                 f"({done} conversation(s) imported before it)."
             ) from None
-        self.stdout.write(
-            self.style.SUCCESS(
-                f"Imported {imported.conversations} conversation(s) "
-                f"({imported.messages} message(s)); skipped {imported.skipped} existing."
-            )
+        for problem in imported.problems:
+            self.stderr.write(str(problem))
+        if options["verbosity"] > 1:
+            for note in imported.left_out:
+                self.stderr.write(f"left out: {note}")
+        summary = (
+            f"Imported {imported.conversations} conversation(s) ({imported.messages} "
+            f"message(s), {imported.runs} run(s), {imported.attachments} attachment(s)); "
+            f"skipped {imported.skipped} existing; refused {len(imported.problems)}."
         )
+        if imported.left_out:
+            summary += f" {len(imported.left_out)} part(s) left out (-v 2 lists them)."
+        if imported.problems and not imported.conversations:
+            raise CommandError(summary)
+        self.stdout.write(self.style.SUCCESS(summary))
