@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("llm_conversations", "0017_usage_cache_writes_reasoning"),
+        ("llm_conversations", "0020_archive_trash"),
     ]
 
     operations = [
