@@ -41,6 +41,7 @@ from llm_conversations.models import (
     MAX_ID_CHARS,
     MESSAGE_COLUMNS,
     Conversation,
+    ConversationSummary,
     Message,
     Run,
     TitleSource,
@@ -55,6 +56,7 @@ __all__ = [
     "append_completion",
     "append_locked",
     "append_messages",
+    "check_storable",
     "conversation_pk",
     "create_conversation",
     "delete_conversation",
@@ -62,8 +64,10 @@ __all__ = [
     "fork_title",
     "insert_history",
     "load_messages",
+    "lock_conversation",
     "lock_idle_conversation",
     "pending_tool_call_ids",
+    "remove_run_turns",
 ]
 
 ConversationRef = Conversation | uuid.UUID | str
@@ -141,6 +145,22 @@ def _lock(conversation_id: uuid.UUID, run: Run | None) -> int:
     read by a statement of its own, after the lock is held, so it sees a run
     committed while this one waited.
     """
+    count, active = lock_conversation(conversation_id)
+    if active is not None and (run is None or run.pk != active):
+        raise ConversationBusy(
+            "another run of this conversation is still active; wait for it or cancel it."
+        )
+    return count
+
+
+def lock_conversation(conversation: ConversationRef) -> tuple[int, uuid.UUID | None]:
+    """In a transaction: lock the conversation row; its message count and the id of
+    its active run (``None`` when idle), read after the lock is held.
+
+    What a start that may find the conversation busy takes (it chooses what to
+    do then); :func:`lock_idle_conversation` refuses a busy one instead.
+    """
+    conversation_id = conversation_pk(conversation)
     count = (
         Conversation.objects.select_for_update()
         .values_list("message_count", flat=True)
@@ -151,11 +171,7 @@ def _lock(conversation_id: uuid.UUID, run: Run | None) -> int:
         .values_list("pk", flat=True)
         .first()
     )
-    if active is not None and (run is None or run.pk != active):
-        raise ConversationBusy(
-            "another run of this conversation is still active; wait for it or cancel it."
-        )
-    return count
+    return count, active
 
 
 def lock_idle_conversation(conversation: ConversationRef) -> int:
@@ -206,6 +222,14 @@ def _check_storable(items: Sequence[tuple[ChatMessage, dict[str, Any]]]) -> None
                     f"{problem.why} cannot be stored.",
                     field=f"messages[{index}].{problem.path}",
                 )
+
+
+def check_storable(conversation: ConversationRef, message: ChatMessage) -> None:
+    """Refuse a turn to be stored later (a waiting run's) as appending it now would,
+    but for the sequence rules, which apply when it is appended: what the
+    columns cannot hold, and attachments the conversation's owner does not own."""
+    _check_storable([(message, {})])
+    check_references(conversation_pk(conversation), [message])
 
 
 def _append(
@@ -404,6 +428,42 @@ def append_cancelled_reply(conversation: ConversationRef, text: str, *, run: Run
         "run": run,
     }
     return _append(conversation, [(ChatMessage.assistant(text), extra)], run)[0]
+
+
+def remove_run_turns(conversation: ConversationRef, run: Run) -> int | None:
+    """Remove the turns ``run`` stored (its user turn and all after it), in the caller's
+    transaction; how many were removed, or ``None`` when a turn after its
+    first is not its own (nothing is removed then).
+
+    For a run that ended and is no longer wanted (the busy strategy
+    ``rollback``): positions stay gap-free, as the turns are the
+    conversation's last, and the summaries that covered any of them go too.
+    """
+    conversation_id = conversation_pk(conversation)
+    count, active = lock_conversation(conversation_id)
+    if active is not None:
+        raise ConversationBusy(
+            "another run of this conversation is still active; wait for it or cancel it."
+        )
+    first = (
+        Message.objects.filter(conversation_id=conversation_id, run=run)
+        .order_by("position")
+        .values_list("position", flat=True)
+        .first()
+    )
+    if first is None:
+        return 0
+    after = Message.objects.filter(conversation_id=conversation_id, position__gte=first)
+    if after.exclude(run=run).exists():
+        return None
+    after.delete()
+    ConversationSummary.objects.filter(
+        conversation_id=conversation_id, end_position__gt=first
+    ).delete()
+    Conversation.objects.filter(pk=conversation_id).update(
+        message_count=first, updated_at=timezone.now()
+    )
+    return count - first
 
 
 def delete_conversation(conversation: ConversationRef) -> None:

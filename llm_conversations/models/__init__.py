@@ -18,6 +18,7 @@ from llm_conversations.models.idempotency import IdempotencyKey
 from llm_conversations.models.run_events import RunEvent, RunEventType
 from llm_conversations.models.runs import (
     ACTIVE_RUN_STATUSES,
+    ENDED_RUN_STATUSES,
     Decision,
     PendingCall,
     Run,
@@ -35,6 +36,7 @@ from llm_conversations.models.webhooks import (
 
 __all__ = [
     "ACTIVE_RUN_STATUSES",
+    "ENDED_RUN_STATUSES",
     "MAX_COMMENT_CHARS",
     "MAX_ID_CHARS",
     "MAX_REASON_CHARS",

@@ -56,8 +56,9 @@ POLL_SECONDS = 0.2
 LISTEN_POLL_SECONDS = 10.0
 PAGE_SIZE = 100
 
-# Statuses in which a run may still log events without anyone acting on it.
-_EXECUTING = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
+# Statuses in which a run may still log events without anyone acting on it (a
+# waiting run logs them once the run ahead of it ends).
+_EXECUTING = frozenset({RunStatus.WAITING, RunStatus.QUEUED, RunStatus.RUNNING})
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ from llm_conversations.models import (
 )
 from llm_conversations.models.runs import approval_digest
 from llm_conversations.providers.model_catalog import call_cost
-from llm_conversations.runs import policy
+from llm_conversations.runs import policy, waiting_runs
 from llm_conversations.runs.event_log import EventItem, record
 from llm_conversations.runs.event_reader import unstored_text
 from llm_conversations.runs.live_connections import on_a_live_connection
@@ -80,6 +80,7 @@ __all__ = [
 # What a call still unanswered when its run ends is answered with, by reason.
 UNANSWERED = {
     TerminationReason.CANCELLED: "The run was cancelled before this tool call ran.",
+    TerminationReason.INTERRUPTED: "A new run interrupted this one before this tool call ran.",
     TerminationReason.TIMEOUT: "The run ran out of time before this tool call ran.",
 }
 UNANSWERED_DEFAULT = "The run failed before this tool call was answered."
@@ -145,6 +146,7 @@ def finish(
     error: BaseException | None = None,
     *,
     where: Q | None = None,
+    start_next: bool = True,
 ) -> Run:
     """End an active run; one that ended meanwhile keeps its state.
 
@@ -153,7 +155,9 @@ def finish(
     conversation leaves unanswered is answered with an error result, so the
     conversation stays valid and usable whatever ended the run; a cancelled
     run keeps the text its model had streamed as its assistant turn (finish
-    reason ``cancelled``), exactly what its streams showed.
+    reason ``cancelled``), exactly what its streams showed. Then the oldest
+    run waiting behind it is queued (:func:`waiting_runs.start_next`) unless
+    ``start_next`` is false: the caller starts a run of its own in its place.
     """
     fields: dict[str, Any] = {
         "status": status,
@@ -183,6 +187,8 @@ def finish(
             events.append((RunEventType.MESSAGE_STORED, {"message": str(row.pk)}))
         if ended:
             record(run.pk, [*events, (_END_EVENTS[status], {})])
+            if start_next:
+                waiting_runs.start_next(run.conversation_id)
     run.refresh_from_db()
     if ended:
         transaction.on_commit(partial(run_finished.send, sender=Run, run=run))
@@ -468,9 +474,12 @@ def requeue_failed(run_id: uuid.UUID | str, *, user: AnyUser | None = None) -> R
 
 
 def cancel_run(run_id: uuid.UUID | str) -> Run:
-    """Cancel an active run, answering its unanswered calls with an error result."""
+    """Cancel an active run, answering its unanswered calls with an error result,
+    or a run waiting behind the active one (it stored nothing yet)."""
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
+        if run.status == RunStatus.WAITING:
+            return waiting_runs.cancel_waiting(run)
         if not run.is_active:
             raise RunStateError(
                 "run_not_active",
