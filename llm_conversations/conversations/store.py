@@ -52,6 +52,7 @@ from llm_conversations.users import User
 
 __all__ = [
     "ConversationRef",
+    "active_run_id",
     "append_cancelled_reply",
     "append_completion",
     "append_locked",
@@ -145,7 +146,8 @@ def _lock(conversation_id: uuid.UUID, run: Run | None) -> int:
     read by a statement of its own, after the lock is held, so it sees a run
     committed while this one waited.
     """
-    count, active = lock_conversation(conversation_id)
+    count = lock_conversation(conversation_id)
+    active = active_run_id(conversation_id)
     if active is not None and (run is None or run.pk != active):
         raise ConversationBusy(
             "another run of this conversation is still active; wait for it or cancel it."
@@ -153,25 +155,30 @@ def _lock(conversation_id: uuid.UUID, run: Run | None) -> int:
     return count
 
 
-def lock_conversation(conversation: ConversationRef) -> tuple[int, uuid.UUID | None]:
-    """In a transaction: lock the conversation row; its message count and the id of
-    its active run (``None`` when idle), read after the lock is held.
+def lock_conversation(conversation: ConversationRef) -> int:
+    """In a transaction: lock the conversation row and return its message count.
 
-    What a start that may find the conversation busy takes (it chooses what to
-    do then); :func:`lock_idle_conversation` refuses a busy one instead.
+    What a start that may find the conversation busy takes before reading
+    :func:`active_run_id` (it chooses what to do then), and what queues a
+    waiting run; :func:`lock_idle_conversation` refuses a busy one instead.
     """
-    conversation_id = conversation_pk(conversation)
-    count = (
+    return (
         Conversation.objects.select_for_update()
         .values_list("message_count", flat=True)
-        .get(pk=conversation_id)
+        .get(pk=conversation_pk(conversation))
     )
-    active = (
-        Run.objects.filter(conversation_id=conversation_id, status__in=ACTIVE_RUN_STATUSES)
+
+
+def active_run_id(conversation: ConversationRef) -> uuid.UUID | None:
+    """The id of the conversation's active run, ``None`` when it is idle; read under
+    :func:`lock_conversation`, it sees a run committed while the lock was awaited."""
+    return (
+        Run.objects.filter(
+            conversation_id=conversation_pk(conversation), status__in=ACTIVE_RUN_STATUSES
+        )
         .values_list("pk", flat=True)
         .first()
     )
-    return count, active
 
 
 def lock_idle_conversation(conversation: ConversationRef) -> int:
@@ -432,19 +439,15 @@ def append_cancelled_reply(conversation: ConversationRef, text: str, *, run: Run
 
 def remove_run_turns(conversation: ConversationRef, run: Run) -> int | None:
     """Remove the turns ``run`` stored (its user turn and all after it), in the caller's
-    transaction; how many were removed, or ``None`` when a turn after its
-    first is not its own (nothing is removed then).
+    transaction, which ended the run; how many were removed, or ``None`` when a
+    turn after its first is not its own (nothing is removed then).
 
-    For a run that ended and is no longer wanted (the busy strategy
-    ``rollback``): positions stay gap-free, as the turns are the
-    conversation's last, and the summaries that covered any of them go too.
+    For a run that is no longer wanted (the busy strategy ``rollback``):
+    positions stay gap-free, as the turns are the conversation's last, and the
+    summaries that covered any of them go too.
     """
     conversation_id = conversation_pk(conversation)
-    count, active = lock_conversation(conversation_id)
-    if active is not None:
-        raise ConversationBusy(
-            "another run of this conversation is still active; wait for it or cancel it."
-        )
+    count = lock_conversation(conversation_id)
     first = (
         Message.objects.filter(conversation_id=conversation_id, run=run)
         .order_by("position")

@@ -24,6 +24,7 @@ from llm_conversations.background import enqueue, task
 from llm_conversations.conf import BusyStrategy, conf
 from llm_conversations.conversations.store import (
     ConversationRef,
+    active_run_id,
     append_locked,
     check_storable,
     conversation_pk,
@@ -384,7 +385,8 @@ def _store_start(
                 replaced = busy.replace_active(conversation_id, when_busy)
             # Under the conversation's lock, an active run is seen before the
             # insert: concurrent starts queue here, not on the index.
-            count, active = lock_conversation(conversation_id)
+            count = lock_conversation(conversation_id)
+            active = active_run_id(conversation_id)
             now = timezone.now()
             run.pk, run.replaced = uuid.uuid4(), replaced
             if active is not None:

@@ -48,15 +48,13 @@ def last_in_line(conversation_id: uuid.UUID, active: uuid.UUID) -> uuid.UUID:
 
 
 def start_next(conversation_id: uuid.UUID) -> Run | None:
-    """In the transaction that ended the conversation's active run: queue the oldest
-    waiting run and store its user turn; ``None`` when none waits.
+    """In the transaction that ended the conversation's active run (so none is active):
+    queue the oldest waiting run and store its user turn; ``None`` when none waits.
 
     A waiting run whose turn can no longer be stored (an attachment it named
     was deleted meanwhile) fails with the reason, and the next one is tried.
     """
-    count, active = lock_conversation(conversation_id)
-    if active is not None:
-        return None  # another run started in this transaction (interrupt, rollback)
+    count = lock_conversation(conversation_id)
     waiting = Run.objects.filter(conversation_id=conversation_id, status=RunStatus.WAITING)
     for run in waiting.order_by("created_at", "pk"):
         now = timezone.now()

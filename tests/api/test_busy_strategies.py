@@ -10,18 +10,22 @@ accepted.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from rest_framework.test import APIClient
 
+from llm_conversations.conf import conf
 from llm_conversations.conversations import load_messages
 from llm_conversations.core.messages import Role, check_sequence
 from llm_conversations.models import Conversation, Message, Run, RunStatus
 from llm_conversations.runs import ToolLoopService, event_log
+from llm_conversations.runs.reaper import reap_runs
 from tests.api.conftest import API_SETTINGS, calls_text, parse_sse
 from tests.api.test_runs import runs_url, start
 from tests.conftest import requires_postgresql, run_together
@@ -150,6 +154,24 @@ def test_an_enqueued_run_starts_when_the_active_one_completes(
     assert_usable(conversation)
 
 
+def test_an_enqueued_run_starts_when_the_reaper_fails_the_active_one(
+    client: APIClient, conversation: Conversation
+) -> None:
+    first = ToolLoopService().start(conversation, "first")
+    # Its worker died for the last time: the lease expired on the last attempt.
+    Run.objects.filter(pk=first.pk).update(
+        status=RunStatus.RUNNING,
+        lease_owner="gone",
+        lease_expires_at=timezone.now() - timedelta(seconds=1),
+        attempts=conf.MAX_ATTEMPTS,
+    )
+    waiting = start(client, conversation, message="second", if_busy="enqueue").json()
+    assert reap_runs().failed == (first.pk,)
+    assert Run.objects.get(pk=waiting["id"]).status == RunStatus.COMPLETED
+    assert [c for _, c in contents(conversation)] == ["Hi", "first", "second", "second"]
+    assert_usable(conversation)
+
+
 def test_enqueue_on_an_idle_conversation_starts_at_once(
     client: APIClient, conversation: Conversation
 ) -> None:
@@ -194,6 +216,42 @@ def test_an_enqueued_chat_message_streams_its_run_once_it_starts(
     assert stream.rstrip().endswith("data: [DONE]")
     message = conversation.messages.get(content="second", role="user")
     assert message.metadata == {"ui_message_id": "m2"}
+
+
+def test_the_ai_sdk_stop_ends_the_streaming_run_and_the_waiting_one_starts(
+    client: APIClient, conversation: Conversation, mid_reply: Run
+) -> None:
+    waiting = start(client, conversation, message="second", if_busy="enqueue").json()
+    stop = f"/api/conversations/{conversation.pk}/chat/{conversation.pk}/stop"
+    stopped = client.post(stop, {"activeStreamId": str(mid_reply.pk)}, format="json")
+    assert (stopped.status_code, stopped.json()["status"]) == (200, "cancelled")
+    assert Run.objects.get(pk=waiting["id"]).status == RunStatus.COMPLETED
+    assert contents(conversation)[2:] == [
+        ("assistant", "".join(WORDS)),
+        ("user", "second"),
+        ("assistant", "second"),
+    ]
+
+
+def test_a_chat_message_sent_mid_reply_interrupts_it(
+    client: APIClient, conversation: Conversation, mid_reply: Run
+) -> None:
+    body = {
+        "messages": [{"id": "m9", "role": "user", "parts": [{"type": "text", "text": "Stop."}]}],
+        "if_busy": "interrupt",
+    }
+    response = client.post(f"/api/conversations/{conversation.pk}/chat/", body, format="json")
+    stream = b"".join(response.streaming_content).decode()
+    assert '"type":"text-delta"' in stream
+    assert Run.objects.get(pk=response["X-Run-Id"]).replaced_id == mid_reply.pk
+    mid_reply.refresh_from_db()
+    assert mid_reply.termination_reason == "interrupted"
+    assert contents(conversation)[2:] == [
+        ("assistant", "".join(WORDS)),
+        ("user", "Stop."),
+        ("assistant", "Stop."),
+    ]
+    assert_usable(conversation)
 
 
 @requires_postgresql
