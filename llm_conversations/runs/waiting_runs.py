@@ -55,8 +55,10 @@ def start_next(conversation_id: uuid.UUID) -> Run | None:
     was deleted meanwhile) fails with the reason, and the next one is tried.
     """
     count = lock_conversation(conversation_id)
-    waiting = Run.objects.filter(conversation_id=conversation_id, status=RunStatus.WAITING)
-    for run in waiting.order_by("created_at", "pk"):
+    waiting = Run.objects.filter(
+        conversation_id=conversation_id, status=RunStatus.WAITING
+    ).order_by("created_at", "pk")
+    while (run := waiting.first()) is not None:
         now = timezone.now()
         turn = run.waiting_turn
         # Conditional: a run cancelled while it waited stays cancelled.

@@ -287,6 +287,41 @@ def test_simultaneous_enqueued_starts_all_run_in_order(user: User, busy: bool) -
     assert len(rows) == 2 * len(runs)
 
 
+@requires_postgresql
+@pytest.mark.parametrize("strategy", ["interrupt", "rollback"])
+def test_simultaneous_interrupting_starts_leave_one_run_and_a_valid_conversation(
+    user: User, settings: Any, strategy: str
+) -> None:
+    from llm_conversations.conversations import create_conversation
+    from tests.conftest import task_backend
+
+    settings.TASKS = {"default": {"BACKEND": task_backend("dummy.DummyBackend")}}
+    conversation = create_conversation(owner=user, title="Changed my mind")
+    first = ToolLoopService().start(conversation, "first")
+    workers = 5
+
+    def work(n: int) -> tuple[int, dict[str, Any]]:
+        api = APIClient()
+        api.force_authenticate(user)
+        body = {"message": f"text {n}", "if_busy": strategy, "background": True}
+        response = start(api, conversation, **body)
+        return response.status_code, response.json()
+
+    outcomes = run_together(workers, work)
+    assert not [o for o in outcomes if isinstance(o, BaseException)], outcomes
+    assert {status for status, _ in outcomes} == {202}
+    runs = list(Run.objects.filter(conversation=conversation).order_by("created_at"))
+    # Each interrupted the one before it; the last is the one left active.
+    assert runs[0].pk == first.pk
+    assert [r.replaced_id for r in runs[1:]] == [r.pk for r in runs[:-1]]
+    assert [r.status for r in runs] == [RunStatus.CANCELLED] * workers + [RunStatus.QUEUED]
+    reason = "interrupted" if strategy == "interrupt" else "rolled_back"
+    assert {r.termination_reason for r in runs[:-1]} == {reason}
+    history = assert_usable(conversation)
+    kept = runs if strategy == "interrupt" else runs[-1:]
+    assert [m.run_id for m in history] == [r.pk for r in kept]
+
+
 # interrupt ----------------------------------------------------------------------
 
 
