@@ -21,14 +21,14 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from llm_conversations.conf import conf
-from llm_conversations.conversations import load_messages
+from llm_conversations.conversations import create_conversation, load_messages
 from llm_conversations.core.messages import Role, check_sequence
 from llm_conversations.models import Conversation, Message, Run, RunStatus
 from llm_conversations.runs import ToolLoopService, event_log
 from llm_conversations.runs.reaper import reap_runs
 from tests.api.conftest import API_SETTINGS, calls_text, parse_sse
 from tests.api.test_runs import runs_url, start
-from tests.conftest import requires_postgresql, run_together
+from tests.conftest import requires_postgresql, run_together, task_backend
 from tests.runs.test_cancelled_replies import WORDS
 from tests.support.streaming import streamed
 
@@ -257,8 +257,6 @@ def test_a_chat_message_sent_mid_reply_interrupts_it(
 @requires_postgresql
 @pytest.mark.parametrize("busy", [False, True])
 def test_simultaneous_enqueued_starts_all_run_in_order(user: User, busy: bool) -> None:
-    from llm_conversations.conversations import create_conversation
-
     conversation = create_conversation(owner=user, title="Double text")
     first = ToolLoopService().start(conversation, "first") if busy else None
     workers = 6
@@ -292,9 +290,6 @@ def test_simultaneous_enqueued_starts_all_run_in_order(user: User, busy: bool) -
 def test_simultaneous_interrupting_starts_leave_one_run_and_a_valid_conversation(
     user: User, settings: Any, strategy: str
 ) -> None:
-    from llm_conversations.conversations import create_conversation
-    from tests.conftest import task_backend
-
     settings.TASKS = {"default": {"BACKEND": task_backend("dummy.DummyBackend")}}
     conversation = create_conversation(owner=user, title="Changed my mind")
     first = ToolLoopService().start(conversation, "first")
