@@ -30,7 +30,8 @@ One function per concern, each id stable:
 - :func:`check_run_limits`: E050 ``RUN_POLICY`` is not a dotted path to a
   policy class, E051 ``RUN_RATE`` neither ``None`` nor a DRF rate
   (``"20/min"``), E052 ``MAX_ACTIVE_RUNS_PER_USER`` neither ``None`` nor a
-  positive integer, E060 a budget (``USER_DAILY_BUDGET``, ``USER_MONTHLY_BUDGET``,
+  positive integer, E053 ``BUSY_STRATEGY`` not one of ``reject``, ``enqueue``,
+  ``interrupt``, ``rollback``, E060 a budget (``USER_DAILY_BUDGET``, ``USER_MONTHLY_BUDGET``,
   ``CONVERSATION_BUDGET``) not a limit, E061 ``BUDGET_HOOK`` not a callable.
 - :func:`check_attachments`: E070 ``ATTACHMENT_MAX_BYTES``, E071
   ``ATTACHMENT_TYPES`` (a list of supported types), E072
@@ -57,6 +58,7 @@ from django.utils.module_loading import import_string
 
 from llm_conversations.conf import (
     BOOLEANS,
+    BUSY_STRATEGIES,
     DEFAULTS,
     DURATIONS,
     NON_NEGATIVE_INTEGERS,
@@ -361,7 +363,7 @@ def check_mcp_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
 
 def check_run_limits(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E050 RUN_POLICY unusable, E051 RUN_RATE not a rate, E052 MAX_ACTIVE_RUNS_PER_USER,
-    E060 a budget, E061 BUDGET_HOOK."""
+    E053 BUSY_STRATEGY, E060 a budget, E061 BUDGET_HOOK."""
     errors: list[CheckMessage] = []
     path = raw_setting("RUN_POLICY")
     problem = _policy_problem(path)
@@ -381,6 +383,15 @@ def check_run_limits(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
                 "LLM_CONVERSATIONS['MAX_ACTIVE_RUNS_PER_USER'] must be None or a positive "
                 f"integer; got {limit!r}.",
                 id="llm_conversations.E052",
+            )
+        )
+    strategy = raw_setting("BUSY_STRATEGY")
+    if strategy not in BUSY_STRATEGIES:
+        errors.append(
+            Error(
+                f"LLM_CONVERSATIONS['BUSY_STRATEGY'] must be one of "
+                f"{', '.join(BUSY_STRATEGIES)}; got {strategy!r}.",
+                id="llm_conversations.E053",
             )
         )
     return errors + _budget_errors()

@@ -6,11 +6,15 @@ Values are read on every access so ``override_settings`` works in tests.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar, cast, get_args
 
 from django.conf import settings as django_settings
 
 _T = TypeVar("_T")
+
+BusyStrategy = Literal["reject", "enqueue", "interrupt", "rollback"]
+"""What a run start does while another run of the conversation is active."""
+BUSY_STRATEGIES: tuple[BusyStrategy, ...] = get_args(BusyStrategy)
 
 DEFAULTS: dict[str, Any] = {
     "PROVIDERS": {"default": {"BACKEND": "echo", "MODEL": "echo"}},
@@ -39,6 +43,9 @@ DEFAULTS: dict[str, Any] = {
     # not match its schema, before it fails with invalid_output.
     "STRUCTURED_OUTPUT_REPAIRS": 1,
     "BACKGROUND_RUNS": False,
+    # What a run start does while another run of the conversation is active
+    # (docs/busy-conversations.md): "reject", "enqueue", "interrupt", "rollback".
+    "BUSY_STRATEGY": "reject",
     "TASK_BACKEND": "default",
     "LEASE_SECONDS": 60,
     "MAX_ATTEMPTS": 3,
@@ -222,6 +229,7 @@ class Settings:
     RUN_TIMEOUT: _Setting[float | None] = _Setting(_optional(float))
     STRUCTURED_OUTPUT_REPAIRS: _Setting[int] = _Setting(int)
     BACKGROUND_RUNS: _Setting[bool] = _Setting(bool)
+    BUSY_STRATEGY: _Setting[BusyStrategy] = _Setting(lambda value: cast(BusyStrategy, value))
     TASK_BACKEND: _Setting[str] = _Setting(str)
     LEASE_SECONDS: _Setting[int] = _Setting(int)
     MAX_ATTEMPTS: _Setting[int] = _Setting(int)

@@ -10,6 +10,10 @@ committed, with ``sender=Message``, ``conversation_id`` (UUID) and
 ``run_requires_action``: sent once a run's pause for approvals or client-side
 outputs is committed, with ``sender=Run`` and ``run`` (its waiting calls in
 ``run.waiting_calls``).
+
+``waiting_run_queued``: sent once a run that waited behind the conversation's
+active run (busy strategy ``enqueue``) is queued, its user turn stored, with
+``sender=Run`` and ``run``. The app's own receiver enqueues it for a task worker.
 """
 
 from django.dispatch import Signal
@@ -17,3 +21,4 @@ from django.dispatch import Signal
 message_appended = Signal()
 run_finished = Signal()
 run_requires_action = Signal()
+waiting_run_queued = Signal()

@@ -159,7 +159,10 @@ class RunAdmin(HistoryAdmin):
     The change page shows who executes the run (attempts, lease owner and
     expiry) and its latest ``events_limit`` events, oldest first, in one query.
     Two changelist actions, for users with the change permission on runs:
-    cancel selected active runs, requeue selected failed runs for a worker.
+    cancel selected active or waiting runs, requeue selected failed runs for a
+    worker. A run waiting behind a conversation's active run (busy strategy
+    ``enqueue``) names the run ahead of it; a run that interrupted another names
+    that one (``termination_reason`` ``interrupted`` or ``rolled_back``).
     """
 
     list_display = (
@@ -199,6 +202,9 @@ class RunAdmin(HistoryAdmin):
         "lease_owner",
         "lease_expires_at",
         "enqueued_at",
+        "waits_for_link",
+        "replaced_link",
+        "waiting_turn_pretty",
         "input_tokens",
         "output_tokens",
         "total_tokens",
@@ -222,6 +228,9 @@ class RunAdmin(HistoryAdmin):
     )
     readonly_fields = (
         "conversation_link",
+        "waits_for_link",
+        "replaced_link",
+        "waiting_turn_pretty",
         "pending_pretty",
         "decisions_pretty",
         "tools_pretty",
@@ -244,8 +253,32 @@ class RunAdmin(HistoryAdmin):
     @admin.display(description=_("Waiting for"))
     def waiting_for(self, obj: Run) -> str:
         """The calls a paused run waits on, by tool: a person's approval or a client's output
-        (filter by status "requires action" for every call waiting across conversations)."""
+        (filter by status "requires action" for every call waiting across conversations);
+        for a run waiting behind another, that run."""
+        if obj.status == RunStatus.WAITING and obj.waits_for_id:
+            return _("run %(run)s") % {"run": obj.waits_for_id}
         return ", ".join(f"{p.call.name} ({p.reason.label})" for p in obj.waiting_calls)
+
+    def _run_link(self, run_id: Any) -> SafeString | str:
+        if run_id is None:
+            return "-"
+        opts = self.opts
+        url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[run_id])
+        return format_html('<a href="{}">{}</a>', url, run_id)
+
+    @admin.display(description=_("Waits for"))
+    def waits_for_link(self, obj: Run) -> SafeString | str:
+        """The run this one waited behind (busy strategy ``enqueue``)."""
+        return self._run_link(obj.waits_for_id)
+
+    @admin.display(description=_("Interrupted run"))
+    def replaced_link(self, obj: Run) -> SafeString | str:
+        """The run this one interrupted (busy strategies ``interrupt`` and ``rollback``)."""
+        return self._run_link(obj.replaced_id)
+
+    @admin.display(description=_("Waiting user turn"))
+    def waiting_turn_pretty(self, obj: Run) -> SafeString | str:
+        return _pre(obj.waiting_turn) if obj.waiting_turn else "-"
 
     @admin.display(description=_("Conversation"))
     def conversation_link(self, obj: Run) -> SafeString:
@@ -322,8 +355,9 @@ class RunAdmin(HistoryAdmin):
         from llm_conversations.runs import ToolLoopService
 
         service = ToolLoopService()
-        inactive = queryset.exclude(status__in=ACTIVE_RUN_STATUSES).count()
-        done, skipped = self._each(queryset.filter(status__in=ACTIVE_RUN_STATUSES), service.cancel)
+        cancellable = [*ACTIVE_RUN_STATUSES, RunStatus.WAITING]
+        inactive = queryset.exclude(status__in=cancellable).count()
+        done, skipped = self._each(queryset.filter(status__in=cancellable), service.cancel)
         skipped += inactive
         self._report(
             request,

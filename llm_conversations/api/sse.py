@@ -155,7 +155,7 @@ def render_page(page: run_events.Page) -> bytes:
 
 
 # A run another worker may be executing: its stream goes on in the log.
-_EXECUTING = (RunStatus.QUEUED, RunStatus.RUNNING)
+_EXECUTING = (RunStatus.WAITING, RunStatus.QUEUED, RunStatus.RUNNING)
 
 
 def _state_event(run_id: Any) -> bytes:

@@ -37,6 +37,7 @@ from llm_conversations.conversations.idempotency import expired_before
 from llm_conversations.exceptions import ConversationBusy
 from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,
+    ENDED_RUN_STATUSES,
     Attachment,
     Conversation,
     Feedback,
@@ -44,7 +45,6 @@ from llm_conversations.models import (
     Message,
     Run,
     RunEvent,
-    RunStatus,
 )
 from llm_conversations.users import User
 
@@ -77,7 +77,7 @@ BATCH_SIZE = 1000
 CONVERSATION_BATCH_SIZE = 100
 
 # Runs that ended; the events of every other run are kept whatever their age.
-_ENDED = [status for status in RunStatus if status not in ACTIVE_RUN_STATUSES]
+_ENDED = list(ENDED_RUN_STATUSES)
 
 
 def retention_cutoff(now: datetime | None = None, days: int | None = None) -> datetime:

@@ -40,6 +40,7 @@ from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,
     MAX_ID_CHARS,
     Conversation,
+    ConversationSummary,
     Message,
     Run,
     TitleSource,
@@ -52,10 +53,12 @@ from llm_conversations.users import User
 
 __all__ = [
     "ConversationRef",
+    "active_run_id",
     "append_cancelled_reply",
     "append_completion",
     "append_locked",
     "append_messages",
+    "check_storable",
     "conversation_pk",
     "create_conversation",
     "cuts_tool_group",
@@ -65,8 +68,10 @@ __all__ = [
     "insert_history",
     "load_history",
     "load_messages",
+    "lock_conversation",
     "lock_idle_conversation",
     "pending_tool_call_ids",
+    "remove_run_turns",
 ]
 
 ConversationRef = Conversation | uuid.UUID | str
@@ -150,18 +155,8 @@ def _lock(conversation_id: uuid.UUID, run: Run | None, *, trashed: bool = False)
     read by a statement of its own, after the lock is held, so it sees a run
     committed while this one waited.
     """
-    count, trashed_at = (
-        Conversation.objects.select_for_update()
-        .values_list("message_count", "trashed_at")
-        .get(pk=conversation_id)
-    )
-    if trashed_at is not None and not trashed:
-        raise ConversationTrashed()
-    active = (
-        Run.objects.filter(conversation_id=conversation_id, status__in=ACTIVE_RUN_STATUSES)
-        .values_list("pk", flat=True)
-        .first()
-    )
+    count = lock_conversation(conversation_id, trashed=trashed)
+    active = active_run_id(conversation_id)
     _refuse_busy(active, run)
     return count
 
@@ -202,6 +197,36 @@ def _refuse_busy(active: uuid.UUID | None, run: Run | None) -> None:
         raise ConversationBusy(
             "another run of this conversation is still active; wait for it or cancel it."
         )
+
+
+def lock_conversation(conversation: ConversationRef, *, trashed: bool = False) -> int:
+    """In a transaction: lock the conversation row and return its message count;
+    ``ConversationTrashed`` for one in the trash, unless ``trashed``.
+
+    What a start that may find the conversation busy takes before reading
+    :func:`active_run_id` (it chooses what to do then), and what queues a
+    waiting run; :func:`lock_idle_conversation` refuses a busy one instead.
+    """
+    count, trashed_at = (
+        Conversation.objects.select_for_update()
+        .values_list("message_count", "trashed_at")
+        .get(pk=conversation_pk(conversation))
+    )
+    if trashed_at is not None and not trashed:
+        raise ConversationTrashed()
+    return int(count)
+
+
+def active_run_id(conversation: ConversationRef) -> uuid.UUID | None:
+    """The id of the conversation's active run, ``None`` when it is idle; read under
+    :func:`lock_conversation`, it sees a run committed while the lock was awaited."""
+    return (
+        Run.objects.filter(
+            conversation_id=conversation_pk(conversation), status__in=ACTIVE_RUN_STATUSES
+        )
+        .values_list("pk", flat=True)
+        .first()
+    )
 
 
 def lock_idle_conversation(conversation: ConversationRef, *, trashed: bool = False) -> int:
@@ -253,6 +278,14 @@ def _check_storable(items: Sequence[tuple[ChatMessage, dict[str, Any]]]) -> None
                     f"{problem.why} cannot be stored.",
                     field=f"messages[{index}].{problem.path}",
                 )
+
+
+def check_storable(conversation: ConversationRef, message: ChatMessage) -> None:
+    """Refuse a turn to be stored later (a waiting run's) as appending it now would,
+    but for the sequence rules, which apply when it is appended: what the
+    columns cannot hold, and attachments the conversation's owner does not own."""
+    _check_storable([(message, {})])
+    check_references(conversation_pk(conversation), [message])
 
 
 def _append(
@@ -450,6 +483,38 @@ def append_cancelled_reply(conversation: ConversationRef, text: str, *, run: Run
         "run": run,
     }
     return _append(conversation, [(ChatMessage.assistant(text), extra)], run)[0]
+
+
+def remove_run_turns(conversation: ConversationRef, run: Run) -> int | None:
+    """Remove the turns ``run`` stored (its user turn and all after it), in the caller's
+    transaction, which ended the run; how many were removed, or ``None`` when a
+    turn after its first is not its own (nothing is removed then).
+
+    For a run that is no longer wanted (the busy strategy ``rollback``):
+    positions stay gap-free, as the turns are the conversation's last, and the
+    summaries that covered any of them go too.
+    """
+    conversation_id = conversation_pk(conversation)
+    count = lock_conversation(conversation_id)
+    first = (
+        Message.objects.filter(conversation_id=conversation_id, run=run)
+        .order_by("position")
+        .values_list("position", flat=True)
+        .first()
+    )
+    if first is None:
+        return 0
+    after = Message.objects.filter(conversation_id=conversation_id, position__gte=first)
+    if after.exclude(run=run).exists():
+        return None
+    after.delete()
+    ConversationSummary.objects.filter(
+        conversation_id=conversation_id, end_position__gt=first
+    ).delete()
+    Conversation.objects.filter(pk=conversation_id).update(
+        message_count=first, updated_at=timezone.now()
+    )
+    return count - first
 
 
 def delete_conversation(conversation: ConversationRef) -> None:

@@ -20,6 +20,7 @@ __all__ = ["UNANSWERED", "UNANSWERED_DEFAULT", "unanswered_results"]
 # The error result of a call still unanswered when its run ends, by reason.
 UNANSWERED = {
     TerminationReason.CANCELLED: "The run was cancelled before this tool call ran.",
+    TerminationReason.INTERRUPTED: "A new run interrupted this one before this tool call ran.",
     TerminationReason.TIMEOUT: "The run ran out of time before this tool call ran.",
     TerminationReason.IMPORTED_UNFINISHED: (
         "The run was unfinished when it was exported; this tool call was never answered."

@@ -23,6 +23,7 @@ from llm_conversations.models.message_rows import (
 from llm_conversations.models.run_events import RunEvent, RunEventType
 from llm_conversations.models.runs import (
     ACTIVE_RUN_STATUSES,
+    ENDED_RUN_STATUSES,
     Decision,
     PendingCall,
     Run,
@@ -41,6 +42,7 @@ from llm_conversations.models.webhooks import (
 
 __all__ = [
     "ACTIVE_RUN_STATUSES",
+    "ENDED_RUN_STATUSES",
     "MAX_COMMENT_CHARS",
     "MAX_ID_CHARS",
     "MAX_REASON_CHARS",

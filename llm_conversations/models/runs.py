@@ -29,6 +29,7 @@ from llm_conversations.exceptions import RunStateError
 
 __all__ = [
     "ACTIVE_RUN_STATUSES",
+    "ENDED_RUN_STATUSES",
     "Decision",
     "PendingCall",
     "Run",
@@ -48,9 +49,13 @@ class RunStatus(models.TextChoices):
     COMPLETED = "completed", _("Completed")
     FAILED = "failed", _("Failed")
     CANCELLED = "cancelled", _("Cancelled")
+    # Stored behind the conversation's active run (busy strategy "enqueue"):
+    # not active yet, so the one-active-run constraint does not count it.
+    WAITING = "waiting", _("Waiting for the active run")
 
 
 ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.REQUIRES_ACTION)
+ENDED_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 ONE_ACTIVE_RUN = "llmconv_one_active_run"
 
 
@@ -71,6 +76,8 @@ class TerminationReason(models.TextChoices):
     BUDGET_EXCEEDED = "budget_exceeded", _("a budget would be exceeded")
     # A run exported while queued, running or waiting, imported as cancelled.
     IMPORTED_UNFINISHED = "imported_unfinished", _("unfinished when it was exported")
+    INTERRUPTED = "interrupted", _("interrupted by a new run")
+    ROLLED_BACK = "rolled_back", _("interrupted by a new run, its turns removed")
 
 
 class WaitReason(models.TextChoices):
@@ -212,6 +219,27 @@ class Run(models.Model):
     # run with no task (enqueued_at empty: it was to run in its request) still
     # queued REQUEUE_SECONDS later gets one: the process that held it died.
     queued_at = models.DateTimeField(_("queued at"), null=True, blank=True)
+    # Busy conversations (docs/busy-conversations.md): a waiting run keeps its
+    # user turn here ({"message": stored form, "metadata": {...}}) until it is
+    # started, and names the run it waits behind; a run that interrupted
+    # another names it.
+    waiting_turn = models.JSONField(_("waiting user turn"), default=dict, blank=True)
+    waits_for = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("waits for"),
+    )
+    replaced = models.ForeignKey(
+        "self",
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        verbose_name=_("interrupted run"),
+    )
 
     class Meta:
         verbose_name = _("run")

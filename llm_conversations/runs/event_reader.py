@@ -62,8 +62,9 @@ PAGE_SIZE = 100
 # Events whose superseded_after marks the text deltas before them as answered again.
 SUPERSEDING = (RunEventType.RUN_RUNNING, RunEventType.RUN_FALLBACK)
 
-# Statuses in which a run may still log events without anyone acting on it.
-_EXECUTING = frozenset({RunStatus.QUEUED, RunStatus.RUNNING})
+# Statuses in which a run may still log events without anyone acting on it (a
+# waiting run logs them once the run ahead of it ends).
+_EXECUTING = frozenset({RunStatus.WAITING, RunStatus.QUEUED, RunStatus.RUNNING})
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,14 @@ from django.utils import timezone
 
 from llm_conversations import telemetry
 from llm_conversations.background import enqueue, task
-from llm_conversations.conf import conf
+from llm_conversations.conf import BusyStrategy, conf
 from llm_conversations.conversations.store import (
     ConversationRef,
+    active_run_id,
     append_locked,
+    check_storable,
     conversation_pk,
-    lock_idle_conversation,
+    lock_conversation,
 )
 from llm_conversations.core.messages import ChatMessage, InvalidMessage, MessageInput, Role
 from llm_conversations.core.parameters import RunParameterInput, RunParameters
@@ -47,12 +49,13 @@ from llm_conversations.providers import (
     ProviderError,
     get_provider,
 )
-from llm_conversations.runs import leases, policy, start_slots, transitions
+from llm_conversations.runs import busy, leases, policy, start_slots, transitions, waiting_runs
 from llm_conversations.runs.budgets import check_start
 from llm_conversations.runs.context_window import check_strategy
 from llm_conversations.runs.events import LoopEvent, RunEnded, RunFailed
 from llm_conversations.runs.fallbacks import ProviderChain
 from llm_conversations.runs.rounds import execute_rounds
+from llm_conversations.signals import waiting_run_queued
 from llm_conversations.tools import ToolRegistry, default_registry, offered_by_default
 from llm_conversations.users import AnyUser
 
@@ -132,6 +135,7 @@ class ToolLoopService:
         user: AnyUser | None = None,
         context_strategy: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        if_busy: str | None = None,
         **parameters: Unpack[RunParameterInput],
     ) -> Run:
         """Store the user turn and a queued run, atomically; execute it with :meth:`execute`,
@@ -153,7 +157,17 @@ class ToolLoopService:
         overrides the provider entry's ``CONTEXT_STRATEGY`` for this run
         (docs/context.md). ``metadata`` is stored on the user turn
         (``Message.metadata``).
+
+        ``if_busy`` (``BUSY_STRATEGY`` when ``None``) says what happens while
+        another run of the conversation is active (docs/busy-conversations.md):
+        ``"reject"`` raises ``ConversationBusy``; ``"enqueue"`` returns a run
+        with status ``waiting`` (``waits_for`` names the run ahead of it) that
+        a task worker executes once the runs ahead have ended, whatever
+        ``background`` says; ``"interrupt"`` cancels the active run and starts
+        this one (``replaced`` names it); ``"rollback"`` also removes the
+        cancelled run's turns.
         """
+        when_busy = busy.busy_strategy(if_busy)
         user_turn = _user_turn(message)
         rules = None if user is None else policy.run_policy()
         limit = policy.default_iterations(user, rules) if max_iterations is None else max_iterations
@@ -188,38 +202,25 @@ class ToolLoopService:
         strategy = check_strategy(context_strategy, name, chosen.model or backend.model)
         conversation_id = conversation_pk(conversation)
         check_start(conversation_id)
-        try:
-            with transaction.atomic():
-                # Under the conversation's lock, an active run is seen before
-                # the insert: concurrent starts queue here, not on the index.
-                count = lock_idle_conversation(conversation_id)
-                policy.lock_active_runs(user)
-                run = Run(
-                    conversation_id=conversation_id,
-                    provider=name,
-                    model=backend.model,
-                    max_iterations=limit,
-                    context_strategy=strategy,
-                    # Marked in the insert: enqueue_run need not update the row again.
-                    enqueued_at=timezone.now() if background else None,
-                    queued_at=timezone.now(),
-                )
-                run.offered_tools = offered.specs()
-                run.run_parameters = chosen
-                run.save(force_insert=True)
-                append_locked(conversation_id, count, [user_turn], run=run, metadata=metadata)
-                if background:
-                    transaction.on_commit(partial(enqueue_run, run.pk, marked=True))
-        except InvalidMessage as exc:
-            # The store names the turn messages[0]; here it is the message argument.
-            rest = (exc.field or "").removeprefix("messages[0]")
-            raise InvalidMessage(exc.code, exc.message, field=f"message{rest}") from None
-        except IntegrityError as exc:
-            # The one-active-run constraint, for a run inserted without the lock.
-            if Run.violates_one_active_run(exc):
-                raise ConversationBusy() from None
-            raise
-        return run
+        run = Run(
+            conversation_id=conversation_id,
+            provider=name,
+            model=backend.model,
+            max_iterations=limit,
+            context_strategy=strategy,
+        )
+        run.offered_tools = offered.specs()
+        run.run_parameters = chosen
+        # A start that interrupts a run may find another started meanwhile (by
+        # another interrupting start): it interrupts that one in turn.
+        tries = 3 if when_busy in busy.REPLACING else 1
+        for attempt in range(1, tries + 1):
+            try:
+                return _store_start(run, user_turn, when_busy, user, background, metadata)
+            except ConversationBusy:
+                if attempt == tries:
+                    raise
+        raise AssertionError("unreachable")  # the last try returns or raises
 
     def send(
         self, conversation: ConversationRef, message: MessageInput | str, **kwargs: Any
@@ -376,6 +377,60 @@ class ToolLoopService:
         return transitions.cancel_run(_run_pk(run))
 
 
+def _store_start(
+    run: Run,
+    user_turn: ChatMessage,
+    when_busy: BusyStrategy,
+    user: AnyUser | None,
+    background: bool,
+    metadata: Mapping[str, Any] | None,
+) -> Run:
+    """Store ``run`` (prepared, not saved) and its user turn, or its intent to wait,
+    in one transaction, as ``when_busy`` says while another run is active."""
+    conversation_id = run.conversation_id
+    try:
+        with transaction.atomic():
+            replaced = None
+            if when_busy in busy.REPLACING:
+                # The active run's lock before the conversation's: the loop's order.
+                replaced = busy.replace_active(conversation_id, when_busy)
+            # Under the conversation's lock, an active run is seen before the
+            # insert: concurrent starts queue here, not on the index.
+            count = lock_conversation(conversation_id)
+            active = active_run_id(conversation_id)
+            now = timezone.now()
+            run.pk, run.replaced = uuid.uuid4(), replaced
+            if active is not None:
+                if when_busy != "enqueue":
+                    raise ConversationBusy()
+                check_storable(conversation_id, user_turn)
+                run.status = RunStatus.WAITING
+                run.waits_for_id = waiting_runs.last_in_line(conversation_id, active)
+                run.waiting_turn = waiting_runs.waiting_turn(user_turn, dict(metadata or {}))
+                run.save(force_insert=True)
+                return run
+            policy.lock_active_runs(user)
+            run.status, run.queued_at = RunStatus.QUEUED, now
+            # Marked in the insert: enqueue_run need not update the row again.
+            run.enqueued_at = now if background else None
+            run.save(force_insert=True)
+            append_locked(conversation_id, count, [user_turn], run=run, metadata=metadata)
+            if replaced is not None:
+                busy.succeed_replaced(replaced, run)
+            if background:
+                transaction.on_commit(partial(enqueue_run, run.pk, marked=True))
+    except InvalidMessage as exc:
+        # The store names the turn messages[0]; here it is the message argument.
+        rest = (exc.field or "").removeprefix("messages[0]")
+        raise InvalidMessage(exc.code, exc.message, field=f"message{rest}") from None
+    except IntegrityError as exc:
+        # The one-active-run constraint, for a run inserted without the lock.
+        if Run.violates_one_active_run(exc):
+            raise ConversationBusy() from None
+        raise
+    return run
+
+
 def _user_turn(message: MessageInput | str) -> ChatMessage:
     """The user turn a run starts with; errors name the ``message`` argument."""
     try:
@@ -407,3 +462,13 @@ def enqueue_run(run_id: uuid.UUID | str, *, marked: bool = False) -> Any:
     if not marked:
         Run.objects.filter(pk=run_id, status=RunStatus.QUEUED).update(enqueued_at=timezone.now())
     return enqueue(execute_run, str(run_id))
+
+
+def _enqueue_waited(sender: type[Run], run: Run, **kwargs: Any) -> None:
+    """A run that waited behind another was queued: a task worker executes it."""
+    enqueue_run(run.pk, marked=True)
+
+
+waiting_run_queued.connect(
+    _enqueue_waited, sender=Run, dispatch_uid="llm_conversations.enqueue_waited"
+)

@@ -55,7 +55,7 @@ from llm_conversations.models import (
 )
 from llm_conversations.models.runs import approval_digest
 from llm_conversations.providers.model_catalog import call_cost
-from llm_conversations.runs import policy
+from llm_conversations.runs import policy, waiting_runs
 from llm_conversations.runs.event_log import EventItem, record
 from llm_conversations.runs.event_reader import unstored_text
 from llm_conversations.runs.live_connections import on_a_live_connection
@@ -141,6 +141,7 @@ def finish(
     error: BaseException | None = None,
     *,
     where: Q | None = None,
+    start_next: bool = True,
 ) -> Run:
     """End an active run; one that ended meanwhile keeps its state.
 
@@ -149,7 +150,9 @@ def finish(
     conversation leaves unanswered is answered with an error result, so the
     conversation stays valid and usable whatever ended the run; a cancelled
     run keeps the text its model had streamed as its assistant turn (finish
-    reason ``cancelled``), exactly what its streams showed.
+    reason ``cancelled``), exactly what its streams showed. Then the oldest
+    run waiting behind it is queued (:func:`waiting_runs.start_next`) unless
+    ``start_next`` is false: the caller starts a run of its own in its place.
     """
     fields: dict[str, Any] = {
         "status": status,
@@ -179,6 +182,8 @@ def finish(
             events.append((RunEventType.MESSAGE_STORED, {"message": str(row.pk)}))
         if ended:
             record(run.pk, [*events, (_END_EVENTS[status], {})])
+            if start_next:
+                waiting_runs.start_next(run.conversation_id)
     run.refresh_from_db()
     if ended:
         transaction.on_commit(partial(run_finished.send, sender=Run, run=run))
@@ -473,9 +478,12 @@ def requeue_failed(run_id: uuid.UUID | str, *, user: AnyUser | None = None) -> R
 
 
 def cancel_run(run_id: uuid.UUID | str) -> Run:
-    """Cancel an active run, answering its unanswered calls with an error result."""
+    """Cancel an active run, answering its unanswered calls with an error result,
+    or a run waiting behind the active one (it stored nothing yet)."""
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
+        if run.status == RunStatus.WAITING:
+            return waiting_runs.cancel_waiting(run)
         if not run.is_active:
             raise RunStateError(
                 "run_not_active",

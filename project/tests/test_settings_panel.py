@@ -35,3 +35,15 @@ def test_the_panel_reads_providers_from_the_api(client: Client) -> None:
     assert (echo["name"], echo["default"], echo["models"]) == ("echo", True, ["echo"])
     assert echo["parameters"]["response_format"] is True
     assert "temperature" in echo["parameters"]["sampling"]
+
+
+@pytest.mark.django_db
+def test_the_composer_chooses_what_a_message_sent_while_busy_does(client: Client) -> None:
+    user: Any = get_user_model().objects.create_user("reader", password="pw")
+    client.force_login(user)
+    html = client.get("/").content.decode()
+    assert 'id="if-busy"' in html
+    for strategy in ("reject", "enqueue", "interrupt", "rollback"):
+        assert f'<option value="{strategy}">' in html
+    script = SCRIPT.read_text()
+    assert 'options.if_busy = $("if-busy").value' in script

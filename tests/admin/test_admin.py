@@ -687,3 +687,33 @@ def test_transcript_marks_where_a_fitted_run_cut_the_history(staff_client: Clien
     after = html[html.index(marker) :]
     next_message = after[after.index('id="message-') :]
     assert next_message.startswith(f'id="message-{first}"')
+
+
+def test_a_waiting_run_shows_the_run_ahead_and_can_be_cancelled(staff_client: Client) -> None:
+    service = ToolLoopService(tools=loop_tools.registry())
+    conversation = create_conversation()
+    active = service.start(conversation, "first")
+    waiting = service.start(conversation, "second", if_busy="enqueue")
+    changelist = staff_client.get("/admin/llm_conversations/run/").content.decode()
+    assert "llmconv-status-waiting" in changelist
+    assert f"run {active.pk}" in changelist
+    page = staff_client.get(f"/admin/llm_conversations/run/{waiting.pk}/change/").content.decode()
+    assert f'/admin/llm_conversations/run/{active.pk}/change/">{active.pk}</a>' in page
+    assert "second" in page  # the user turn it will store once it starts
+    response = _post_action(staff_client, "cancel_runs", [waiting])
+    assert [str(m) for m in response.context["messages"]] == ["Cancelled 1 run."]
+    waiting.refresh_from_db()
+    assert (waiting.status, waiting.termination_reason) == ("cancelled", "cancelled")
+
+
+def test_an_interrupting_run_names_the_run_it_replaced(staff_client: Client) -> None:
+    service = ToolLoopService(tools=loop_tools.registry())
+    conversation = create_conversation()
+    old = service.start(conversation, "first")
+    new = service.start(conversation, "second", if_busy="rollback")
+    page = staff_client.get(
+        f"/admin/{conversation._meta.app_label}/conversation/{conversation.pk}/change/"
+    ).content.decode()
+    assert f"interrupted run {old.pk}" in page
+    assert "ended: rolled_back" in page
+    assert new.replaced_id == old.pk

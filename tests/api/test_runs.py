@@ -364,6 +364,7 @@ def test_runs_status_values_match_the_model() -> None:
         "completed",
         "failed",
         "cancelled",
+        "waiting",
     }
 
 

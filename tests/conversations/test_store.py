@@ -18,11 +18,13 @@ from llm_conversations.conversations import (
     load_messages,
     pending_tool_call_ids,
 )
+from llm_conversations.conversations.store import remove_run_turns
 from llm_conversations.core.completions import CompletionResponse, Usage
 from llm_conversations.core.messages import ChatMessage, InvalidMessage, ToolCall
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.exceptions import ConversationBusy
-from llm_conversations.models import Conversation, Message, Run, RunStatus
+from llm_conversations.models import Conversation, ConversationSummary, Message, Run, RunStatus
+from llm_conversations.runs import ToolLoopService
 from tests.conftest import requires_postgresql, run_together
 
 pytestmark = pytest.mark.django_db
@@ -319,3 +321,30 @@ def test_runs_read_offered_tools_in_either_stored_form() -> None:
         run.refresh_from_db()
         assert run.offered_tools == [spec]
         assert run.offered_tool_names == ["get_time"]
+
+
+def test_removing_a_runs_turns_keeps_positions_gap_free_and_drops_covering_summaries() -> None:
+    conversation = create_conversation(messages=[ChatMessage.user("kept")])
+    kept = ConversationSummary.objects.create(
+        conversation=conversation, end_position=1, content="s", provider="p", model="m"
+    )
+    run = ToolLoopService().send(conversation, "dropped")
+    covering = ConversationSummary.objects.create(
+        conversation=conversation, end_position=3, content="s", provider="p", model="m"
+    )
+    assert remove_run_turns(conversation, run) == 2
+    assert [(m.position, m.content) for m in conversation.messages.order_by("position")] == [
+        (0, "kept")
+    ]
+    conversation.refresh_from_db()
+    assert conversation.message_count == 1
+    assert list(ConversationSummary.objects.values_list("pk", flat=True)) == [kept.pk]
+    assert not ConversationSummary.objects.filter(pk=covering.pk).exists()
+
+
+def test_a_runs_turns_are_not_removed_when_a_later_turn_is_not_its_own() -> None:
+    conversation = create_conversation()
+    run = ToolLoopService().send(conversation, "mine")
+    append_messages(conversation, [ChatMessage.user("someone else's")])
+    assert remove_run_turns(conversation, run) is None
+    assert conversation.messages.count() == 3

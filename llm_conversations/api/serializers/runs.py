@@ -24,6 +24,7 @@ from llm_conversations.api.serializers.parameters import (
     RunParameterFields,
     RunParametersSerializer,
 )
+from llm_conversations.conf import BUSY_STRATEGIES
 from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS
 from llm_conversations.models import (
     MAX_ID_CHARS,
@@ -63,6 +64,16 @@ class RunOptionsSerializer(NamesSentFields, StrictTypes[Any]):
     max_iterations = MaxIterationsField(
         required=False,
         help_text="Model calls before the loop closes the run: 1 to `MAX_ITERATIONS_LIMIT`.",
+    )
+    if_busy = serializers.ChoiceField(
+        choices=list(BUSY_STRATEGIES),
+        required=False,
+        help_text=(
+            "While another run of the conversation is active: `reject` (409 "
+            "`conversation_busy`), `enqueue` (202, the run `waiting` behind it), `interrupt` "
+            "(cancel it and start this one) or `rollback` (cancel it, remove its turns, start "
+            "this one); `BUSY_STRATEGY` when omitted. See docs/busy-conversations.md."
+        ),
     )
 
     def start_options(self) -> dict[str, Any]:
@@ -195,7 +206,18 @@ class RunSerializer(serializers.Serializer[Run]):
     status = serializers.ChoiceField(choices=RunStatus.values)
     termination_reason = serializers.SerializerMethodField(
         help_text="completed, max_iterations, content_filter, length, provider_error, "
-        "invalid_output, context_overflow, timeout, worker_lost, error or cancelled."
+        "invalid_output, context_overflow, timeout, worker_lost, error, cancelled, "
+        "interrupted or rolled_back (a new run took its place)."
+    )
+    waits_for = serializers.UUIDField(
+        source="waits_for_id",
+        allow_null=True,
+        help_text="The run this one waited behind when it was started with `if_busy: enqueue`.",
+    )
+    replaced = serializers.UUIDField(
+        source="replaced_id",
+        allow_null=True,
+        help_text="The run this one interrupted (`if_busy`: `interrupt` or `rollback`).",
     )
     provider = serializers.CharField(allow_blank=True)
     model = serializers.CharField(allow_blank=True)

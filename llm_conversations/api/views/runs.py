@@ -124,7 +124,11 @@ def run_responses(
     responses: dict[Any, Any] = {(ok, JSON): RunSerializer}
     if queued:
         responses[(202, JSON)] = OpenApiResponse(
-            RunSerializer, description="`background`: the run, queued for a task worker."
+            RunSerializer,
+            description=(
+                "`background`: the run, queued for a task worker; `if_busy: enqueue` on a "
+                "busy conversation: the run, `waiting` behind the one `waits_for` names."
+            ),
         )
     if stream:
         responses[(200, EVENT_STREAM)] = _STREAM
@@ -250,7 +254,9 @@ class RunViews(RunStartingView, viewsets.GenericViewSet[_M], Generic[_M]):
     ) -> HttpResponseBase:
         """The answer to a request that started ``run``: its stream (in the request's format
         unless ``ai_sdk_format`` says), the queued run (``background``), or the run once
-        executed here."""
+        executed here. A run waiting behind the active one is answered as a background
+        run: a task worker executes it when its turn comes."""
+        background = background or run.status == RunStatus.WAITING
         if wants_stream(request, stream):
             if background:
                 # A worker executes it: follow its log from the start.
@@ -288,8 +294,8 @@ class RunViewSet(RunViews[Run]):
         responses=run_responses(201, 409, 422, 429, 500, 502, queued=True),
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
-        """Store the user turn and answer it; 409 ``conversation_busy`` while a run is active,
-        403 for what the run policy does not permit, 429 over ``RUN_RATE`` or
+        """Store the user turn and answer it; while a run is active, what ``if_busy`` says
+        (409 ``conversation_busy`` for ``reject``, 202 with the waiting run for ``enqueue``), 403 for what the run policy does not permit, 429 over ``RUN_RATE`` or
         ``MAX_ACTIVE_RUNS_PER_USER``."""
         return idempotent(request, lambda: self._create(request))
 

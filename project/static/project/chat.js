@@ -48,6 +48,7 @@ let providers = []; // GET /api/providers/: what this user may run with
 let conversationId = null;
 let waitingRun = null;
 let executingRun = null; // the run this page streams or follows, for Stop
+let streamed = []; // the runs this page streams, oldest first (a message sent while busy adds one)
 let live = null; // the assistant bubble being streamed
 let oldestId = null; // the oldest message shown, for "Load earlier"
 let nextConversations = null; // the next page of the sidebar
@@ -224,6 +225,7 @@ async function loadEarlier() {
 async function openConversation(id, title) {
   conversationId = id;
   executingRun = null;
+  streamed = [];
   cards.clear();
   live = null;
   oldestId = null;
@@ -324,14 +326,20 @@ function executing(runId) {
   $("stop").hidden = !runId;
 }
 
-async function streamRun(path, body) {
-  live = null;
+// `started` is called once the run is stored: a message sent while busy may follow.
+async function streamRun(path, body, started = () => {}) {
+  if (!streamed.length) live = null;
   const response = await api(path, { method: "POST", body: JSON.stringify({ ...body, stream: true }) });
-  executing(response.headers.get("X-Run-Id"));
+  const runId = response.headers.get("X-Run-Id");
+  streamed.push(runId);
+  executing(streamed[0]);
+  started();
   try {
+    // A run waiting behind another (if_busy "enqueue") streams once its turn comes.
     await readEvents(response, onRunEvent);
   } finally {
-    executing(null);
+    streamed = streamed.filter((id) => id !== runId);
+    executing(streamed[0] || null);
   }
   await loadConversations();
 }
@@ -403,6 +411,7 @@ function runOptions() {
   const temperature = $("temperature").value;
   if (temperature !== "" && !$("temperature").disabled) options.temperature = Number(temperature);
   if ($("structured").checked && !$("structured").disabled) options.response_format = ANSWER_SCHEMA;
+  if ($("if-busy").value) options.if_busy = $("if-busy").value;
   return options;
 }
 
@@ -428,7 +437,10 @@ async function send(event) {
     setStatus("Thinking…");
     const own = { id: "pending", role: "user", content: typeof message === "string" ? message : message.content };
     renderMessage(own);
-    await streamRun(`/conversations/${conversationId}/runs/`, { message, ...runOptions() });
+    // Send is back once the run is stored: while it streams, another message
+    // is what the "While busy" choice says (a 409 with "reject").
+    const started = () => { $("send").disabled = false; };
+    await streamRun(`/conversations/${conversationId}/runs/`, { message, ...runOptions() }, started);
   } catch (error) {
     setStatus(error.message, true);
   } finally {
