@@ -26,6 +26,7 @@ from llm_conversations.conf import conf
 from llm_conversations.models import Run, RunEventType, RunStatus
 from llm_conversations.runs.event_log import record
 from llm_conversations.runs.event_reader import unstored_text_after
+from llm_conversations.runs.live_connections import return_connection
 from llm_conversations.runs.transitions import lease_expiry
 
 __all__ = ["Heartbeat", "claim", "new_owner", "release", "renew"]
@@ -146,6 +147,7 @@ class Heartbeat:
                     outage = None
                 if due:
                     renewed = time.monotonic()
+                return_connection()  # held only while it looks, when pooled
         except Exception:
             logger.exception("Renewing the lease of run %s failed", self._run.pk)
         finally:
