@@ -32,6 +32,8 @@ LLM_CONVERSATIONS = {
             "BASE_URL": os.environ.get("BENCH_PROVIDER_URL", "http://127.0.0.1:9/v1"),
         }
     },
+    # No automatic titles: each would be one more model call per conversation.
+    "TITLE_PROVIDER": None,
     "TOOLS": ["project.tools.get_time"],
     "LEASE_SECONDS": int(os.environ.get("BENCH_LEASE_SECONDS", "5")),
     # Above the longest queue wait (200 runs on 8 workers: about 50 s), so only
