@@ -212,6 +212,9 @@ def main() -> None:
         "DJANGO_SETTINGS_MODULE": SETTINGS,
         "BENCH_PROVIDER_URL": f"http://127.0.0.1:{port}/v1",
         "BENCH_POOL_SIZE": str(args.pool),
+        # A thread waiting for a connection is the database setting the pace;
+        # it should wait, not fail its run (docs/deployment.md).
+        "BENCH_POOL_TIMEOUT": "120",
         "PGAPPNAME": APPLICATION,  # libpq's default application_name, for pg_stat_activity
         "PYTHONUNBUFFERED": "1",
     }

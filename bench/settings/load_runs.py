@@ -19,7 +19,11 @@ DEBUG = False
 # sides CPU: each process takes its connections from a pool instead.
 DATABASES["default"]["CONN_MAX_AGE"] = 0
 DATABASES["default"]["OPTIONS"] = {
-    "pool": {"min_size": 2, "max_size": int(os.environ.get("BENCH_POOL_SIZE", "20")), "timeout": 10}
+    "pool": {
+        "min_size": 2,
+        "max_size": int(os.environ.get("BENCH_POOL_SIZE", "20")),
+        "timeout": float(os.environ.get("BENCH_POOL_TIMEOUT", "10")),
+    }
 }
 LLM_CONVERSATIONS = {
     **LLM_CONVERSATIONS,

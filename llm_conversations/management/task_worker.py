@@ -33,7 +33,13 @@ from concurrent.futures import ThreadPoolExecutor
 from types import FrameType
 from typing import Any
 
-from django.db import OperationalError, close_old_connections, connections, router
+from django.db import (
+    DatabaseError,
+    OperationalError,
+    close_old_connections,
+    connections,
+    router,
+)
 from django_tasks_db.management.commands.db_worker import Worker
 from django_tasks_db.models import DBTaskResult
 from django_tasks_db.utils import exclusive_transaction, is_locked_database_exception
@@ -160,10 +166,19 @@ class ConcurrentWorker(Worker):
                     row.claim(self.worker_id)
         except OperationalError as exc:
             if not is_locked_database_exception(exc):
-                raise
+                return self._claim_failed(exc)
             rows = []  # SQLite's writer lock is taken: try again at the next pass
+        except DatabaseError as exc:
+            return self._claim_failed(exc)
         return_connection()
         return rows
+
+    def _claim_failed(self, exc: DatabaseError) -> list[DBTaskResult[Any, Any]]:
+        # The database went away, or the pool had no connection in time: the runs
+        # in flight go on, and the next pass claims again on a new connection.
+        logger.warning("Claiming tasks failed (%s); retrying", exc)
+        connections[router.db_for_write(DBTaskResult)].close()
+        return []
 
     def _execute(self, row: DBTaskResult[Any, Any]) -> None:
         try:
