@@ -1,8 +1,10 @@
 """``make run``: the demo's web server, a task worker and the reaper, as one command.
 
-Starts ``manage.py runserver``, ``manage.py db_worker`` (executes background
-runs queued in the database) and ``manage.py reap_runs --loop 30`` (requeues
-runs whose worker died; the database worker cannot schedule tasks itself).
+Starts ``manage.py runserver``, ``manage.py llm_worker`` (executes background
+runs queued in the database, many at once, each picked up within 0.1 s on
+SQLite and as it is committed on PostgreSQL) and
+``manage.py reap_runs --loop 30`` (requeues runs whose worker died; the
+database worker cannot schedule tasks itself).
 Each child runs in its own process group; Ctrl-C (or SIGTERM) stops them all,
 and so does any one of them exiting. Children still running after
 ``STOP_SECONDS`` are killed, so nothing is left behind.
@@ -30,7 +32,7 @@ def commands(addrport: str) -> list[list[str]]:
     manage = [sys.executable, "manage.py"]
     return [
         [*manage, "runserver", addrport],
-        [*manage, "db_worker"],
+        [*manage, "llm_worker"],
         [*manage, "reap_runs", "--loop", str(REAP_EVERY_SECONDS)],
     ]
 

@@ -11,7 +11,7 @@ Static files are served by whitenoise. With DEBUG on it finds them in the apps'
 ``STATIC_ROOT``, so run ``python manage.py collectstatic --noinput`` first.
 
 Background runs go to a task worker: the database backend (``manage.py
-db_worker``, started by ``make run``) unless ``DJANGO_TASKS=rq``, which queues
+llm_worker``, started by ``make run``) unless ``DJANGO_TASKS=rq``, which queues
 them in Redis (``REDIS_URL``, default ``redis://127.0.0.1:6379/0``) for
 ``manage.py rqworker`` processes. See docs/deployment.md.
 """
@@ -47,7 +47,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "llm_conversations",
     "project",
-    # The task queue in the database: its tables and `manage.py db_worker`.
+    # The task queue in the database: its tables and `manage.py llm_worker`.
     "django_tasks_db",
 ]
 if django.VERSION < (6, 0):

@@ -19,7 +19,11 @@ DEBUG = False
 # sides CPU: each process takes its connections from a pool instead.
 DATABASES["default"]["CONN_MAX_AGE"] = 0
 DATABASES["default"]["OPTIONS"] = {
-    "pool": {"min_size": 2, "max_size": int(os.environ.get("BENCH_POOL_SIZE", "20")), "timeout": 10}
+    "pool": {
+        "min_size": 2,
+        "max_size": int(os.environ.get("BENCH_POOL_SIZE", "20")),
+        "timeout": float(os.environ.get("BENCH_POOL_TIMEOUT", "10")),
+    }
 }
 LLM_CONVERSATIONS = {
     **LLM_CONVERSATIONS,
@@ -32,6 +36,8 @@ LLM_CONVERSATIONS = {
             "BASE_URL": os.environ.get("BENCH_PROVIDER_URL", "http://127.0.0.1:9/v1"),
         }
     },
+    # No automatic titles: each would be one more model call per conversation.
+    "TITLE_PROVIDER": None,
     "TOOLS": ["project.tools.get_time"],
     "LEASE_SECONDS": int(os.environ.get("BENCH_LEASE_SECONDS", "5")),
     # Above the longest queue wait (200 runs on 8 workers: about 50 s), so only

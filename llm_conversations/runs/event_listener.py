@@ -26,13 +26,13 @@ import selectors
 import socket
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from django.db import connections, router
 
-__all__ = ["CHANNEL", "EventListener", "Waiter", "listener", "wake"]
+__all__ = ["CHANNEL", "EventListener", "Waiter", "listen", "listener", "notifies", "wake"]
 
 logger = logging.getLogger("llm_conversations.events")
 
@@ -155,38 +155,55 @@ class EventListener:
     def _listen(
         self, stop: threading.Event, wakeup: socket.socket, listening: threading.Event
     ) -> None:
-        try:
-            while not stop.is_set():
-                try:
-                    self._listen_once(stop, wakeup, listening)
-                except Exception:
-                    logger.warning("Listening for run events failed; readers poll", exc_info=True)
-                listening.clear()
-                self.wake()  # what was sent while nobody listened is read by a poll now
-                stop.wait(RECONNECT_SECONDS)
-        finally:
-            wakeup.close()
-
-    def _listen_once(
-        self, stop: threading.Event, wakeup: socket.socket, listening: threading.Event
-    ) -> None:
-        import psycopg
-
         alias = router.db_for_read(_run_event_model())
+        listen(CHANNEL, alias, stop, wakeup, listening, self.wake)
+
+
+def listen(
+    channel: str,
+    alias: str,
+    stop: threading.Event,
+    wakeup: socket.socket,
+    listening: threading.Event,
+    notified: Callable[[str | None], None],
+) -> None:
+    """``LISTEN`` on ``channel`` over a connection of its own to database ``alias`` until
+    ``stop`` is set (and ``wakeup`` written to, so it stops at once).
+
+    ``notified(payload)`` for each notification; ``notified(None)`` whenever
+    listening starts or ends, because what was sent meanwhile was missed and
+    must be found by a read. ``listening`` is set while notifications arrive.
+    A dropped connection is made again after ``RECONNECT_SECONDS``.
+    """
+    import psycopg
+
+    def listen_once() -> None:
         params = dict(connections[alias].get_connection_params())
         params.pop("cursor_factory", None)  # Django's cursor classes need its wrapper
         params.pop("context", None)
         with psycopg.connect(**params, autocommit=True) as conn:
-            conn.execute(f"LISTEN {CHANNEL}")
+            conn.execute(f"LISTEN {channel}")
             listening.set()
-            self.wake()  # readers read again: nothing committed before LISTEN is missed
+            notified(None)  # read again: nothing committed before LISTEN is missed
             with selectors.DefaultSelector() as selector:
                 selector.register(conn.fileno(), selectors.EVENT_READ)
                 selector.register(wakeup, selectors.EVENT_READ)
                 while not stop.is_set():
                     selector.select(timeout=RECONNECT_SECONDS)
                     for notify in conn.notifies(timeout=0):
-                        self.wake(notify.payload)
+                        notified(notify.payload)
+
+    try:
+        while not stop.is_set():
+            try:
+                listen_once()
+            except Exception:
+                logger.warning("Listening on %s failed; polling meanwhile", channel, exc_info=True)
+            listening.clear()
+            notified(None)
+            stop.wait(RECONNECT_SECONDS)
+    finally:
+        wakeup.close()
 
 
 def _run_event_model() -> Any:
@@ -196,9 +213,13 @@ def _run_event_model() -> Any:
 
 
 def _uses_notify() -> bool:
-    """PostgreSQL through psycopg 3 (the trigger of migration 0004 sends the notifications)."""
-    connection = connections[router.db_for_read(_run_event_model())]
-    if connection.vendor != "postgresql":
+    """Whether run events are notified (the trigger of migration 0004 sends them)."""
+    return notifies(router.db_for_read(_run_event_model()))
+
+
+def notifies(alias: str) -> bool:
+    """Whether database ``alias`` can push: PostgreSQL through psycopg 3."""
+    if connections[alias].vendor != "postgresql":
         return False
     from django.db.backends.postgresql.psycopg_any import is_psycopg3
 

@@ -26,6 +26,7 @@ from llm_conversations.conf import conf
 from llm_conversations.models import Run, RunEventType, RunStatus
 from llm_conversations.runs.event_log import record
 from llm_conversations.runs.event_reader import unstored_text_after
+from llm_conversations.runs.live_connections import return_connection
 from llm_conversations.runs.transitions import lease_expiry
 
 __all__ = ["Heartbeat", "claim", "new_owner", "release", "renew"]
@@ -89,6 +90,61 @@ def release(run: Run) -> None:
     )
 
 
+class _Looks:
+    """The states of the runs this process's heartbeats watch, read in one query.
+
+    Every heartbeat looks once a second; a worker with hundreds of runs in
+    flight would send hundreds of queries a second for it. Instead a look reuses
+    the states another heartbeat read less than ``FRESH_SECONDS`` ago, and the
+    heartbeat that finds them stale reads them again for all runs at once.
+    While one reads (it may wait for a pooled connection), the others use the
+    states read before: no heartbeat waits for another.
+    """
+
+    FRESH_SECONDS = CHECK_SECONDS / 4
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watched: dict[uuid.UUID, int] = {}
+        self._states: dict[uuid.UUID, tuple[str, str]] = {}
+        self._read_at = -1.0
+        self._reading = False
+
+    def watch(self, pk: uuid.UUID) -> None:
+        with self._lock:
+            self._watched[pk] = self._watched.get(pk, 0) + 1
+            self._read_at = -1.0  # read again, with this run
+
+    def unwatch(self, pk: uuid.UUID) -> None:
+        with self._lock:
+            self._watched[pk] -= 1
+            if not self._watched[pk]:
+                del self._watched[pk]
+                self._states.pop(pk, None)
+
+    def state(self, pk: uuid.UUID) -> tuple[str, str] | None:
+        """The run's status and lease owner, at most ``FRESH_SECONDS`` old; None
+        when this thread's connection cannot see the run."""
+        with self._lock:
+            if self._reading or time.monotonic() - self._read_at < self.FRESH_SECONDS:
+                return self._states.get(pk)
+            self._reading = True
+            watched = list(self._watched)
+        try:
+            rows = Run.objects.filter(pk__in=watched).values_list("pk", "status", "lease_owner")
+            states = {row_pk: (status, owner) for row_pk, status, owner in rows}
+        finally:
+            with self._lock:
+                self._reading = False
+        with self._lock:
+            self._states = states
+            self._read_at = time.monotonic()
+            return self._states.get(pk)
+
+
+_looks = _Looks()
+
+
 class Heartbeat:
     """Renews a lease from a thread while a model or a tool works.
 
@@ -104,12 +160,15 @@ class Heartbeat:
         self._thread = threading.Thread(target=self._beat, name=f"lease-{run.pk}", daemon=True)
 
     def __enter__(self) -> Heartbeat:
+        _looks.watch(self._run.pk)
         self._thread.start()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
+        return_connection()  # not held while the thread's last look ends
         self._thread.join()
+        _looks.unwatch(self._run.pk)
 
     def _beat(self) -> None:
         # Look every second, so a cancel from elsewhere stops the run within about
@@ -146,6 +205,7 @@ class Heartbeat:
                     outage = None
                 if due:
                     renewed = time.monotonic()
+                return_connection()  # held only while it looks, when pooled
         except Exception:
             logger.exception("Renewing the lease of run %s failed", self._run.pk)
         finally:
@@ -153,7 +213,7 @@ class Heartbeat:
 
     def _lost(self, due: bool) -> bool:
         """Whether the run stopped running or changed hands; renews the lease when ``due``."""
-        state = Run.objects.filter(pk=self._run.pk).values_list("status", "lease_owner").first()
+        state = _looks.state(self._run.pk)
         if state is None:
             return False  # not visible from this connection
         if state != (RunStatus.RUNNING, self._run.lease_owner):

@@ -46,6 +46,7 @@ from llm_conversations.runs.events import (
     ToolResultStored,
 )
 from llm_conversations.runs.fallbacks import ProviderChain
+from llm_conversations.runs.live_connections import return_connection
 from llm_conversations.tools import ToolRegistry
 
 __all__ = ["execute_rounds"]
@@ -242,6 +243,9 @@ def _call(
     tools = specs or None
     # The bytes of images and files are read for each call, never kept.
     history = load_attachment_data(history)
+    # No connection is held while the provider works, nor between streamed
+    # pieces (the caller logs text meanwhile): see return_connection().
+    return_connection()
     if not stream:
         yield provider.complete(history, tools=tools, parameters=parameters, interrupt=interrupt)
         return
@@ -251,6 +255,7 @@ def _call(
             # arrives; a whole reply that arrived is kept, deadline or not.
             interrupt.check()
             yield event
+            return_connection()
         elif isinstance(event, ResponseCompleted):
             yield event.response
 

@@ -20,6 +20,7 @@ from llm_conversations.conf import conf
 from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.exceptions import ToolArgumentsError
 from llm_conversations.models import Decision, PendingCall, Run, WaitReason
+from llm_conversations.runs.live_connections import return_connection
 from llm_conversations.runs.tool_contexts import tool_contexts
 from llm_conversations.tools import ToolRegistry, tool_result_message
 
@@ -96,6 +97,8 @@ def answer_calls(
             return traced.result(offered.execute(call, contexts.get(call.id)))
 
     timeouts = [_timeout(call, offered) for call in calls]
+    # The tools may take long; a tool that queries takes a connection again.
+    return_connection()
     if len(calls) == 1 and timeouts[0] is None:
         return [answer(calls[0])]
     started: dict[int, float] = {}

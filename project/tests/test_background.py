@@ -129,7 +129,7 @@ def test_make_run_starts_server_worker_and_reaper_and_ctrl_c_stops_them(tmp_path
         commands = {
             " ".join(Path(f"/proc/{pid}/cmdline").read_text().split("\0")[1:3]) for pid in children
         }
-        assert {"manage.py runserver", "manage.py db_worker", "manage.py reap_runs"} <= commands
+        assert {"manage.py runserver", "manage.py llm_worker", "manage.py reap_runs"} <= commands
 
         launcher.send_signal(signal.SIGINT)  # what Ctrl-C sends
         assert launcher.wait(timeout=30) == 0

@@ -543,3 +543,43 @@ def test_a_database_outage_is_logged_once_when_it_starts_and_once_when_it_ends(
     assert messages[0] == "Renewing the lease of run 7 failed (OperationalError); retrying"
     assert messages[1].startswith("Renewing the lease of run 7 works again after ")
     assert messages[1].endswith(" s")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_heartbeats_of_a_process_look_at_their_runs_in_one_query() -> None:
+    from django.db.backends.signals import connection_created
+
+    runs = []
+    for _ in range(10):
+        run = service(CallsThenAnswers("noop"), noop).start(create_conversation(), "hi")
+        assert claim(run, new_owner())
+        runs.append(run)
+    looks: list[str] = []
+
+    def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if sql.startswith("SELECT") and 'FROM "llm_conversations_run"' in sql:
+            looks.append(sql)
+        return execute(sql, params, many, context)
+
+    def counted(sender: Any, connection: Any, **kwargs: Any) -> None:
+        connection.execute_wrappers.append(count)
+
+    connection_created.connect(counted)
+    try:
+        heartbeats = [leases.Heartbeat(run) for run in runs]
+        for heartbeat in heartbeats:
+            heartbeat.__enter__()
+        time.sleep(2.6)  # two looks of each heartbeat: 20 queries, one per run and look
+        ToolLoopService().cancel(runs[3].pk)
+        deadline = time.monotonic() + 3
+        while not heartbeats[3].lost.is_set() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for heartbeat in heartbeats:
+            heartbeat.__exit__(None, None, None)
+    finally:
+        connection_created.disconnect(counted)
+    assert heartbeats[3].lost.is_set()  # a cancel is still seen
+    assert not any(h.lost.is_set() for i, h in enumerate(heartbeats) if i != 3)
+    # One query a look for all ten (a few more if their looks drift apart), not
+    # one per heartbeat and look (30 and more).
+    assert 1 <= len(looks) <= 12, looks
