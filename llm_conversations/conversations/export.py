@@ -62,8 +62,9 @@ __all__ = [
 # The "format" and "version" of every full-fidelity line.
 FORMAT = "llm_conversations.conversation"
 # Version 2 adds "attachments" to every message, version 3 "reasoning", version 4
-# "data" to every attachment (earlier versions are still read).
-FORMAT_VERSION = 4
+# "data" to every attachment, version 5 "hidden_at" and "hidden_reason" to every
+# message (earlier versions are still read).
+FORMAT_VERSION = 5
 # Conversations read (and their rows prefetched) at a time.
 CHUNK_SIZE = 100
 
@@ -129,6 +130,7 @@ _MESSAGE_COLUMNS = (
     "cost",
     "metadata",
     "hidden_at",
+    "hidden_reason",
     "created_at",
 )
 
@@ -290,6 +292,8 @@ def _message_record(
         "parsed": row["parsed"],
         "metadata": row["metadata"],
         "created_at": timestamp(row["created_at"]),
+        "hidden_at": None if row["hidden_at"] is None else timestamp(row["hidden_at"]),
+        "hidden_reason": row["hidden_reason"],
         "feedback": feedback,
         "attachments": [{**item, "id": str(item["id"])} for item in attachments],
     }

@@ -28,6 +28,7 @@ from llm_conversations.conversations.import_shapes import (
     MESSAGE_KEYS,
     MESSAGE_KEYS_V1,
     MESSAGE_KEYS_V2,
+    MESSAGE_KEYS_V3,
     READ_VERSIONS,
     RUN_KEYS,
     check_attachment_list,
@@ -43,6 +44,7 @@ from llm_conversations.conversations.import_shapes import (
     uuid_value,
     within,
 )
+from llm_conversations.conversations.lifecycle import tool_groups
 from llm_conversations.conversations.unanswered import unanswered_results
 from llm_conversations.core.messages import ChatMessage, unanswered_tool_call_ids
 from llm_conversations.core.tool_specs import ToolSpec
@@ -219,7 +221,13 @@ class RecordReader:
         ratings: list[Feedback] = []
         for index, value in enumerate(values):
             field = f"messages[{index}]"
-            keys = (MESSAGE_KEYS_V1, MESSAGE_KEYS_V2, MESSAGE_KEYS)[min(self.version, 3) - 1]
+            keys = (
+                MESSAGE_KEYS_V1,
+                MESSAGE_KEYS_V2,
+                MESSAGE_KEYS_V3,
+                MESSAGE_KEYS_V3,
+                MESSAGE_KEYS,
+            )[self.version - 1]
             data = object_value(value, field, keys)
             message = within(
                 field,
@@ -252,11 +260,21 @@ class RecordReader:
                 "metadata": data["metadata"],
                 "created_at": moment(data["created_at"], f"{field}.created_at"),
             }
+            if self.version >= 5 and data["hidden_at"] is not None:
+                extra["hidden_at"] = moment(data["hidden_at"], f"{field}.hidden_at")
+                extra["hidden_reason"] = data["hidden_reason"]
             row = Message(position=index, **Message.fields_from_chat_message(message), **extra)
             clean_row(row, field, ["conversation", "run", "id"])
             items.append((message, extra))
             for i, item in enumerate(list_value(data["feedback"], f"{field}.feedback")):
                 ratings.append(self._rating(row, item, f"{field}.feedback[{i}]"))
+        hidden = [extra.get("hidden_at") is not None for _, extra in items]
+        for group in tool_groups([message for message, _ in items]):
+            if len(set(hidden[group.start : group.stop])) > 1:
+                raise invalid(
+                    f"messages[{group.start}].hidden_at",
+                    "a tool group (an assistant turn with calls and their results) is hidden whole",
+                )
         return items, ratings
 
     def _rating(self, message: Message, value: Any, field: str) -> Feedback:

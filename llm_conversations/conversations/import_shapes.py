@@ -26,6 +26,7 @@ __all__ = [
     "MESSAGE_KEYS",
     "MESSAGE_KEYS_V1",
     "MESSAGE_KEYS_V2",
+    "MESSAGE_KEYS_V3",
     "READ_VERSIONS",
     "RUN_KEYS",
     "USAGE_KEYS",
@@ -102,10 +103,12 @@ MESSAGE_KEYS_V1 = (
     "feedback",
 )
 # Version 2 adds the attachments each message shows, version 3 the reasoning
-# state of assistant turns; lines of earlier versions are read too.
+# state of assistant turns, version 5 whether it is hidden from the model;
+# lines of earlier versions are read too.
 MESSAGE_KEYS_V2 = (*MESSAGE_KEYS_V1, "attachments")
-MESSAGE_KEYS = (*MESSAGE_KEYS_V2, "reasoning")
-READ_VERSIONS = (1, 2, 3, 4)
+MESSAGE_KEYS_V3 = (*MESSAGE_KEYS_V2, "reasoning")
+MESSAGE_KEYS = (*MESSAGE_KEYS_V3, "hidden_at", "hidden_reason")
+READ_VERSIONS = (1, 2, 3, 4, 5)
 # Version 4 adds "data" to each attachment: its bytes as base64, or null.
 ATTACHMENT_KEYS_V2 = ("id", "filename", "mime_type", "size", "sha256")
 ATTACHMENT_KEYS = (*ATTACHMENT_KEYS_V2, "data")

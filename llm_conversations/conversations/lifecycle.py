@@ -23,6 +23,7 @@ leave one outcome; none moves ``updated_at``, the last activity.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 
 from django.db import transaction
@@ -35,7 +36,7 @@ from llm_conversations.conversations.store import (
     lock_idle_conversation,
     pending_tool_call_ids,
 )
-from llm_conversations.core.messages import InvalidMessage, Role
+from llm_conversations.core.messages import ChatMessage, InvalidMessage, Role
 from llm_conversations.exceptions import ConversationTrashed
 from llm_conversations.models import Conversation, ConversationSummary, Message
 
@@ -47,6 +48,7 @@ __all__ = [
     "in_state",
     "restore_conversation",
     "tool_group_positions",
+    "tool_groups",
     "trash_conversation",
     "unarchive_conversation",
     "unhide_message",
@@ -118,6 +120,19 @@ def restore_conversation(conversation: ConversationRef) -> bool:
     return bool(
         Conversation.objects.filter(pk=pk, trashed_at__isnull=False).update(trashed_at=None)
     )
+
+
+def tool_groups(messages: Sequence[ChatMessage]) -> Iterator[range]:
+    """The indexes of each tool group of ``messages``: an assistant turn with
+    calls and the tool turns right after it, hidden or shown together."""
+    index = 0
+    while index < len(messages):
+        end = index + 1
+        if messages[index].role == Role.ASSISTANT and messages[index].tool_calls:
+            while end < len(messages) and messages[end].role == Role.TOOL:
+                end += 1
+            yield range(index, end)
+        index = end
 
 
 def tool_group_positions(conversation: ConversationRef, position: int) -> range:

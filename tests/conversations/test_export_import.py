@@ -26,6 +26,7 @@ from llm_conversations.conversations.export import (
 )
 from llm_conversations.conversations.feedback import rate_message
 from llm_conversations.conversations.importing import Importer
+from llm_conversations.conversations.lifecycle import hide_message
 from llm_conversations.core.messages import ChatMessage, Reasoning, ReasoningKind
 from llm_conversations.exceptions import LLMConversationsError
 from llm_conversations.models import Conversation, Feedback, Message, Rating, Run, RunStatus
@@ -177,7 +178,7 @@ class TestFinetuneForm:
 class TestFullForm:
     def test_every_stored_field(self, corpus: list[Conversation]) -> None:
         good = export("--user", "alice")[0]
-        assert (good["format"], good["version"], good["owner"]) == (FORMAT, 4, "alice")
+        assert (good["format"], good["version"], good["owner"]) == (FORMAT, 5, "alice")
         assert {message["reasoning"] for message in good["messages"]} == {None}
         assert good["metadata"] == {"k": ["v", 1.5]}
         run = good["runs"][0]
@@ -315,6 +316,23 @@ class TestRoundTrip:
         call("export_conversations", "--output", str(second))
         assert second.read_bytes() == first.read_bytes()
 
+    def test_hidden_messages_stay_hidden(self, alice: Any, tmp_path: Path) -> None:
+        conversation = with_tools(alice)
+        calls = Message.objects.get(conversation=conversation, role="assistant", position=1)
+        hidden = [row.position for row in hide_message(conversation, calls, reason="wrong city")]
+        assert hidden == [1, 2, 3]
+        first = tmp_path / "first.jsonl"
+        call("export_conversations", "--output", str(first))
+        line = json.loads(first.read_text())
+        assert [m["hidden_reason"] for m in line["messages"]] == ["", *["wrong city"] * 3, ""]
+        conversation.delete()
+        call("import_conversations", str(first))
+        rows = Message.objects.order_by("position")
+        assert [row.position for row in rows if row.hidden_at is not None] == hidden
+        second = tmp_path / "second.jsonl"
+        call("export_conversations", "--output", str(second))
+        assert second.read_bytes() == first.read_bytes()
+
     def test_existing_ids_are_refused_or_skipped(
         self, corpus: list[Conversation], tmp_path: Path
     ) -> None:
@@ -413,12 +431,15 @@ class TestImportValidation:
         assert "missing keys (attachments)" in self.refused(data).message
         data = copy.deepcopy(base)
         data["version"] = 1
-        assert "unknown keys (attachments, reasoning)" in self.refused(data).message
+        assert (
+            "unknown keys (attachments, hidden_at, hidden_reason, reasoning)"
+            in self.refused(data).message
+        )
         data = copy.deepcopy(base)
         data["version"] = 2
-        assert "unknown keys (reasoning)" in self.refused(data).message
+        assert "unknown keys (hidden_at, hidden_reason, reasoning)" in self.refused(data).message
         data = copy.deepcopy(base)
-        data["version"] = 5
+        data["version"] = 6
         assert self.refused(data).code == "unsupported_version"
         data = copy.deepcopy(base)
         data["created_at"] = "2026-01-01T00:00:00"
@@ -439,11 +460,19 @@ class TestImportValidation:
             f"messages[{last}].reasoning[0].data",
         )
 
+    def test_a_tool_group_is_hidden_whole(self, corpus: list[Conversation]) -> None:
+        data = record(corpus)
+        at = next(i for i, m in enumerate(data["messages"]) if m["tool_calls"])
+        data["messages"][at]["hidden_at"] = "2026-12-01T10:00:00.000000+00:00"
+        data["messages"][at]["hidden_reason"] = "only the calls"
+        refused = self.refused(data)
+        assert (refused.code, refused.field) == ("invalid_import", f"messages[{at}].hidden_at")
+
     def test_a_version_2_line_is_read_without_reasoning(self, corpus: list[Conversation]) -> None:
         data = record(corpus)
         data["version"] = 2
         for message in data["messages"]:
-            del message["reasoning"]
+            del message["reasoning"], message["hidden_at"], message["hidden_reason"]
         Conversation.objects.all().delete()
         assert Importer().import_record(data) is not None
         assert not Message.objects.filter(reasoning__isnull=False).exists()
