@@ -14,9 +14,19 @@ import os
 from argparse import ArgumentParser, ArgumentTypeError
 from typing import Any
 
+from django.apps import apps
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import CommandError
 from django.db import connections, router
 from django.utils.autoreload import DJANGO_AUTORELOAD_ENV, run_with_reloader
+
+if not apps.is_installed("django_tasks_db"):
+    # Its models cannot even be imported then; say what to install instead.
+    raise ImproperlyConfigured(
+        "manage.py llm_worker executes the tasks django-tasks-db queues: install "
+        "llm-conversations[tasks-db] and add 'django_tasks_db' to INSTALLED_APPS."
+    )
+
 from django_tasks_db.management.commands import db_worker
 from django_tasks_db.models import DBTaskResult
 
