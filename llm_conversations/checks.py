@@ -31,7 +31,8 @@ One function per concern, each id stable:
   policy class, E051 ``RUN_RATE`` neither ``None`` nor a DRF rate
   (``"20/min"``), E052 ``MAX_ACTIVE_RUNS_PER_USER`` neither ``None`` nor a
   positive integer, E053 ``BUSY_STRATEGY`` not one of ``reject``, ``enqueue``,
-  ``interrupt``, ``rollback``, E060 a budget (``USER_DAILY_BUDGET``, ``USER_MONTHLY_BUDGET``,
+  ``interrupt``, ``rollback``, E054 ``MAX_WAITING_RUNS`` neither ``None`` nor a
+  positive integer, E060 a budget (``USER_DAILY_BUDGET``, ``USER_MONTHLY_BUDGET``,
   ``CONVERSATION_BUDGET``) not a limit, E061 ``BUDGET_HOOK`` not a callable.
 - :func:`check_attachments`: E070 ``ATTACHMENT_MAX_BYTES``, E071
   ``ATTACHMENT_TYPES`` (a list of supported types), E072
@@ -363,7 +364,7 @@ def check_mcp_servers(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
 
 def check_run_limits(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E050 RUN_POLICY unusable, E051 RUN_RATE not a rate, E052 MAX_ACTIVE_RUNS_PER_USER,
-    E053 BUSY_STRATEGY, E060 a budget, E061 BUDGET_HOOK."""
+    E053 BUSY_STRATEGY, E054 MAX_WAITING_RUNS, E060 a budget, E061 BUDGET_HOOK."""
     errors: list[CheckMessage] = []
     path = raw_setting("RUN_POLICY")
     problem = _policy_problem(path)
@@ -392,6 +393,15 @@ def check_run_limits(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
                 f"LLM_CONVERSATIONS['BUSY_STRATEGY'] must be one of "
                 f"{', '.join(BUSY_STRATEGIES)}; got {strategy!r}.",
                 id="llm_conversations.E053",
+            )
+        )
+    waiting = raw_setting("MAX_WAITING_RUNS")
+    if not _is_optional_positive_integer(waiting):
+        errors.append(
+            Error(
+                "LLM_CONVERSATIONS['MAX_WAITING_RUNS'] must be None or a positive integer; "
+                f"got {waiting!r}.",
+                id="llm_conversations.E054",
             )
         )
     return errors + _budget_errors()

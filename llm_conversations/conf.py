@@ -88,6 +88,9 @@ DEFAULTS: dict[str, Any] = {
     "RUN_RATE": None,
     # Active (queued, running, waiting) runs one user may have; None: no limit.
     "MAX_ACTIVE_RUNS_PER_USER": None,
+    # Runs that may wait behind one conversation's active run (if_busy
+    # "enqueue"); None: no limit.
+    "MAX_WAITING_RUNS": 10,
     # Budgets (docs/costs.md#budgets): None, or {"tokens": int, "cost": "5.00"}
     # (either or both) per user per UTC day, per user per UTC month, and per
     # conversation; BUDGET_HOOK: a dotted path to a callable(user) returning a
@@ -230,6 +233,7 @@ class Settings:
     STRUCTURED_OUTPUT_REPAIRS: _Setting[int] = _Setting(int)
     BACKGROUND_RUNS: _Setting[bool] = _Setting(bool)
     BUSY_STRATEGY: _Setting[BusyStrategy] = _Setting(lambda value: cast(BusyStrategy, value))
+    MAX_WAITING_RUNS: _Setting[int | None] = _Setting(_optional(int))
     TASK_BACKEND: _Setting[str] = _Setting(str)
     LEASE_SECONDS: _Setting[int] = _Setting(int)
     MAX_ATTEMPTS: _Setting[int] = _Setting(int)

@@ -38,6 +38,7 @@ __all__ = [
     "ServerBusy",
     "ShareError",
     "TooManyActiveRuns",
+    "TooManyWaitingRuns",
     "ToolArgumentsError",
     "ToolError",
     "UnsupportedContent",
@@ -237,6 +238,19 @@ class TooManyActiveRuns(LLMConversationsError):
             "too_many_active_runs",
             f"at most {limit} run(s) of one user may be active at a time; "
             "wait for one to finish or cancel it.",
+        )
+        self.limit = limit
+
+
+class TooManyWaitingRuns(LLMConversationsError):
+    """``MAX_WAITING_RUNS`` runs wait behind the conversation's active run already
+    (code ``too_many_waiting_runs``)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            "too_many_waiting_runs",
+            f"at most {limit} run(s) may wait behind a conversation's active run; "
+            "wait for one to start or cancel it.",
         )
         self.limit = limit
 

@@ -108,6 +108,7 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.E051": ({"RUN_RATE": "20 per minute"}, True),
     "llm_conversations.E052": ({"MAX_ACTIVE_RUNS_PER_USER": 0}, True),
     "llm_conversations.E053": ({"BUSY_STRATEGY": "queue"}, True),
+    "llm_conversations.E054": ({"MAX_WAITING_RUNS": 0}, True),
     "llm_conversations.E060": ({"USER_DAILY_BUDGET": {"tokens": "many"}}, True),
     "llm_conversations.E061": ({"BUDGET_HOOK": "tests.no_such_module.limits"}, True),
     "llm_conversations.E070": ({"ATTACHMENT_MAX_BYTES": 0}, True),
@@ -668,6 +669,13 @@ def test_e053_busy_strategy_names_one_of_four(strategy: str) -> None:
     assert limit_ids({"BUSY_STRATEGY": strategy}) == []
     assert limit_ids({"BUSY_STRATEGY": strategy.upper()}) == ["llm_conversations.E053"]
     assert limit_ids({"BUSY_STRATEGY": None}) == ["llm_conversations.E053"]
+
+
+def test_e054_max_waiting_runs() -> None:
+    assert limit_ids({"MAX_WAITING_RUNS": None}) == []
+    assert limit_ids({"MAX_WAITING_RUNS": 3}) == []
+    assert limit_ids({"MAX_WAITING_RUNS": 0}) == ["llm_conversations.E054"]
+    assert limit_ids({"MAX_WAITING_RUNS": "3"}) == ["llm_conversations.E054"]
 
 
 def test_e061_budget_hook() -> None:

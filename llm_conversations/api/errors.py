@@ -76,6 +76,7 @@ _STATUS_BY_CODE = {
     "tool_not_permitted": 403,
     "max_iterations_not_permitted": 403,
     "too_many_active_runs": 429,
+    "too_many_waiting_runs": 429,
     "budget_exceeded": 429,
     "share_not_found": 404,
     "conversation_busy": 409,

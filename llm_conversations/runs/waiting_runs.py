@@ -19,8 +19,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from llm_conversations.conf import conf
 from llm_conversations.conversations.store import append_locked, lock_conversation
 from llm_conversations.core.messages import ChatMessage, InvalidMessage
+from llm_conversations.exceptions import TooManyWaitingRuns
 from llm_conversations.models import Run, RunEventType, RunStatus, TerminationReason
 from llm_conversations.runs.event_log import record
 from llm_conversations.signals import run_finished, waiting_run_queued
@@ -34,17 +36,21 @@ def waiting_turn(message: ChatMessage, metadata: dict[str, Any] | None) -> dict[
 
 
 def last_in_line(conversation_id: uuid.UUID, active: uuid.UUID) -> uuid.UUID:
-    """The run a new waiting run waits behind: the last one waiting, else ``active``.
+    """The run a new waiting run waits behind: the last one waiting, else ``active``;
+    ``TooManyWaitingRuns`` when ``MAX_WAITING_RUNS`` wait already.
 
-    Read under the conversation's lock, as every waiting run is stored under it.
+    Read under the conversation's lock, as every waiting run is stored under it:
+    one query, the newest waiting runs up to the limit.
     """
-    last = (
+    limit = conf.MAX_WAITING_RUNS
+    waiting = list(
         Run.objects.filter(conversation_id=conversation_id, status=RunStatus.WAITING)
         .order_by("-created_at", "-pk")
-        .values_list("pk", flat=True)
-        .first()
+        .values_list("pk", flat=True)[: limit or 1]
     )
-    return last or active
+    if limit is not None and len(waiting) >= limit:
+        raise TooManyWaitingRuns(limit)
+    return waiting[0] if waiting else active
 
 
 def start_next(conversation_id: uuid.UUID) -> Run | None:

@@ -196,6 +196,23 @@ def test_a_waiting_run_can_be_cancelled_and_the_one_behind_it_moves_up(
     assert_usable(conversation)
 
 
+def test_a_full_line_refuses_the_next_waiting_run_and_stores_nothing(
+    client: APIClient, conversation: Conversation, settings: Any
+) -> None:
+    settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "MAX_WAITING_RUNS": 2}
+    first = ToolLoopService().start(conversation, "first")
+    for message in ("second", "third"):
+        assert start(client, conversation, message=message, if_busy="enqueue").status_code == 202
+    refused = start(client, conversation, message="fourth", if_busy="enqueue")
+    assert (refused.status_code, refused.json()["error"]["code"]) == (429, "too_many_waiting_runs")
+    assert Run.objects.filter(conversation=conversation).count() == 3
+    # The active run ends and the line drains (the test's task backend runs each
+    # waiting run as it is queued): the next start runs at once.
+    ToolLoopService().execute(first.pk)
+    assert start(client, conversation, message="fourth", if_busy="enqueue").status_code == 201
+    assert [c for _, c in contents(conversation)][-2:] == ["fourth", "fourth"]
+
+
 def test_an_enqueued_chat_message_streams_its_run_once_it_starts(
     client: APIClient, conversation: Conversation
 ) -> None:

@@ -72,6 +72,7 @@ _ERROR_DESCRIPTIONS = {
         "`throttled`: over `RUN_RATE`, or `SHARE_RATE` for share links (see the "
         "`Retry-After` header and `details.retry_after`); "
         "`too_many_active_runs`: `MAX_ACTIVE_RUNS_PER_USER` runs are active; "
+        "`too_many_waiting_runs`: `MAX_WAITING_RUNS` runs wait behind the active one; "
         "`budget_exceeded`: a budget is spent (`details.run` when a run failed for it)."
     ),
     500: "`run_failed`: the run failed on the server (a bug); the run records the error.",
