@@ -27,9 +27,12 @@ from llm_conversations.conversations.import_formats.records import (
     ForeignConversation,
     Transcript,
     mapping,
+    message_arrays,
+    messages_of,
     output_text,
     refuse,
     sequence,
+    uses_message_arrays,
 )
 from llm_conversations.core.content_parts import (
     IMAGE_TYPES,
@@ -54,33 +57,21 @@ def _is_ui_message(value: Any) -> bool:
     return isinstance(value, Mapping) and isinstance(value.get("parts"), list)
 
 
-def _messages_of(item: Any) -> Any:
-    return item.get("messages") if isinstance(item, Mapping) else item
-
-
 def split(document: Any) -> list[tuple[str, Any]]:
     """The conversations of a file: one ``UIMessage[]``, or a list of them."""
-    if isinstance(document, Mapping) or (
-        isinstance(document, list) and document and _is_ui_message(document[0])
-    ):
-        return [("item 1", document)]
-    return [(f"item {index}", item) for index, item in enumerate(sequence(document, ""), 1)]
+    return message_arrays(document, _is_ui_message)
 
 
 def detect(document: Any) -> bool:
     """Whether the file's first conversation is an array of UI messages."""
-    items = split(document) if isinstance(document, list | Mapping) else []
-    if not items:
-        return False
-    messages = _messages_of(items[0][1])
-    return isinstance(messages, list) and bool(messages) and all(map(_is_ui_message, messages))
+    return uses_message_arrays(document, _is_ui_message)
 
 
 def parse(item: Any) -> ForeignConversation:
     """One conversation."""
     prefix = "messages" if isinstance(item, Mapping) else ""
     transcript = Transcript(reasoning_provider="ai-sdk")
-    for index, value in enumerate(sequence(_messages_of(item), prefix)):
+    for index, value in enumerate(sequence(messages_of(item), prefix)):
         where = f"{prefix}[{index}]"
         data = mapping(value, where)
         role = data.get("role")

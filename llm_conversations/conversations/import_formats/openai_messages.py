@@ -22,8 +22,11 @@ from llm_conversations.conversations.import_formats.records import (
     ForeignConversation,
     Transcript,
     mapping,
+    message_arrays,
+    messages_of,
     refuse,
     sequence,
+    uses_message_arrays,
 )
 from llm_conversations.core.content_parts import ContentPart, TextPart, part_from_dict
 from llm_conversations.core.messages import Role
@@ -41,31 +44,19 @@ def _is_message(value: Any) -> bool:
     )
 
 
-def _messages_of(item: Any) -> Any:
-    return item.get("messages") if isinstance(item, Mapping) else item
-
-
 def split(document: Any) -> list[tuple[str, Any]]:
     """The conversations of a file: one array of messages, or a list of them."""
-    if isinstance(document, Mapping) or (
-        isinstance(document, list) and document and _is_message(document[0])
-    ):
-        return [("item 1", document)]
-    return [(f"item {index}", item) for index, item in enumerate(sequence(document, ""), 1)]
+    return message_arrays(document, _is_message)
 
 
 def detect(document: Any) -> bool:
     """Whether the file's first conversation is an array of Chat Completions messages."""
-    items = split(document) if isinstance(document, list | Mapping) else []
-    if not items:
-        return False
-    messages = _messages_of(items[0][1])
-    return isinstance(messages, list) and bool(messages) and all(map(_is_message, messages))
+    return uses_message_arrays(document, _is_message)
 
 
 def parse(item: Any) -> ForeignConversation:
     """One conversation."""
-    messages = sequence(_messages_of(item), "messages" if isinstance(item, Mapping) else "")
+    messages = sequence(messages_of(item), "messages" if isinstance(item, Mapping) else "")
     prefix = "messages" if isinstance(item, Mapping) else ""
     transcript = Transcript(reasoning_provider="openai-import")
     for index, value in enumerate(messages):

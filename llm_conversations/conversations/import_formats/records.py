@@ -39,10 +39,13 @@ __all__ = [
     "epoch_moment",
     "iso_moment",
     "mapping",
+    "message_arrays",
+    "messages_of",
     "output_text",
     "refuse",
     "sequence",
     "text_parts",
+    "uses_message_arrays",
 ]
 
 # The error result of a call the file answers nowhere.
@@ -336,3 +339,28 @@ def sequence(value: Any, where: str) -> list[Any]:
     if not isinstance(value, list):
         raise refuse(where, "must be a JSON array")
     return value
+
+
+def messages_of(item: Any) -> Any:
+    """The messages of one conversation of a message-array file: the item itself,
+    or its ``messages``."""
+    return item.get("messages") if isinstance(item, Mapping) else item
+
+
+def message_arrays(document: Any, is_message: Callable[[Any], bool]) -> list[tuple[str, Any]]:
+    """The conversations of a message-array file: one array of messages (or an
+    object holding ``messages``), or a list of them."""
+    if isinstance(document, Mapping) or (
+        isinstance(document, list) and document and is_message(document[0])
+    ):
+        return [("item 1", document)]
+    return [(f"item {index}", item) for index, item in enumerate(sequence(document, ""), 1)]
+
+
+def uses_message_arrays(document: Any, is_message: Callable[[Any], bool]) -> bool:
+    """Whether the first conversation of ``document`` is an array of ``is_message``."""
+    items = message_arrays(document, is_message) if isinstance(document, list | Mapping) else []
+    if not items:
+        return False
+    messages = messages_of(items[0][1])
+    return isinstance(messages, list) and bool(messages) and all(map(is_message, messages))
