@@ -26,6 +26,7 @@ from llm_conversations.models import Decision, Run, RunStatus, TerminationReason
 from llm_conversations.providers import Provider, ProviderError, ResponseCompleted
 from llm_conversations.providers.interrupts import Interrupt
 from llm_conversations.runs import (
+    decisions,
     event_log,
     event_reader,
     final_answers,
@@ -101,7 +102,7 @@ def execute_rounds(
             calls = [c for c in _last_tool_calls(history) if c.id in pending]
             waiting = tool_answers.waiting_calls(calls, offered, run)
             if waiting:
-                waiting = transitions.decide_by_rule(run, waiting)
+                waiting = decisions.decide_by_rule(run, waiting)
             if waiting:
                 yield RunRequiresAction(transitions.pause(run, waiting))
                 return

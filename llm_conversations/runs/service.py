@@ -49,7 +49,15 @@ from llm_conversations.providers import (
     ProviderError,
     get_provider,
 )
-from llm_conversations.runs import busy, leases, policy, start_slots, transitions, waiting_runs
+from llm_conversations.runs import (
+    busy,
+    decisions,
+    leases,
+    policy,
+    start_slots,
+    transitions,
+    waiting_runs,
+)
 from llm_conversations.runs.budgets import check_start
 from llm_conversations.runs.context_window import check_strategy
 from llm_conversations.runs.events import LoopEvent, RunEnded, RunFailed
@@ -308,7 +316,7 @@ class ToolLoopService:
         caller saw it) that no longer matches is ``RunStateError``
         ``stale_decision``.
         """
-        answered = transitions.answer_waiting(
+        answered = decisions.answer_waiting(
             _run_pk(run),
             approve,
             deny,
