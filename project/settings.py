@@ -13,7 +13,8 @@ Static files are served by whitenoise. With DEBUG on it finds them in the apps'
 Background runs go to a task worker: the database backend (``manage.py
 llm_worker``, started by ``make run``) unless ``DJANGO_TASKS=rq``, which queues
 them in Redis (``REDIS_URL``, default ``redis://127.0.0.1:6379/0``) for
-``manage.py rqworker`` processes. See docs/deployment.md.
+``manage.py rqworker`` processes, or ``DJANGO_TASKS=celery``, which queues them for
+``celery -A project worker --pool threads`` (project/celery.py). See docs/deployment.md.
 """
 
 import os
@@ -199,6 +200,15 @@ if os.environ.get("DJANGO_TASKS") == "rq":
     # Workers run the Tasks framework's jobs through django-tasks-rq's job class.
     RQ = {"JOB_CLASS": "django_tasks_rq.backend.Job"}
     TASKS = {"default": {"BACKEND": "django_tasks_rq.RQBackend", "QUEUES": ["default"]}}
+elif os.environ.get("DJANGO_TASKS") == "celery":
+    # Celery workers on Redis (`celery -A project worker --pool threads --concurrency 32`).
+    CELERY_BROKER_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+    # The queue name of the Tasks framework is Celery's queue (`-Q default`).
+    CELERY_TASK_DEFAULT_QUEUE = "default"
+    # A message not acknowledged within this is delivered again: longer than a
+    # whole run (RUN_TIMEOUT, 900 s by default); the run's claim refuses a repeat.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 1800}
+    TASKS = {"default": {"BACKEND": "llm_conversations.celery_backend.CeleryBackend"}}
 
 LLM_CONVERSATIONS = {
     "DEFAULT_PROVIDER": os.environ.get("LLM_PROVIDER", "echo"),
