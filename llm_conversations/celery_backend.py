@@ -102,8 +102,11 @@ def configure(app: Celery) -> Celery:
     ``acks_late`` with ``prefetch_multiplier=1``: a message is acknowledged
     once its task ended, and a worker reserves no more than it executes.
     """
-    signals.task_prerun.connect(_close_old, weak=False)
-    signals.task_postrun.connect(close_connections, weak=False)
+    # dispatch_uid: configuring a second app connects the handlers once.
+    signals.task_prerun.connect(_close_old, weak=False, dispatch_uid="llm_conversations.prerun")
+    signals.task_postrun.connect(
+        close_connections, weak=False, dispatch_uid="llm_conversations.postrun"
+    )
     app.conf.worker_prefetch_multiplier = 1
     app.conf.task_acks_late = True
     app.conf.task_reject_on_worker_lost = True

@@ -14,6 +14,7 @@ import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import IO
 
@@ -22,11 +23,19 @@ from django.db import connection
 from django.test import override_settings
 
 from llm_conversations.conversations import create_conversation, load_messages
-from llm_conversations.core.messages import check_sequence
-from llm_conversations.models import Run, RunEvent, RunEventType
+from llm_conversations.models import RunEvent, RunEventType
 from llm_conversations.runs import ToolLoopService
 from llm_conversations.runs.service import execute_run
-from project.tests.test_rq import CLAIMED, ROOT, database_url, redis_problem, stop, wait_for
+from project.tests.test_rq import (
+    CLAIMED,
+    ROOT,
+    assert_each_completed_once,
+    database_url,
+    redis_problem,
+    runs_ended,
+    stop,
+    wait_for,
+)
 from tests.browser.chromium import running_under_ci
 
 pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
@@ -102,28 +111,13 @@ def test_two_celery_workers_complete_each_run_exactly_once(
             for n, conversation in enumerate(conversations)
         ]
 
-        def all_ended() -> bool:
-            ended = ["completed", "failed", "cancelled"]
-            return not Run.objects.filter(pk__in=ids).exclude(status__in=ended).exists()
-
-        wait_for(all_ended, f"{RUNS} runs to end", logs)
+        wait_for(partial(runs_ended, ids), f"{RUNS} runs to end", logs)
     finally:
         stop(workers)
         for file in files:
             file.close()
 
-    for run in Run.objects.filter(pk__in=ids):
-        assert (run.status, run.termination_reason, run.attempts) == ("completed", "completed", 1)
-    running = Counter(
-        RunEvent.objects.filter(run__in=ids, type=RunEventType.RUN_RUNNING).values_list(
-            "run_id", flat=True
-        )
-    )
-    assert running == dict.fromkeys(ids, 1)
-    for conversation in conversations:
-        history = load_messages(conversation)
-        assert [m.role for m in history] == ["user", "assistant"]
-        assert check_sequence(history) == ()
+    assert_each_completed_once(ids, conversations)
     per_worker: Counter[int] = Counter()
     claimed: list[uuid.UUID] = []
     for worker, log in zip(workers, logs, strict=True):

@@ -21,6 +21,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import suppress
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import quote
@@ -31,7 +32,7 @@ from django.test import override_settings
 
 from llm_conversations.conversations import create_conversation, load_messages
 from llm_conversations.core.messages import check_sequence
-from llm_conversations.models import Run, RunEvent, RunEventType
+from llm_conversations.models import Conversation, Run, RunEvent, RunEventType
 from llm_conversations.runs import ToolLoopService
 from tests.browser.chromium import running_under_ci
 
@@ -136,6 +137,29 @@ def wait_for(condition: Any, what: str, logs: list[Path], seconds: float = WAIT_
         time.sleep(0.2)
 
 
+def runs_ended(ids: list[uuid.UUID]) -> bool:
+    """True once none of the runs ``ids`` is still active."""
+    ended = ["completed", "failed", "cancelled"]
+    return not Run.objects.filter(pk__in=ids).exclude(status__in=ended).exists()
+
+
+def assert_each_completed_once(ids: list[uuid.UUID], conversations: list[Conversation]) -> None:
+    """Every run completed on its first attempt and ran once; every conversation is a
+    valid user/assistant pair."""
+    for run in Run.objects.filter(pk__in=ids):
+        assert (run.status, run.termination_reason, run.attempts) == ("completed", "completed", 1)
+    running_events = Counter(
+        RunEvent.objects.filter(run__in=ids, type=RunEventType.RUN_RUNNING).values_list(
+            "run_id", flat=True
+        )
+    )
+    assert running_events == dict.fromkeys(ids, 1)
+    for conversation in conversations:
+        history = load_messages(conversation)
+        assert [m.role for m in history] == ["user", "assistant"]
+        assert check_sequence(history) == ()
+
+
 def test_two_rq_workers_complete_each_run_exactly_once(rq_settings: None, tmp_path: Path) -> None:
     import django_rq
     from rq import Worker
@@ -169,14 +193,7 @@ def test_two_rq_workers_complete_each_run_exactly_once(rq_settings: None, tmp_pa
         ]
         ids = [run.pk for run in runs]
 
-        def all_ended() -> bool:
-            return (
-                not Run.objects.filter(pk__in=ids)
-                .exclude(status__in=["completed", "failed", "cancelled"])
-                .exists()
-            )
-
-        wait_for(all_ended, f"{RUNS} runs to end", logs)
+        wait_for(partial(runs_ended, ids), f"{RUNS} runs to end", logs)
         elapsed = time.monotonic() - started
     finally:
         stop(workers)
@@ -185,18 +202,7 @@ def test_two_rq_workers_complete_each_run_exactly_once(rq_settings: None, tmp_pa
         queue.empty()
 
     assert all(worker.poll() is not None for worker in workers)
-    for run in Run.objects.filter(pk__in=ids):
-        assert (run.status, run.termination_reason, run.attempts) == ("completed", "completed", 1)
-    running_events = Counter(
-        RunEvent.objects.filter(run__in=ids, type=RunEventType.RUN_RUNNING).values_list(
-            "run_id", flat=True
-        )
-    )
-    assert running_events == dict.fromkeys(ids, 1)
-    for conversation in conversations:
-        history = load_messages(conversation)
-        assert [m.role for m in history] == ["user", "assistant"]
-        assert check_sequence(history) == ()
+    assert_each_completed_once(ids, conversations)
 
     # Each worker logged the runs it claimed, with its lease owner (host:pid:id).
     claims: dict[uuid.UUID, list[int]] = {}
