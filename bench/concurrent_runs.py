@@ -44,7 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.load_runs import SETTINGS, free_port, ms, percentile
+from bench.load_runs import SETTINGS, free_port, ms, percentile, pickups, rss_kib
 
 APPLICATION = "bench-llm-worker"  # the worker's connections, as pg_stat_activity names them
 ENDED = ("completed", "failed", "cancelled", "requires_action")
@@ -57,15 +57,6 @@ class Peaks:
     in_flight: int = 0
     connections: int = 0
     rss_kib: int = 0
-
-
-def rss_kib(pid: int) -> int:
-    """Resident memory of a process (VmRSS), 0 once it is gone."""
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def worker_connections() -> int:
@@ -131,21 +122,6 @@ def wait_ended(ids: list[str], worker: subprocess.Popen[bytes], limit: float) ->
         if worker.poll() is not None or time.monotonic() > deadline:
             raise SystemExit(f"the worker stopped or the runs did not end within {limit:g} s")
         time.sleep(0.05)
-
-
-def pickups(ids: list[str]) -> list[float]:
-    """Each run's delay from its task's enqueue to the worker's claim of it."""
-    from django_tasks_db.models import DBTaskResult
-
-    rows = DBTaskResult.objects.filter(task_path__endswith="execute_run").values_list(
-        "args_kwargs", "enqueued_at", "started_at"
-    )
-    wanted = set(ids)
-    return [
-        (started - enqueued).total_seconds()
-        for args, enqueued, started in rows
-        if args["args"][0] in wanted and started is not None
-    ]
 
 
 def sample(pid: int, peaks: Peaks, stop: threading.Event) -> None:

@@ -186,6 +186,24 @@ def cpu_seconds(pid: int) -> float:
     return own + sum(cpu_seconds(int(child)) for child in children)
 
 
+def rss_kib(pid: int) -> int:
+    """Resident memory of a process (VmRSS), 0 once it is gone."""
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def tree_rss_kib(pid: int) -> int:
+    """Resident memory of a process and its live children (uvicorn's workers)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return 0
+    return rss_kib(pid) + sum(tree_rss_kib(int(child)) for child in children)
+
+
 def machine_busy() -> tuple[float, float]:
     """Busy and total jiffies of all CPUs since boot (/proc/stat)."""
     values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -210,12 +228,12 @@ class Cluster:
     env: dict[str, str]
     children: list[Child] = field(default_factory=list)
 
-    def start(self, name: str, command: list[str]) -> Child:
+    def start(self, name: str, command: list[str], env: dict[str, str] | None = None) -> Child:
         log = (self.logs / f"{name}.log").open("ab")
         process = subprocess.Popen(
             command,
             cwd=ROOT,
-            env=self.env,
+            env={**self.env, **(env or {})},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -265,16 +283,58 @@ class Cluster:
                 )
 
 
+@dataclass(frozen=True)
+class Topology:
+    """What a phase runs: the task workers, the web server and their connection pools.
+
+    ``engine`` is ``db_worker`` (one task at a time per process) or
+    ``llm_worker`` (``concurrency`` tasks at once per process); ``pool`` is a
+    worker's connection pool, ``web_pool`` a web process's.
+    """
+
+    workers: int = 8
+    engine: str = "db_worker"
+    concurrency: int = 1
+    poll: float = 1.0
+    web_processes: int = 1
+    pool: int = 20
+    web_pool: int = 20
+
+    @property
+    def slots(self) -> int:
+        """Runs the workers execute at once."""
+        return self.workers * (self.concurrency if self.engine == "llm_worker" else 1)
+
+    def worker_command(self, python: str) -> list[str]:
+        command = [python, "manage.py", self.engine, "--no-startup-delay"]
+        if self.engine == "llm_worker":
+            return [*command, "--no-reload", "--concurrency", str(self.concurrency)]
+        return [*command, "--interval", str(self.poll)]
+
+    def describe(self) -> str:
+        if self.engine == "llm_worker":
+            workers = f"{self.workers} llm_worker processes (--concurrency {self.concurrency})"
+        else:
+            workers = f"{self.workers} db_worker processes (--interval {self.poll:g})"
+        return (
+            f"{workers}, connection pools {self.pool} per worker and {self.web_pool} per web "
+            f"process, uvicorn ({self.web_processes} process(es))"
+        )
+
+
 @contextlib.contextmanager
 def cluster(
-    workers: int, latency: float, logs: Path, web_processes: int = 1, poll: float = 1.0
+    topology: Topology, latency: float, logs: Path, tool_log: Path | None = None
 ) -> Iterator[tuple[Cluster, str]]:
+    """The provider, web server, workers and reaper of a phase, each named in
+    ``pg_stat_activity`` by its role (``application_name``)."""
     provider_port, web_port = free_port(), free_port()
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": SETTINGS,
         "BENCH_PROVIDER_URL": f"http://127.0.0.1:{provider_port}/v1",
         "BENCH_LEASE_SECONDS": str(LEASE_SECONDS),
+        "BENCH_TOOL_LOG": str(tool_log or os.devnull),
         "PYTHONUNBUFFERED": "1",
     }
     group = Cluster(logs, env)
@@ -289,13 +349,22 @@ def cluster(
                 *(python, "-m", "uvicorn", "project.asgi:application"),
                 *("--host", "127.0.0.1", "--port", str(web_port)),
                 *("--lifespan", "off", "--no-access-log", "--log-level", "warning"),
-                *("--workers", str(web_processes)),
+                *("--workers", str(topology.web_processes)),
             ],
+            {"PGAPPNAME": "bench-web", "BENCH_POOL_SIZE": str(topology.web_pool)},
         )
-        worker = [python, "manage.py", "db_worker", "--no-startup-delay", "--interval", str(poll)]
-        for number in range(workers):
-            group.start(f"worker{number}", worker)
-        group.start("reaper", [python, "manage.py", "reap_runs", "--loop", str(REAP_EVERY)])
+        worker_env = {"PGAPPNAME": "bench-worker", "BENCH_POOL_SIZE": str(topology.pool)}
+        if topology.engine == "llm_worker":
+            # A run's thread waiting for a connection is the database setting
+            # the pace: it should wait, not fail its run (docs/deployment.md).
+            worker_env["BENCH_POOL_TIMEOUT"] = "120"
+        for number in range(topology.workers):
+            group.start(f"worker{number}", topology.worker_command(python), worker_env)
+        group.start(
+            "reaper",
+            [python, "manage.py", "reap_runs", "--loop", str(REAP_EVERY)],
+            {"PGAPPNAME": "bench-reaper", "BENCH_POOL_SIZE": "2"},
+        )
         root = f"http://127.0.0.1:{web_port}"
         wait_ready(group, root, provider_port)
         yield group, root
@@ -488,6 +557,93 @@ def serve_reads(root: str, sessionid: str) -> None:
 
 
 @dataclass
+class Peaks:
+    """The highest values the sampler saw during a phase."""
+
+    # Database sessions of the phase's processes, in all and by role.
+    connections: int = 0
+    by_role: dict[str, int] = field(default_factory=dict)
+    in_flight: int = 0  # runs with status running
+    worker_rss_kib: int = 0  # all workers together
+    web_rss_kib: int = 0  # the uvicorn supervisor and its processes
+
+
+SAMPLE_EVERY = 0.1
+
+
+def serve_samples(worker_pids: str, web_pid: str) -> None:
+    """The sampler process: every SAMPLE_EVERY seconds until its stdin closes, the
+    database sessions of the benchmark's roles (``application_name``), the runs
+    in flight and the resident memory of the workers and the web tier; then
+    prints the peaks as JSON. A process of its own, so its queries do not wait
+    for the client's busy event loop."""
+    sys.path.insert(0, str(ROOT))
+    os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS
+    import django
+
+    django.setup()
+    from django.db import connection
+
+    from llm_conversations.models import Run
+
+    pids = [int(pid) for pid in worker_pids.split(",") if pid]
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+    peaks = Peaks()
+    with connection.cursor() as cursor:
+        while not stop.wait(SAMPLE_EVERY):
+            cursor.execute(
+                "SELECT application_name, count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND application_name IN "
+                "('bench-web', 'bench-worker', 'bench-reaper') GROUP BY application_name"
+            )
+            roles = {name.removeprefix("bench-"): int(n) for name, n in cursor.fetchall()}
+            for role, count in roles.items():
+                peaks.by_role[role] = max(peaks.by_role.get(role, 0), count)
+            peaks.connections = max(peaks.connections, sum(roles.values()))
+            peaks.in_flight = max(peaks.in_flight, Run.objects.filter(status="running").count())
+            peaks.worker_rss_kib = max(peaks.worker_rss_kib, sum(rss_kib(pid) for pid in pids))
+            peaks.web_rss_kib = max(peaks.web_rss_kib, tree_rss_kib(int(web_pid)))
+    print(json.dumps(peaks.__dict__))
+
+
+@contextlib.contextmanager
+def sampling(group: Cluster) -> Iterator[Peaks]:
+    """Run the sampler process for the block; the peaks are filled in when it ends."""
+    workers = ",".join(str(c.process.pid) for c in group.children if c.name.startswith("worker"))
+    web = next(c for c in group.children if c.name == "web")
+    sampler = subprocess.Popen(
+        [sys.executable, __file__, "--serve-samples", workers, str(web.process.pid)],
+        cwd=ROOT,
+        env={**group.env, "PGAPPNAME": "bench-sampler"},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    peaks = Peaks()
+    try:
+        yield peaks
+    finally:
+        output, _ = sampler.communicate(b"", timeout=30)
+        if output:
+            peaks.__dict__.update(json.loads(output))
+
+
+def pickups(ids: list[str]) -> list[float]:
+    """Each of the runs' tasks: the delay from its enqueue to a worker's claim of it."""
+    from django_tasks_db.models import DBTaskResult
+
+    rows = DBTaskResult.objects.filter(task_path__endswith="execute_run").values_list(
+        "args_kwargs", "enqueued_at", "started_at"
+    )
+    wanted = set(ids)
+    return [
+        (started - enqueued).total_seconds()
+        for args, enqueued, started in rows
+        if args["args"][0] in wanted and started is not None
+    ]
+
+
+@dataclass
 class Load:
     clients: list[Received]
     wall: float
@@ -609,14 +765,20 @@ def create_conversations(count: int) -> list[str]:
     return [str(create_conversation(owner=user, title=f"load {i}").pk) for i in range(count)]
 
 
+@dataclass
+class Observed:
+    """What a phase measured besides its clients' view."""
+
+    busy: float  # the machine's busy share during the load
+    client_cpu: float
+    model_calls: int
+    peaks: Peaks
+    idle_worker_kib: int  # all workers' resident memory before the load
+    tool_calls: list[str]  # call ids, once per execution of get_time
+
+
 def report(
-    result: Load,
-    group: Cluster,
-    workers: int,
-    latency: float,
-    busy: float,
-    client_cpu: float,
-    model_calls: int,
+    result: Load, group: Cluster, topology: Topology, latency: float, seen: Observed
 ) -> bool:
     """Print the figures of one phase; return whether it met every target."""
     from llm_conversations.conversations import load_messages
@@ -669,14 +831,15 @@ def report(
     errors = Counter(c.error.split(":")[0] + ": " + c.error for c in clients if c.error)
 
     total = len(clients)
-    ideal = workers / (2 * latency)
+    slots = min(topology.slots, total)
+    ideal = slots / (2 * latency)
     rate = statuses.get("completed", 0) / result.wall
     p50, p95 = percentile(delays, 0.5), percentile(delays, 0.95)
     r50, r95 = percentile(result.reads, 0.5), percentile(result.reads, 0.95)
     print(f"  wall time: {result.wall:.1f} s for {total} runs")
     print(
         f"  throughput: {rate:.2f} runs/s; ideal {ideal:.2f} runs/s "
-        f"({workers} workers / (2 x {latency:g} s)); ratio {rate / ideal:.0%}"
+        f"({slots} runs at once / (2 x {latency:g} s)); ratio {rate / ideal:.0%}"
     )
     print(
         f"  runs: {dict(sorted(statuses.items()))}; ended {ended}/{total}; "
@@ -688,11 +851,11 @@ def report(
         if r.started_at and r.finished_at and r.attempts == 1
     ]
     if executing:
-        busy_share = sum(executing) / (workers * result.wall)
+        busy_share = sum(executing) / (slots * result.wall)
         print(
             f"  execution per run (started -> finished, first attempts): "
             f"p50 {ms(percentile(executing, 0.5))}, p95 {ms(percentile(executing, 0.95))} "
-            f"(2 x latency = {ms(2 * latency)}); workers executing runs "
+            f"(2 x latency = {ms(2 * latency)}); worker slots executing runs "
             f"{busy_share:.0%} of the wall time"
         )
     print(
@@ -709,8 +872,32 @@ def report(
     # for the calls it had made again. A dropped client stream must cost none.
     again = sum(r.attempts - 1 for r in runs.values())
     print(
-        f"  model calls: {model_calls} for {total} runs (2 a run: {2 * total}; "
+        f"  model calls: {seen.model_calls} for {total} runs (2 a run: {2 * total}; "
         f"runs executed again after their worker died: {again})"
+    )
+    executions = Counter(seen.tool_calls)
+    repeated = sum(n - 1 for n in executions.values())
+    print(
+        f"  get_time (repeatable=False) executions: {len(seen.tool_calls)} for "
+        f"{len(executions)} calls; executed twice: {repeated}"
+    )
+    waits = pickups([c.run for c in clients if c.run])
+    print(
+        f"  pick-up (task enqueued -> claimed): p50 {ms(percentile(waits, 0.5))}, "
+        f"p95 {ms(percentile(waits, 0.95))}, max {ms(max(waits, default=float('nan')))} "
+        f"over {len(waits)} tasks"
+    )
+    peaks = seen.peaks
+    per_run = (peaks.worker_rss_kib - seen.idle_worker_kib) / max(1, peaks.in_flight)
+    print(
+        f"  worker RSS (all {topology.workers}): {seen.idle_worker_kib / 1024:.0f} MB idle, "
+        f"{peaks.worker_rss_kib / 1024:.0f} MB at peak; runs in flight at peak {peaks.in_flight}: "
+        f"{per_run:.0f} KiB per run in flight; web tier RSS peak {peaks.web_rss_kib / 1024:.0f} MB"
+    )
+    print(
+        f"  database connections at peak: {peaks.connections} ("
+        + ", ".join(f"{role} {n}" for role, n in sorted(peaks.by_role.items()))
+        + ")"
     )
     print(
         f"  conversations: {total - invalid}/{total} valid; "
@@ -734,7 +921,8 @@ def report(
     print(
         "  CPU seconds (share of the wall time): "
         + ", ".join(f"{name} {sec:.1f} ({sec / result.wall:.0%})" for name, sec in cpu.items())
-        + f", this client {client_cpu:.1f} ({client_cpu / result.wall:.0%}); machine busy {busy:.0%} of "
+        + f", this client {seen.client_cpu:.1f} ({seen.client_cpu / result.wall:.0%}); "
+        f"machine busy {seen.busy:.0%} of "
         f"{os.cpu_count()} cores"
     )
     if errors:
@@ -748,6 +936,7 @@ def report(
         and p95 <= 0.150
         and rate >= 0.8 * ideal
         and r95 <= 0.050
+        and repeated == 0
     )
 
 
@@ -759,16 +948,36 @@ def web_processes(supervisor: int) -> list[int]:
     ]
 
 
+def topology(args: argparse.Namespace) -> Topology:
+    """The phase's processes, from the command line."""
+    concurrency = args.concurrency or -(-args.runs // args.workers)
+    return Topology(
+        workers=args.workers,
+        engine=args.engine,
+        concurrency=concurrency,
+        poll=args.poll,
+        web_processes=args.web_processes,
+        pool=args.pool,
+        web_pool=args.web_pool,
+    )
+
+
 def phase(args: argparse.Namespace, logs: Path, kill: bool) -> bool:
     import httpx
 
+    shape = topology(args)
     conversations = create_conversations(args.runs)
-    ideal_seconds = args.runs * 2 * args.latency / args.workers
+    ideal_seconds = args.runs * 2 * args.latency / min(shape.slots, args.runs)
     timeout = max(60.0, 5 * ideal_seconds + 4 * LEASE_SECONDS)
-    with cluster(args.workers, args.latency, logs, args.web_processes, args.poll) as (
-        group,
-        root,
+    tool_log = logs / f"tool-calls-{'kill' if kill else 'plain'}.txt"
+    tool_log.write_text("")
+    with (
+        cluster(shape, args.latency, logs, tool_log) as (group, root),
+        sampling(group) as peaks,
     ):
+        idle_worker_kib = sum(
+            rss_kib(c.process.pid) for c in group.children if c.name.startswith("worker")
+        )
         busy_before = machine_busy()
         group.mark_cpu()
         client_cpu = time.process_time()
@@ -807,21 +1016,70 @@ def phase(args: argparse.Namespace, logs: Path, kill: bool) -> bool:
             f"  {' and '.join(killed)} killed (SIGKILL) at {result.killed_at:.1f} s, "
             "half the runs ended"
         )
-    return report(
-        result,
-        group,
-        args.workers,
-        args.latency,
-        busy,
-        result.client_cpu - client_cpu,
-        model_calls,
+    seen = Observed(
+        busy=busy,
+        client_cpu=result.client_cpu - client_cpu,
+        model_calls=model_calls,
+        peaks=peaks,
+        idle_worker_kib=idle_worker_kib,
+        tool_calls=tool_log.read_text().split(),
     )
+    return report(result, group, shape, args.latency, seen)
+
+
+def prepare_database() -> bool:
+    """Set Django up on PostgreSQL, migrate and create the benchmark's user without
+    conversations; False (and say why) without PostgreSQL."""
+    url = os.environ.get("DATABASE_URL", "")
+    if not url.startswith(("postgres://", "postgresql://")):
+        print(
+            "skipped: needs PostgreSQL, e.g. DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench"
+        )
+        return False
+    sys.path.insert(0, str(ROOT))
+    os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS
+    import django
+
+    django.setup()
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django_tasks_db.models import DBTaskResult
+
+    call_command("migrate", verbosity=0)
+    from llm_conversations.models import Conversation
+
+    user, _ = User.objects.get_or_create(username=USERNAME)
+    user.set_password(PASSWORD)
+    user.save()
+    # Each invocation starts alike: the conversations of earlier ones would make
+    # the reads it measures (a page of the user's conversations) slower each time,
+    # and their tasks the pick-up delays it reads.
+    Conversation.objects.filter(owner=user).delete()
+    DBTaskResult.objects.all().delete()
+    return True
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument(
+        "--engine",
+        choices=["db_worker", "llm_worker"],
+        default="db_worker",
+        help="the task worker command (default db_worker: one run at a time per process)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        help="llm_worker --concurrency (default: the runs divided among the workers)",
+    )
+    parser.add_argument(
+        "--pool", type=int, default=20, help="each worker's connection pool (default 20)"
+    )
+    parser.add_argument(
+        "--web-pool", type=int, default=20, help="each web process's connection pool (default 20)"
+    )
     parser.add_argument("--latency", type=float, default=1.0, help="seconds per provider call")
     parser.add_argument("--no-kill", action="store_true", help="skip the phase with a kill")
     parser.add_argument(
@@ -857,7 +1115,13 @@ def main() -> None:
     parser.add_argument(
         "--serve-reads", nargs=2, metavar=("ROOT", "SESSION"), help=argparse.SUPPRESS
     )
+    parser.add_argument(
+        "--serve-samples", nargs=2, metavar=("WORKER_PIDS", "WEB_PID"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
+    if args.serve_samples:
+        serve_samples(*args.serve_samples)
+        return
     if args.serve_reads:
         serve_reads(*args.serve_reads)
         return
@@ -865,35 +1129,12 @@ def main() -> None:
         serve_provider(int(args.serve_provider[0]), float(args.serve_provider[1]))
         return
 
-    url = os.environ.get("DATABASE_URL", "")
-    if not url.startswith(("postgres://", "postgresql://")):
-        print(
-            "skipped: needs PostgreSQL, e.g. DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench"
-        )
+    if not prepare_database():
         return
-    sys.path.insert(0, str(ROOT))
-    os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS
-    import django
-
-    django.setup()
-    from django.contrib.auth.models import User
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    from llm_conversations.models import Conversation
-
-    user, _ = User.objects.get_or_create(username=USERNAME)
-    user.set_password(PASSWORD)
-    user.save()
-    # Each invocation starts alike: the conversations of earlier ones would make
-    # the reads it measures (a page of the user's conversations) slower each time.
-    Conversation.objects.filter(owner=user).delete()
-
     logs = Path(tempfile.mkdtemp(prefix="load_runs-"))
     print(
-        f"{args.runs} background runs (2 model rounds + 1 tool each), {args.workers} db_worker "
-        f"processes (--interval {args.poll:g}), provider latency {args.latency:g} s, "
-        f"uvicorn ({args.web_processes} process(es)), PostgreSQL; clients "
+        f"{args.runs} background runs (2 model rounds + 1 tool each), {topology(args).describe()}, "
+        f"provider latency {args.latency:g} s, PostgreSQL; clients "
         + ("start with a 202, then open events/" if args.attach_separately else "start streaming")
         + f"; logs in {logs}"
     )

@@ -4,7 +4,9 @@ The benchmark starts every process (web server, task workers, reaper) with
 ``DJANGO_SETTINGS_MODULE=bench.settings.load_runs`` and these variables:
 ``DATABASE_URL`` (PostgreSQL), ``BENCH_PROVIDER_URL`` (the fake
 OpenAI-compatible server) and ``BENCH_LEASE_SECONDS`` (short, so the reaper
-requeues a killed worker's run within seconds).
+requeues a killed worker's run within seconds), and optionally
+``BENCH_POOL_SIZE`` / ``BENCH_POOL_TIMEOUT`` (each process's connection pool)
+and ``BENCH_TOOL_LOG`` (where ``bench.settings.tools.get_time`` logs its calls).
 """
 
 import os
@@ -38,7 +40,7 @@ LLM_CONVERSATIONS = {
     },
     # No automatic titles: each would be one more model call per conversation.
     "TITLE_PROVIDER": None,
-    "TOOLS": ["project.tools.get_time"],
+    "TOOLS": ["bench.settings.tools.get_time"],
     "LEASE_SECONDS": int(os.environ.get("BENCH_LEASE_SECONDS", "5")),
     # Above the longest queue wait (200 runs on 8 workers: about 50 s), so only
     # a task lost with a killed worker is enqueued again, within the phase.
