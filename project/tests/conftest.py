@@ -4,6 +4,7 @@
 import pytest
 from django.conf import settings
 
+from project.tests.slow_provider import provider
 from tests.browser.chromium import (
     browser,
     page,
@@ -15,6 +16,7 @@ from tests.browser.chromium import (
 __all__ = [
     "browser",
     "page",
+    "provider",
     "pytest_collection_modifyitems",
     "pytest_sessionfinish",
     "pytest_terminal_summary",

@@ -9,6 +9,7 @@ locally but fails under ``CI=true``.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import uuid
@@ -19,13 +20,18 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+import redis
 from django.db import connection
 from django.test import override_settings
 
 from llm_conversations.conversations import create_conversation, load_messages
-from llm_conversations.models import RunEvent, RunEventType
+from llm_conversations.core.messages import check_sequence
+from llm_conversations.models import RunEvent, RunEventType, RunStatus
 from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs.reaper import reap_runs
 from llm_conversations.runs.service import execute_run
+from llm_conversations.runs.tool_answers import NOT_REPEATED
+from project.tests.slow_provider import SlowProvider
 from project.tests.test_rq import (
     CLAIMED,
     ROOT,
@@ -65,9 +71,11 @@ def celery_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         yield
     with app.connection_for_write() as conn:
         conn.default_channel.queue_purge("default")
+    # A killed worker's unacknowledged message too: the database it names is gone.
+    redis.Redis.from_url(REDIS_URL).flushdb()
 
 
-def start_worker(name: str, log: IO[str]) -> subprocess.Popen[str]:
+def start_worker(name: str, log: IO[str], **extra: str) -> subprocess.Popen[str]:
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "project.settings",
@@ -75,6 +83,7 @@ def start_worker(name: str, log: IO[str]) -> subprocess.Popen[str]:
         "REDIS_URL": REDIS_URL,
         "DATABASE_URL": database_url(),
         "PYTHONUNBUFFERED": "1",
+        **extra,
     }
     command = [sys.executable, "-m", "celery", "-A", "project", "worker", "--pool", "threads"]
     command += ["--concurrency", "8", "-Q", "default", "-n", f"{name}@%h", "-l", "INFO"]
@@ -143,3 +152,45 @@ def test_a_redelivered_message_does_not_execute_a_run_twice(celery_settings: Non
     assert (run.status, run.attempts) == ("completed", 1)
     assert RunEvent.objects.filter(run=run, type=RunEventType.RUN_RUNNING).count() == 1
     assert [m.role for m in load_messages(conversation)] == ["user", "assistant"]
+
+
+def test_a_killed_workers_run_is_finished_by_another_without_repeating_a_tool(
+    celery_settings: None, provider: SlowProvider, tmp_path: Path
+) -> None:
+    """SIGKILL mid-tool: the message stays unacknowledged on the broker until its
+    visibility timeout, so the run's lease and the reaper finish it on another worker,
+    and the ``repeatable=False`` call is answered, not run again."""
+    provider.delay = 0.1
+    charged = tmp_path / "charged.log"
+    extra = {
+        "DJANGO_SETTINGS_MODULE": "project.tests.worker_settings",
+        "WORKER_PROVIDER_URL": provider.base_urls()["openai"],
+        "WORKER_TOOL_LOG": str(charged),
+    }
+    logs = [tmp_path / "first.log", tmp_path / "second.log"]
+    files = [log.open("w") for log in logs]
+    workers: list[subprocess.Popen[str]] = []
+    try:
+        workers.append(start_worker(f"llmconv-kill-{uuid.uuid4().hex[:8]}-1", files[0], **extra))
+        wait_for(lambda: " ready." in logs[0].read_text(), "the first worker", logs)
+        run = ToolLoopService().start(
+            create_conversation(title="celery kill"), "please pay", background=True
+        )
+        wait_for(charged.exists, "the tool to start", logs)
+        os.killpg(workers[0].pid, signal.SIGKILL)  # mid-tool: the call may have had its effect
+        workers[0].wait()
+        wait_for(lambda: reap_runs().requeued == (run.pk,), "the lease to expire", logs)
+        workers.append(start_worker(f"llmconv-kill-{uuid.uuid4().hex[:8]}-2", files[1], **extra))
+        wait_for(partial(runs_ended, [run.pk]), "the run to end", logs)
+    finally:
+        stop(workers)
+        for file in files:
+            file.close()
+
+    run.refresh_from_db()
+    assert (run.status, run.attempts) == (RunStatus.COMPLETED, 2)
+    assert charged.read_text() == "charged\n"  # once, not again
+    messages = load_messages(run.conversation_id)
+    check_sequence(messages)
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[2].content == NOT_REPEATED

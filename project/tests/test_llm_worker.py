@@ -20,9 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from django.conf import settings
 from django.db import connection
-from django.test import override_settings
 from django_tasks_db.models import DBTaskResult
 
 from llm_conversations.conversations import create_conversation, load_messages
@@ -31,9 +29,9 @@ from llm_conversations.models import Run, RunStatus
 from llm_conversations.runs import ToolLoopService
 from llm_conversations.runs.reaper import reap_runs
 from llm_conversations.runs.tool_answers import NOT_REPEATED
-from project.tests.worker_tools import LEASE_SECONDS, conversation_settings
+from project.tests.slow_provider import SlowProvider
+from project.tests.worker_tools import LEASE_SECONDS
 from tests.conftest import requires_postgresql
-from tests.faults.server import Exchange, FakeProvider
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -91,42 +89,6 @@ def database_url() -> str:
     password = f":{quote(db['PASSWORD'])}" if db["PASSWORD"] else ""
     auth = f"{user}{password}@" if user else ""
     return f"postgres://{auth}{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
-class SlowProvider(FakeProvider):
-    """Answers each call after ``delay`` seconds: with a ``charge_card`` call when the
-    user asked to pay and nothing answered it yet, else with text."""
-
-    delay = 1.0
-
-    def __init__(self) -> None:
-        super().__init__(fallback=self.answer)
-
-    def answer(self, exchange: Exchange) -> None:
-        if exchange.stop.wait(self.delay):
-            return
-        last = exchange.body["messages"][-1]
-        if last["role"] == "user" and "pay" in str(last["content"]):
-            calls = [("call_pay", "charge_card", "{}")]
-            exchange.send(exchange.render(calls=calls, finish="tool"))
-        else:
-            exchange.send(exchange.render("done"))
-
-
-@pytest.fixture
-def provider() -> Iterator[SlowProvider]:
-    fake = SlowProvider()
-    server = fake.start()
-    try:
-        url = fake.base_urls()["openai"]
-        with override_settings(
-            LLM_CONVERSATIONS=conversation_settings(settings.LLM_CONVERSATIONS, url)
-        ):
-            yield fake
-    finally:
-        server.stop.set()
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture

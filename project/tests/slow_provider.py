@@ -1,0 +1,51 @@
+"""The fake provider of the worker tests (``provider`` fixture, re-exported by conftest):
+on 127.0.0.1, slow on purpose, so a test can act while a run waits on it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from django.conf import settings
+from django.test import override_settings
+
+from project.tests.worker_tools import conversation_settings
+from tests.faults.server import Exchange, FakeProvider
+
+__all__ = ["SlowProvider", "provider"]
+
+
+class SlowProvider(FakeProvider):
+    """Answers each call after ``delay`` seconds: with a ``charge_card`` call when the
+    user asked to pay and nothing answered it yet, else with text."""
+
+    delay = 1.0
+
+    def __init__(self) -> None:
+        super().__init__(fallback=self.answer)
+
+    def answer(self, exchange: Exchange) -> None:
+        if exchange.stop.wait(self.delay):
+            return
+        last = exchange.body["messages"][-1]
+        if last["role"] == "user" and "pay" in str(last["content"]):
+            calls = [("call_pay", "charge_card", "{}")]
+            exchange.send(exchange.render(calls=calls, finish="tool"))
+        else:
+            exchange.send(exchange.render("done"))
+
+
+@pytest.fixture
+def provider() -> Iterator[SlowProvider]:
+    fake = SlowProvider()
+    server = fake.start()
+    try:
+        url = fake.base_urls()["openai"]
+        with override_settings(
+            LLM_CONVERSATIONS=conversation_settings(settings.LLM_CONVERSATIONS, url)
+        ):
+            yield fake
+    finally:
+        server.stop.set()
+        server.shutdown()
+        server.server_close()
