@@ -3,8 +3,10 @@ read back from the SDK's in-memory exporter and metric reader."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+import time
 from decimal import Decimal
 from typing import Any
 
@@ -25,6 +27,7 @@ from llm_conversations.core.messages import ChatMessage
 from llm_conversations.models import Message, Run
 from llm_conversations.providers import AnthropicProvider, EchoProvider, OpenAIProvider
 from llm_conversations.runs import ToolLoopService
+from llm_conversations.tools import ToolRegistry, tool
 from tests.support import loop_tools
 
 pytestmark = pytest.mark.django_db
@@ -235,6 +238,33 @@ def test_parallel_calls_in_pool_threads_are_children_of_the_run(otel: Recorded) 
     assert len(tools) == 2
     assert {t.parent.span_id for t in tools if t.parent} == {root.context.span_id}
     assert {dict(t.attributes or {})["gen_ai.tool.call.id"] for t in tools} == {"call_a", "call_b"}
+
+
+def test_async_calls_on_the_shared_loop_are_children_of_the_run(otel: Recorded) -> None:
+    @tool
+    async def nap() -> str:
+        await asyncio.sleep(0.05)
+        return "rested"
+
+    @tool(timeout=0.1)
+    async def hang() -> str:
+        await asyncio.sleep(30)
+        return "too late"
+
+    service = ToolLoopService(EchoProvider(), tools=ToolRegistry([nap, hang]))
+    text = calls_text(("call_n", "nap", {}), ("call_h", "hang", {}))
+    service.send(create_conversation(), ChatMessage.user(text))
+    deadline = time.monotonic() + 2  # the cancelled call's span ends on the loop's thread
+    while "execute_tool hang" not in by_name(otel.spans()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    spans = by_name(otel.spans())
+    (root,) = spans["invoke_agent"]
+    (napped,) = spans["execute_tool nap"]
+    (cancelled,) = spans["execute_tool hang"]
+    assert {t.parent.span_id for t in (napped, cancelled) if t.parent} == {root.context.span_id}
+    assert napped.status.status_code is StatusCode.UNSET
+    assert cancelled.status.status_code is StatusCode.ERROR
+    assert dict(cancelled.attributes or {})["error.type"] == "asyncio.exceptions.CancelledError"
 
 
 def failing_openai(status: int = 500) -> OpenAIProvider:

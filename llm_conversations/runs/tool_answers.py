@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Collection, Sequence
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from django.db import connections
 
@@ -22,7 +22,7 @@ from llm_conversations.exceptions import ToolArgumentsError
 from llm_conversations.models import Decision, PendingCall, Run, WaitReason
 from llm_conversations.runs.live_connections import return_connection
 from llm_conversations.runs.tool_contexts import tool_contexts
-from llm_conversations.tools import ToolRegistry, tool_result_message
+from llm_conversations.tools import ToolRegistry, async_loop, tool_result_message
 
 __all__ = ["answer_calls", "waiting_calls"]
 
@@ -65,6 +65,11 @@ def _timeout(call: ToolCall, offered: ToolRegistry) -> float | None:
     return declared if declared is not None else conf.TOOL_TIMEOUT
 
 
+def _on_loop(call: ToolCall, offered: ToolRegistry) -> bool:
+    """Whether ``call`` is of an async tool, which runs on the shared event loop."""
+    return call.name in offered and offered.get(call.name).is_async
+
+
 def answer_calls(
     calls: Sequence[ToolCall],
     offered: ToolRegistry,
@@ -75,31 +80,40 @@ def answer_calls(
 ) -> list[ChatMessage]:
     """Answer each call, in call order.
 
-    Calls run on a bounded thread pool when there are several or a timeout
-    applies; a call still running at its timeout is answered with an error
-    result and its thread is left to finish on its own (Python cannot stop it).
-    When ``stop`` is set (the run was cancelled elsewhere) waiting ends at once
-    and the calls not done are answered as stopped; the caller stores nothing.
-    A call in ``ran_before`` (it may have run before its worker was lost) of a
-    tool declared ``repeatable=False`` is answered with an error, not run again.
+    Calls of ``async def`` tools run on the process's shared event loop
+    (:mod:`llm_conversations.tools.async_loop`), all at once; the others on a
+    bounded thread pool when there are several calls or a timeout applies. A
+    call still running at its timeout is answered with an error result: an
+    async call is cancelled, a thread is left to finish on its own (Python
+    cannot stop it). When ``stop`` is set (the run was cancelled elsewhere)
+    waiting ends at once, the calls not done are answered as stopped (async
+    ones cancelled); the caller stores nothing. A call in ``ran_before`` (it
+    may have run before its worker was lost) of a tool declared
+    ``repeatable=False`` is answered with an error, not run again.
     """
 
     contexts = tool_contexts(calls, offered, run)
-    # The run's span, for the spans of calls executed in pool threads.
+    # The run's span, for the spans of calls executed in pool threads and on the loop.
     parent = telemetry.current_context()
 
-    def answer(call: ToolCall) -> ChatMessage:
+    def refused(call: ToolCall) -> ChatMessage | None:
         if run.decision(call.id) is Decision.DENIED:
             return tool_result_message(call.id, DENIED, is_error=True)
         if call.id in ran_before and call.name in offered and not offered.get(call.name).repeatable:
             return tool_result_message(call.id, NOT_REPEATED, is_error=True)
+        return None
+
+    def answer(call: ToolCall) -> ChatMessage:
+        if (message := refused(call)) is not None:
+            return message
         with telemetry.tool_execution(call, parent) as traced:
             return traced.result(offered.execute(call, contexts.get(call.id)))
 
     timeouts = [_timeout(call, offered) for call in calls]
+    on_loop = [_on_loop(call, offered) for call in calls]
     # The tools may take long; a tool that queries takes a connection again.
     return_connection()
-    if len(calls) == 1 and timeouts[0] is None:
+    if len(calls) == 1 and timeouts[0] is None and not on_loop[0]:
         return [answer(calls[0])]
     started: dict[int, float] = {}
 
@@ -111,9 +125,25 @@ def answer_calls(
             # A tool that used the ORM opened this thread's own connection.
             connections.close_all()
 
-    pool = ThreadPoolExecutor(max_workers=min(conf.TOOL_WORKERS, len(calls)))
+    async def answer_on_loop(index: int) -> ChatMessage:
+        started[index] = time.monotonic()
+        call = calls[index]
+        if (message := refused(call)) is not None:
+            return message
+        with telemetry.tool_execution(call, parent) as traced:
+            tool = offered.get(call.name)
+            return traced.result(await tool.execute_async(call, contexts.get(call.id)))
+
+    threaded = on_loop.count(False)
+    pool = ThreadPoolExecutor(max_workers=min(conf.TOOL_WORKERS, threaded)) if threaded else None
+    futures: dict[Future[ChatMessage], int] = {}
     try:
-        futures = {pool.submit(answer_in_thread, i): i for i in range(len(calls))}
+        for i in range(len(calls)):
+            if on_loop[i]:
+                futures[async_loop.submit(answer_on_loop(i))] = i
+            else:
+                assert pool is not None
+                futures[pool.submit(answer_in_thread, i)] = i
         results: dict[int, ChatMessage] = {}
         while len(results) < len(calls):
             pending = [f for f, i in futures.items() if i not in results]
@@ -136,7 +166,11 @@ def answer_calls(
                 if now - started[index] >= limit:
                     message = TIMED_OUT.format(seconds=limit)
                     results[index] = tool_result_message(calls[index].id, message, is_error=True)
+                    future.cancel()  # cancels an async call's coroutine; a thread runs on
         return [results[i] for i in range(len(calls))]
     finally:
-        # Never wait for a call that timed out.
-        pool.shutdown(wait=False, cancel_futures=True)
+        # Never wait for a call that timed out or was stopped; cancel the async ones.
+        for future in futures:
+            future.cancel()
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import Callable
@@ -10,12 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict, Unpack, overload
 
 import pydantic
-from asgiref.sync import async_to_sync
 
 from llm_conversations.core.messages import ChatMessage, InvalidMessage, ToolCall
 from llm_conversations.core.structured import VALIDATION_SECONDS, SchemaTimeout, errors_within
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.exceptions import ToolArgumentsError, ToolError
+from llm_conversations.tools import async_loop
 from llm_conversations.tools.context import ToolContext, context_parameter
 from llm_conversations.tools.results import exception_summary, malformed_reason, tool_result_message
 from llm_conversations.tools.schema import (
@@ -202,6 +203,12 @@ class Tool:
         """True when the function declares a :class:`ToolContext` parameter."""
         return self._context is not None
 
+    @property
+    def is_async(self) -> bool:
+        """True for an ``async def`` function: its calls run on the process's shared
+        event loop (:mod:`llm_conversations.tools.async_loop`)."""
+        return self.function is not None and inspect.iscoroutinefunction(self.function)
+
     def execute(self, call: ToolCall, context: ToolContext | None = None) -> ChatMessage:
         """Validate, run and answer ``call`` with a tool turn; never raises for tool failures.
 
@@ -211,7 +218,49 @@ class Tool:
         is logged, not sent), for client-side tools too: a call a frontend
         could not run is answered here. Raises :class:`ToolError` for a valid
         call of a client-side tool, whose result must be submitted.
+
+        An async tool runs on the shared event loop while this thread waits;
+        code that runs on an event loop awaits :meth:`execute_async` instead.
         """
+        kwargs = self._arguments(call, context)
+        if isinstance(kwargs, ChatMessage):
+            return kwargs
+        assert self.function is not None
+        try:
+            if self.is_async:
+                value = self._wait_for(self.function, kwargs)
+            else:
+                value = self.function(**kwargs)
+        except Exception as exc:
+            return self._failed(call, exc)
+        return tool_result_message(call.id, value)
+
+    async def execute_async(
+        self, call: ToolCall, context: ToolContext | None = None
+    ) -> ChatMessage:
+        """:meth:`execute` for an async tool, awaited on the caller's loop.
+
+        The same results and errors as :meth:`execute`. Cancelling the awaiting
+        task cancels the tool's coroutine (``CancelledError`` is not an error
+        result: it propagates). Raises :class:`ToolError` ``not_async`` for a
+        tool whose function is synchronous, which would block the loop.
+        """
+        if self.function is not None and not self.is_async:
+            raise ToolError("not_async", f"{self.name} is synchronous; call execute().")
+        kwargs = self._arguments(call, context)
+        if isinstance(kwargs, ChatMessage):
+            return kwargs
+        assert self.function is not None
+        try:
+            value = await self.function(**kwargs)
+        except Exception as exc:
+            return self._failed(call, exc)
+        return tool_result_message(call.id, value)
+
+    def _arguments(
+        self, call: ToolCall, context: ToolContext | None
+    ) -> dict[str, Any] | ChatMessage:
+        """The function's keyword arguments, or the error result answering ``call``."""
         try:
             kwargs = self.validate_call(call)
         except ToolArgumentsError as exc:
@@ -226,15 +275,24 @@ class Tool:
                 message = f"{self.name} needs the context of a run; it was called without one."
                 return tool_result_message(call.id, message, is_error=True)
             kwargs[self._context] = context
+        return kwargs
+
+    def _wait_for(self, function: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        """The value of the coroutine ``function(**kwargs)``, run on the shared loop."""
         try:
-            if inspect.iscoroutinefunction(self.function):
-                value = async_to_sync(self.function)(**kwargs)
-            else:
-                value = self.function(**kwargs)
-        except Exception as exc:
-            logger.exception("Tool %s failed answering call %s.", self.name, call.id)
-            return tool_result_message(call.id, exception_summary(exc), is_error=True)
-        return tool_result_message(call.id, value)
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # no loop in this thread: waiting blocks nothing else
+        else:
+            raise RuntimeError(
+                f"{self.name} is async: await execute_async() on an event loop, "
+                "not execute(), which would block it."
+            )
+        return async_loop.submit(function(**kwargs)).result()
+
+    def _failed(self, call: ToolCall, exc: Exception) -> ChatMessage:
+        logger.exception("Tool %s failed answering call %s.", self.name, call.id)
+        return tool_result_message(call.id, exception_summary(exc), is_error=True)
 
 
 @overload
