@@ -9,9 +9,8 @@ may append or delete while a run is active), reads only the tail that the
 pairing rules need (from the last assistant turn on,
 :mod:`~llm_conversations.conversations.history`), and inserts the new rows in
 one statement, so an append costs the same at any history length and
-concurrent appenders get gap-free positions. Reading a history is
-:mod:`~llm_conversations.conversations.history`'s; forks are
-:mod:`~llm_conversations.conversations.copies`'.
+concurrent appenders get gap-free positions. Forks are made in
+:mod:`~llm_conversations.conversations.copies`.
 """
 
 from __future__ import annotations
