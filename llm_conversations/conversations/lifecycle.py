@@ -10,7 +10,7 @@
   deletes it ``TRASH_RETENTION_DAYS`` after it was trashed.
 - **Hidden** messages (``hidden_at``, ``hidden_reason``) stay stored for audit
   and are left out of what the model is sent
-  (:func:`~llm_conversations.conversations.store.load_history`). A tool group,
+  (:func:`~llm_conversations.conversations.history.load_history`). A tool group,
   the assistant turn that made calls and the tool turns that answer them, is
   hidden and shown whole, so what the model sees keeps every call paired with
   its result; a group whose calls are not all answered cannot be hidden.
@@ -30,12 +30,12 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from llm_conversations.conversations.store import (
+from llm_conversations.conversations.history import (
     ConversationRef,
     conversation_pk,
-    lock_idle_conversation,
     pending_tool_call_ids,
 )
+from llm_conversations.conversations.locks import lock_idle_conversation
 from llm_conversations.core.messages import ChatMessage, InvalidMessage, Role
 from llm_conversations.exceptions import ConversationTrashed
 from llm_conversations.models import Conversation, ConversationSummary, Message

@@ -5,8 +5,8 @@ The owner makes a link to the conversation's history through one message
 (:func:`resolve_share`, :func:`snapshot_messages`) and the attachments it
 shows (:func:`snapshot_attachment`), never a message stored after it, until
 the link is revoked (:func:`revoke_share`) or expires. A signed-in reader may
-continue it as a copy of their own (:func:`continue_as_copy`), made by the
-store's fork.
+continue it as a copy of their own (:func:`continue_as_copy`), made by a fork
+(:func:`~llm_conversations.conversations.copies.fork_conversation`).
 
 The token is 32 random bytes, shown once; only its SHA-256 is stored, so the
 database never holds a usable link and a lookup is one indexed equality.
@@ -26,7 +26,8 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from llm_conversations.conversations.attachments import create_attachment, link_attachments
-from llm_conversations.conversations.store import cuts_tool_group, fork_conversation
+from llm_conversations.conversations.copies import fork_conversation
+from llm_conversations.conversations.history import cuts_tool_group
 from llm_conversations.exceptions import ShareError
 from llm_conversations.models import (
     Attachment,
@@ -208,7 +209,7 @@ def revoke_share(share: ShareLink) -> ShareLink:
 def continue_as_copy(share: ShareLink, viewer: User) -> Conversation:
     """A new conversation of ``viewer`` holding copies of the snapshot's turns.
 
-    Made by the store's fork, so it passes the same rules and costs the same
+    Made by a fork (``copies.fork_conversation``), so it passes the same rules and costs the same
     statements at any length. For a viewer other than the owner the copy is
     theirs alone: it records no source, carries none of the owner's metadata
     or usage, and shows copies of the snapshot's attachments owned by the

@@ -1,13 +1,16 @@
-"""The conversation store: the one place that turns rows into messages and back.
+"""The conversation store: the one place that turns messages into rows and
+appends them, and what else changes a conversation's turns (an imported
+history, a rolled-back run's turns, deleting the conversation).
 
-It owns the conversation-level rules: call/result pairing, what the columns
-can hold (call id lengths, storable text), and who may append or delete while a run is active (only that run may
-append; nobody may delete). It also copies histories into forks, in one
-``INSERT ... SELECT`` whatever their length (the rows are valid already; the
-database's constraints and triggers check the copies all the same). Appending locks the conversation row, reads only
-the tail that the pairing rules need (from the last assistant turn on), and
-inserts the new rows in one statement, so an append costs the same at any
-history length and concurrent appenders get gap-free positions.
+It owns the conversation-level rules of what is stored: call/result pairing and
+what the columns can hold (call id lengths, storable text). Appending locks the
+conversation row (:mod:`~llm_conversations.conversations.locks`, which says who
+may append or delete while a run is active), reads only the tail that the
+pairing rules need (from the last assistant turn on,
+:mod:`~llm_conversations.conversations.history`), and inserts the new rows in
+one statement, so an append costs the same at any history length and
+concurrent appenders get gap-free positions. Forks are made in
+:mod:`~llm_conversations.conversations.copies`.
 """
 
 from __future__ import annotations
@@ -19,23 +22,26 @@ from functools import partial
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Subquery
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from llm_conversations.conversations.attachments import check_references, link_attachments
-from llm_conversations.conversations.copies import copy_attachment_links, copy_message_rows
+from llm_conversations.conversations.history import ConversationRef, conversation_pk, tail_messages
+from llm_conversations.conversations.locks import (
+    lock_by_counting,
+    lock_conversation,
+    lock_for_change,
+)
 from llm_conversations.core.completions import CompletionResponse, FinishReason
 from llm_conversations.core.messages import (
     ChatMessage,
     InvalidMessage,
     MessageInput,
-    Role,
     as_chat_messages,
     check_sequence,
     unanswered_tool_call_ids,
 )
 from llm_conversations.core.text import json_problem
-from llm_conversations.exceptions import ConversationBusy, ConversationTrashed, ForkError
 from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,
     MAX_ID_CHARS,
@@ -43,46 +49,21 @@ from llm_conversations.models import (
     ConversationSummary,
     Message,
     Run,
-    TitleSource,
-    chat_messages_of,
-    conversation_history,
-    conversation_messages,
 )
 from llm_conversations.signals import message_appended
 from llm_conversations.users import User
 
 __all__ = [
-    "ConversationRef",
-    "active_run_id",
     "append_cancelled_reply",
     "append_completion",
     "append_locked",
     "append_messages",
     "check_storable",
-    "conversation_pk",
     "create_conversation",
-    "cuts_tool_group",
     "delete_conversation",
-    "fork_conversation",
-    "fork_title",
     "insert_history",
-    "load_history",
-    "load_messages",
-    "lock_conversation",
-    "lock_idle_conversation",
-    "pending_tool_call_ids",
     "remove_run_turns",
 ]
-
-ConversationRef = Conversation | uuid.UUID | str
-"""A conversation or its id."""
-
-
-def conversation_pk(conversation: ConversationRef) -> uuid.UUID:
-    """The id of a conversation given as an instance, a UUID or its text."""
-    if isinstance(conversation, Conversation):
-        return conversation.pk
-    return conversation if isinstance(conversation, uuid.UUID) else uuid.UUID(str(conversation))
 
 
 def create_conversation(
@@ -102,148 +83,6 @@ def create_conversation(
             append_messages(conversation, initial)
             conversation.refresh_from_db(fields=["message_count", "updated_at"])
     return conversation
-
-
-def load_messages(conversation: ConversationRef) -> list[ChatMessage]:
-    """The whole conversation as value objects, in order, in one query."""
-    return conversation_messages(conversation_pk(conversation))
-
-
-def load_history(conversation: ConversationRef) -> tuple[list[ChatMessage], frozenset[int]]:
-    """The whole conversation as value objects, in order, and the positions of
-    its hidden messages (the model is not sent them), in one query."""
-    return conversation_history(conversation_pk(conversation))
-
-
-def _tail(conversation_id: uuid.UUID, before: int | None = None) -> list[ChatMessage]:
-    """The messages from the last assistant turn on: all the sequence rules need.
-
-    ``before``: of the first ``before`` messages only.
-    """
-    earlier = {} if before is None else {"position__lt": before}
-    last_assistant = (
-        Message.objects.filter(conversation_id=conversation_id, role=Role.ASSISTANT, **earlier)
-        .order_by("-position")
-        .values("position")[:1]
-    )
-    return chat_messages_of(
-        Message.objects.filter(
-            conversation_id=conversation_id, position__gte=Subquery(last_assistant), **earlier
-        ).order_by("position")
-    )
-
-
-def pending_tool_call_ids(conversation: ConversationRef) -> tuple[str, ...]:
-    """Ids of the calls of the last assistant turn that no tool turn answers yet."""
-    return unanswered_tool_call_ids(_tail(conversation_pk(conversation)))
-
-
-def cuts_tool_group(conversation: ConversationRef, count: int) -> bool:
-    """Whether the first ``count`` messages end with tool calls their results do not
-    follow (a fork or a shared snapshot there would not be a valid history)."""
-    return bool(unanswered_tool_call_ids(_tail(conversation_pk(conversation), before=count)))
-
-
-def _lock(conversation_id: uuid.UUID, run: Run | None, *, trashed: bool = False) -> int:
-    """Lock the conversation row and return its message count.
-
-    Raises ``ConversationTrashed`` for a conversation in the trash (unless
-    ``trashed``), and ``ConversationBusy`` when a run is active, unless ``run``
-    is that run.
-    The row lock serialises appenders of one conversation (PostgreSQL); on
-    SQLite the IMMEDIATE transaction mode does the same. The active run is
-    read by a statement of its own, after the lock is held, so it sees a run
-    committed while this one waited.
-    """
-    count = lock_conversation(conversation_id, trashed=trashed)
-    active = active_run_id(conversation_id)
-    _refuse_busy(active, run)
-    return count
-
-
-def _count_in(conversation_id: uuid.UUID, run: Run | None, adding: int) -> int:
-    """Lock the conversation row by counting ``adding`` new messages, and return
-    the count before them; the caller inserts them in the same transaction,
-    which undoes the count if anything fails.
-
-    What :func:`_lock` and a later count update do, in one statement fewer:
-    the ``UPDATE`` takes the row lock, then one read, a statement of its own
-    after the lock is held (so it sees a run committed while this one
-    waited), returns the count and the active run together.
-    Raises ``ConversationTrashed``, ``ConversationBusy`` and
-    ``Conversation.DoesNotExist`` as ``_lock``.
-    """
-    if not Conversation.objects.filter(pk=conversation_id).update(
-        message_count=F("message_count") + adding, updated_at=timezone.now()
-    ):
-        raise Conversation.DoesNotExist("Conversation matching query does not exist.")
-    active_run = Run.objects.filter(
-        conversation_id=OuterRef("pk"), status__in=ACTIVE_RUN_STATUSES
-    ).values("pk")[:1]
-    count, active, trashed_at = (
-        Conversation.objects.filter(pk=conversation_id)
-        .annotate(active=Subquery(active_run))
-        .values_list("message_count", "active", "trashed_at")
-        .get()
-    )
-    if trashed_at is not None:
-        raise ConversationTrashed()
-    _refuse_busy(active, run)
-    return int(count) - adding
-
-
-def _refuse_busy(active: uuid.UUID | None, run: Run | None) -> None:
-    if active is not None and (run is None or run.pk != active):
-        raise ConversationBusy(
-            "another run of this conversation is still active; wait for it or cancel it."
-        )
-
-
-def lock_conversation(conversation: ConversationRef, *, trashed: bool = False) -> int:
-    """In a transaction: lock the conversation row and return its message count;
-    ``ConversationTrashed`` for one in the trash, unless ``trashed``.
-
-    What a start that may find the conversation busy takes before reading
-    :func:`active_run_id` (it chooses what to do then), and what queues a
-    waiting run; :func:`lock_idle_conversation` refuses a busy one instead.
-    """
-    count, trashed_at = (
-        Conversation.objects.select_for_update()
-        .values_list("message_count", "trashed_at")
-        .get(pk=conversation_pk(conversation))
-    )
-    if trashed_at is not None and not trashed:
-        raise ConversationTrashed()
-    return int(count)
-
-
-def active_run_id(conversation: ConversationRef) -> uuid.UUID | None:
-    """The id of the conversation's active run, ``None`` when it is idle; read under
-    :func:`lock_conversation`, it sees a run committed while the lock was awaited."""
-    return (
-        Run.objects.filter(
-            conversation_id=conversation_pk(conversation), status__in=ACTIVE_RUN_STATUSES
-        )
-        .values_list("pk", flat=True)
-        .first()
-    )
-
-
-def lock_idle_conversation(conversation: ConversationRef, *, trashed: bool = False) -> int:
-    """In a transaction: lock the conversation row, refusing it while a run is
-    active or, unless ``trashed``, while it is in the trash
-    (``ConversationTrashed``), and return its message count (for :func:`append_locked`).
-
-    ``ToolLoopService.start`` takes this lock before inserting a run, so
-    concurrent starts of one conversation are serialised and every one but
-    the first sees the active run (``ConversationBusy``). Raises
-    ``Conversation.DoesNotExist`` when the conversation is gone.
-    """
-    try:
-        return _lock(conversation_pk(conversation), None, trashed=trashed)
-    except ConversationBusy:
-        # The message a refused start has always had.
-        raise ConversationBusy() from None
 
 
 def _check_storable(items: Sequence[tuple[ChatMessage, dict[str, Any]]]) -> None:
@@ -311,7 +150,7 @@ def _append(
         rows = _append_known(conversation_id, items, run, history)
     if rows is None:
         with transaction.atomic():
-            count = _count_in(conversation_id, run, len(items))
+            count = lock_by_counting(conversation_id, run, len(items))
             rows = _insert_after_tail(conversation_id, count, items)
     if isinstance(conversation, Conversation):
         conversation.message_count = count + len(rows)
@@ -330,7 +169,8 @@ def _insert_after_tail(
     """Under the conversation's lock (``count`` messages): check the new turns
     against the stored tail and insert them."""
     check_sequence(
-        [message for message, _ in items], pending=unanswered_tool_call_ids(_tail(conversation_id))
+        [message for message, _ in items],
+        pending=unanswered_tool_call_ids(tail_messages(conversation_id)),
     )
     return _insert(conversation_id, count, items)
 
@@ -525,85 +365,8 @@ def delete_conversation(conversation: ConversationRef) -> None:
     """
     conversation_id = conversation_pk(conversation)
     with transaction.atomic():
-        _lock(conversation_id, None, trashed=True)
+        lock_for_change(conversation_id, None, trashed=True)
         Conversation.objects.filter(pk=conversation_id).delete()
-
-
-def fork_conversation(
-    source: Conversation,
-    count: int,
-    *,
-    title: str | None = None,
-    owner: User | None = None,
-) -> Conversation:
-    """A new conversation of the same owner holding copies of ``source``'s first
-    ``count`` messages, recording where it came from.
-
-    Without ``title`` the fork is named after its source so lists tell them
-    apart (:func:`fork_title`: ``Trip (fork)``, then ``Trip (fork 2)``, ...),
-    keeping who set it; an untitled source gives an untitled fork, which an
-    automatic title fills after its first run. A ``title`` given is the user's.
-
-    An ``owner`` other than the source's makes a copy for that user (a shared
-    snapshot continued as a copy, :mod:`~llm_conversations.conversations.sharing`):
-    it keeps the source's title as it is and records neither the source
-    (``forked_from``, ``forked_at_position``: another user's) nor its metadata.
-
-    ``source`` is only read, never locked or changed, so a source with an
-    active run can be forked: only turns already stored are copied. Copies
-    keep their text, usage and metadata but not their run. Raises
-    ``ForkError`` ``inside_tool_group`` when the copy would end with tool
-    calls its results do not follow, and ``Conversation.DoesNotExist`` when
-    ``source`` is deleted meanwhile. Costs the same statements at any length.
-    """
-    if cuts_tool_group(source.pk, count):
-        raise ForkError(
-            "inside_tool_group",
-            "a fork here would keep tool calls without their results; fork before the "
-            "assistant turn that made the calls or after its last result.",
-            field="message_id",
-        )
-    foreign = owner is not None and owner.pk != source.owner_id
-    if title is not None:
-        named = {"title": title, "title_source": TitleSource.USER}
-    else:
-        named = {
-            "title": source.title if foreign else fork_title(source),
-            "title_source": source.title_source,
-        }
-    with transaction.atomic():
-        fork = Conversation.objects.create(
-            owner_id=owner.pk if owner is not None and foreign else source.owner_id,
-            **named,
-            metadata={} if foreign else source.metadata,
-            forked_from=None if foreign else source,
-            forked_at_position=None if foreign else count,
-            message_count=count,
-        )
-        if copy_message_rows(source.pk, fork.pk, count) != count:
-            raise Conversation.DoesNotExist("the conversation was deleted while it was forked.")
-        # The copies show the same attachments: index them too.
-        copy_attachment_links(source.pk, fork.pk, count)
-    return fork
-
-
-FORK_SUFFIX = " (fork)"
-NUMBERED_FORK_SUFFIX = " (fork {n})"
-
-
-def fork_title(source: Conversation) -> str:
-    """The title of a new fork of ``source``: its title and `` (fork)``, numbered from the
-    second fork of the same source on (`` (fork 2)``); ``""`` for an untitled source.
-
-    The source's title is cut to leave room for the suffix (one count query,
-    only for a titled source).
-    """
-    if not source.title:
-        return ""
-    earlier = Conversation.objects.filter(forked_from_id=source.pk).count()
-    suffix = FORK_SUFFIX if not earlier else NUMBERED_FORK_SUFFIX.format(n=earlier + 1)
-    room = (Conversation._meta.get_field("title").max_length or 200) - len(suffix)
-    return source.title[:room].rstrip() + suffix
 
 
 def insert_history(
@@ -621,7 +384,7 @@ def insert_history(
     conversation_id = conversation_pk(conversation)
     _check_storable(items)
     with transaction.atomic():
-        if _lock(conversation_id, None):
+        if lock_for_change(conversation_id, None):
             raise InvalidMessage("not_empty", "history goes only into an empty conversation.")
         check_sequence([message for message, _ in items], pending=())
         check_references(conversation_id, [message for message, _ in items])

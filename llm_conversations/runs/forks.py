@@ -1,7 +1,7 @@
 """Forks of a conversation, and the edits and regenerations made with them.
 
 A fork is a new conversation holding copies of the start of another one (the
-store copies the rows: :func:`~llm_conversations.conversations.store.fork_conversation`);
+rows are copied by :func:`~llm_conversations.conversations.copies.fork_conversation`);
 the original is never changed. An edit forks before a user turn and starts a
 run with the new text; a regeneration forks before the user turn an answer
 replies to and starts a run with that same turn, so the answer (with any tool
@@ -16,11 +16,8 @@ from typing import Any
 
 from django.db import transaction
 
-from llm_conversations.conversations.store import (
-    ConversationRef,
-    conversation_pk,
-    fork_conversation,
-)
+from llm_conversations.conversations.copies import fork_conversation
+from llm_conversations.conversations.history import ConversationRef, conversation_pk
 from llm_conversations.core.messages import ChatMessage, MessageInput, Role
 from llm_conversations.exceptions import ForkError
 from llm_conversations.models import Conversation, Message, Run
@@ -64,7 +61,7 @@ def fork(
     (``ForkError`` ``inside_tool_group``), never moved: the caller said
     where, and either edge of the group is a history the caller did not ask
     for. ``title`` is the fork's (as the user's); without it the fork is named
-    after its source (``conversations/store.fork_title``).
+    after its source (``conversations/copies.fork_title``).
     """
     source = _source(conversation)
     count = source.message_count if message_id is None else _message(source, message_id)[0] + 1

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from llm_conversations.conf import conf
 from llm_conversations.conversations.attachments import load_attachment_data
-from llm_conversations.conversations.store import load_history
+from llm_conversations.conversations.history import load_history
 from llm_conversations.core.completions import CompletionResponse, FinishReason
 from llm_conversations.core.messages import ChatMessage, Role, ToolCall, unanswered_tool_call_ids
 from llm_conversations.core.parameters import RunParameters

@@ -22,14 +22,9 @@ from django.utils import timezone
 from llm_conversations import telemetry
 from llm_conversations.background import enqueue, task
 from llm_conversations.conf import BusyStrategy, conf
-from llm_conversations.conversations.store import (
-    ConversationRef,
-    active_run_id,
-    append_locked,
-    check_storable,
-    conversation_pk,
-    lock_conversation,
-)
+from llm_conversations.conversations.history import ConversationRef, conversation_pk
+from llm_conversations.conversations.locks import active_run_id, lock_conversation
+from llm_conversations.conversations.store import append_locked, check_storable
 from llm_conversations.core.messages import ChatMessage, InvalidMessage, MessageInput, Role
 from llm_conversations.core.parameters import RunParameterInput, RunParameters
 from llm_conversations.exceptions import (

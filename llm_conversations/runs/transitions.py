@@ -24,12 +24,12 @@ from django.utils.translation import gettext
 
 from llm_conversations import telemetry
 from llm_conversations.conf import conf
+from llm_conversations.conversations.history import pending_tool_call_ids
+from llm_conversations.conversations.locks import lock_idle_conversation
 from llm_conversations.conversations.store import (
     append_cancelled_reply,
     append_completion,
     append_messages,
-    lock_idle_conversation,
-    pending_tool_call_ids,
 )
 from llm_conversations.conversations.unanswered import unanswered_results
 from llm_conversations.core.completions import CompletionResponse

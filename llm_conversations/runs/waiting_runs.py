@@ -20,7 +20,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from llm_conversations.conf import conf
-from llm_conversations.conversations.store import append_locked, lock_conversation
+from llm_conversations.conversations.locks import lock_conversation
+from llm_conversations.conversations.store import append_locked
 from llm_conversations.core.messages import ChatMessage, InvalidMessage
 from llm_conversations.exceptions import TooManyWaitingRuns
 from llm_conversations.models import Run, RunEventType, RunStatus, TerminationReason

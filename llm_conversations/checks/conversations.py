@@ -1,0 +1,76 @@
+"""E070-E074, E090, E091: the settings of what users do with stored
+conversations: attachments, share links, the trash."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.checks import CheckMessage, Error
+
+from llm_conversations.checks.values import (
+    is_optional_positive_integer,
+    is_positive_integer,
+    rate_errors,
+)
+from llm_conversations.conf import raw_setting
+from llm_conversations.core.content_parts import SUPPORTED_TYPES
+
+__all__ = ["check_attachments", "check_share_links", "check_trash"]
+
+
+def check_attachments(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E070-E073 the attachment limits and types, E074 ``ORPHAN_ATTACHMENT_HOURS``."""
+    errors: list[CheckMessage] = []
+    for name, check_id in (
+        ("ATTACHMENT_MAX_BYTES", "llm_conversations.E070"),
+        ("ATTACHMENT_MAX_PIXELS", "llm_conversations.E072"),
+        ("ATTACHMENT_MAX_PDF_PAGES", "llm_conversations.E073"),
+    ):
+        value = raw_setting(name)
+        if not is_positive_integer(value):
+            errors.append(
+                Error(
+                    f"LLM_CONVERSATIONS['{name}'] must be a positive integer; got {value!r}.",
+                    id=check_id,
+                )
+            )
+    types = raw_setting("ATTACHMENT_TYPES")
+    if not isinstance(types, list | tuple | set | frozenset) or not set(types) <= SUPPORTED_TYPES:
+        errors.append(
+            Error(
+                "LLM_CONVERSATIONS['ATTACHMENT_TYPES'] must be a list of MIME types among "
+                f"{', '.join(sorted(SUPPORTED_TYPES))}; got {types!r}.",
+                hint="An empty list refuses every upload.",
+                id="llm_conversations.E071",
+            )
+        )
+    hours = raw_setting("ORPHAN_ATTACHMENT_HOURS")
+    if not is_optional_positive_integer(hours):
+        errors.append(
+            Error(
+                "LLM_CONVERSATIONS['ORPHAN_ATTACHMENT_HOURS'] must be None or a positive "
+                f"integer; got {hours!r}.",
+                id="llm_conversations.E074",
+            )
+        )
+    return errors
+
+
+def check_share_links(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E090 ``SHARE_RATE`` not a rate (``SHARE_LINKS_REQUIRE_LOGIN`` is E008's)."""
+    return rate_errors("SHARE_RATE", "llm_conversations.E090")
+
+
+def check_trash(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """E091 ``TRASH_RETENTION_DAYS`` neither ``None`` nor a positive integer."""
+    days = raw_setting("TRASH_RETENTION_DAYS")
+    if is_optional_positive_integer(days):
+        return []
+    return [
+        Error(
+            "LLM_CONVERSATIONS['TRASH_RETENTION_DAYS'] must be None or a positive integer; "
+            f"got {days!r}.",
+            hint="None keeps trashed conversations until they are deleted for good.",
+            id="llm_conversations.E091",
+        )
+    ]

@@ -1,0 +1,79 @@
+"""What the checks of every module share: the kinds of value a setting may hold,
+and the messages for a value of the wrong kind."""
+
+from __future__ import annotations
+
+from django.core.checks import CheckMessage, Error, Warning
+
+from llm_conversations.conf import raw_setting
+from llm_conversations.providers.registry import EntryProblem
+
+__all__ = [
+    "RATE_PERIODS",
+    "as_check_message",
+    "is_optional_duration",
+    "is_optional_positive_integer",
+    "is_positive_integer",
+    "is_positive_number",
+    "is_rate",
+    "rate_errors",
+    "wrong_type",
+]
+
+# DRF's rate periods: the first letter counts.
+RATE_PERIODS = ("s", "m", "h", "d")
+
+
+def wrong_type(setting: str, expected: str, value: object, check_id: str) -> list[CheckMessage]:
+    """An error naming ``setting``, what it must be, and the type it has (never the value)."""
+    return [
+        Error(
+            f"{setting} must be {expected}.",
+            hint=f"Got {type(value).__name__}.",
+            id=check_id,
+        )
+    ]
+
+
+def is_positive_integer(value: object) -> bool:
+    """An ``int`` above zero, ``True`` excluded."""
+    # bool is an int subclass, but True is a mistake here, not 1.
+    return not isinstance(value, bool) and isinstance(value, int) and value > 0
+
+
+def is_positive_number(value: object) -> bool:
+    """An ``int`` or ``float`` above zero, ``True`` excluded."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and value > 0
+
+
+def is_optional_duration(value: object) -> bool:
+    """``None`` or a positive number of seconds."""
+    return value is None or is_positive_number(value)
+
+
+def is_optional_positive_integer(value: object) -> bool:
+    """``None`` or a positive integer."""
+    return value is None or is_positive_integer(value)
+
+
+def is_rate(value: object) -> bool:
+    """A DRF rate such as ``"20/min"``: a positive count, a slash, a period."""
+    if not isinstance(value, str) or value.count("/") != 1:
+        return False
+    number, period = value.split("/")
+    return number.isdigit() and int(number) > 0 and period[:1] in RATE_PERIODS
+
+
+def rate_errors(name: str, check_id: str) -> list[CheckMessage]:
+    """``name`` neither ``None`` nor a DRF rate such as ``"20/min"``."""
+    rate = raw_setting(name)
+    if rate is None or is_rate(rate):
+        return []
+    message = f"LLM_CONVERSATIONS[{name!r}] must be None or a rate such as '20/min'; got {rate!r}."
+    return [Error(message, id=check_id)]
+
+
+def as_check_message(problem: EntryProblem) -> CheckMessage:
+    """A problem of a provider or MCP server entry as the system check reports it."""
+    level = Error if problem.is_error else Warning
+    return level(problem.message, hint=problem.hint, id=problem.id)

@@ -1,0 +1,85 @@
+"""Reading a stored conversation: its messages as value objects, in order, and the
+tail the sequence rules need (from the last assistant turn on).
+
+:data:`ConversationRef` (a conversation or its id) is what the store
+(:mod:`~llm_conversations.conversations.store`), the locks
+(:mod:`~llm_conversations.conversations.locks`) and the copies
+(:mod:`~llm_conversations.conversations.copies`) take.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.db.models import Subquery
+
+from llm_conversations.core.messages import ChatMessage, Role, unanswered_tool_call_ids
+from llm_conversations.models import (
+    Conversation,
+    Message,
+    chat_messages_of,
+    conversation_history,
+    conversation_messages,
+)
+
+__all__ = [
+    "ConversationRef",
+    "conversation_pk",
+    "cuts_tool_group",
+    "load_history",
+    "load_messages",
+    "pending_tool_call_ids",
+    "tail_messages",
+]
+
+ConversationRef = Conversation | uuid.UUID | str
+"""A conversation or its id."""
+
+
+def conversation_pk(conversation: ConversationRef) -> uuid.UUID:
+    """The id of a conversation given as an instance, a UUID or its text."""
+    if isinstance(conversation, Conversation):
+        return conversation.pk
+    return conversation if isinstance(conversation, uuid.UUID) else uuid.UUID(str(conversation))
+
+
+def load_messages(conversation: ConversationRef) -> list[ChatMessage]:
+    """The whole conversation as value objects, in order, in one query."""
+    return conversation_messages(conversation_pk(conversation))
+
+
+def load_history(conversation: ConversationRef) -> tuple[list[ChatMessage], frozenset[int]]:
+    """The whole conversation as value objects, in order, and the positions of
+    its hidden messages (the model is not sent them), in one query."""
+    return conversation_history(conversation_pk(conversation))
+
+
+def tail_messages(conversation_id: uuid.UUID, before: int | None = None) -> list[ChatMessage]:
+    """The messages from the last assistant turn on: all the sequence rules need.
+
+    ``before``: of the first ``before`` messages only.
+    """
+    earlier = {} if before is None else {"position__lt": before}
+    last_assistant = (
+        Message.objects.filter(conversation_id=conversation_id, role=Role.ASSISTANT, **earlier)
+        .order_by("-position")
+        .values("position")[:1]
+    )
+    return chat_messages_of(
+        Message.objects.filter(
+            conversation_id=conversation_id, position__gte=Subquery(last_assistant), **earlier
+        ).order_by("position")
+    )
+
+
+def pending_tool_call_ids(conversation: ConversationRef) -> tuple[str, ...]:
+    """Ids of the calls of the last assistant turn that no tool turn answers yet."""
+    return unanswered_tool_call_ids(tail_messages(conversation_pk(conversation)))
+
+
+def cuts_tool_group(conversation: ConversationRef, count: int) -> bool:
+    """Whether the first ``count`` messages end with tool calls their results do not
+    follow (a fork or a shared snapshot there would not be a valid history)."""
+    return bool(
+        unanswered_tool_call_ids(tail_messages(conversation_pk(conversation), before=count))
+    )
