@@ -402,6 +402,9 @@ class Received:
     run: str = ""
     events: list[tuple[int | None, str, float]] = field(default_factory=list)
     reconnects: int = 0
+    # Starts answered 503 server_busy (every start slot of the process taken
+    # for RUN_START_WAIT_SECONDS) and sent again after their Retry-After.
+    refused: int = 0
     ended: bool = False
     error: str = ""
     # Drop the start's stream after its first event, as a page closed or a
@@ -485,14 +488,23 @@ async def start_and_follow(
         else:
             headers = {"Accept": "text/event-stream"}
             try:
-                async with client.stream("POST", url, json=body, headers=headers) as response:
-                    if response.status_code != 200:
-                        await response.aread()
-                        received.error = f"start: HTTP {response.status_code} {response.text[:200]}"
-                        return
-                    # Named before any event: a queued run logs none until claimed.
-                    received.run = response.headers["x-run-id"]
-                    await read_events(response, received)
+                while not received.run:
+                    async with client.stream("POST", url, json=body, headers=headers) as response:
+                        if response.status_code == 503:
+                            # Nothing was stored: send it again when told, as a client should.
+                            await response.aread()
+                            received.refused += 1
+                            await asyncio.sleep(float(response.headers.get("retry-after", 1)))
+                            continue
+                        if response.status_code != 200:
+                            await response.aread()
+                            received.error = (
+                                f"start: HTTP {response.status_code} {response.text[:200]}"
+                            )
+                            return
+                        # Named before any event: a queued run logs none until claimed.
+                        received.run = response.headers["x-run-id"]
+                        await read_events(response, received)
             except Exception as exc:  # a dropped stream is resumed below
                 received.error = f"start stream: {type(exc).__name__}: {exc}"
             if not received.run:
@@ -640,6 +652,28 @@ def pickups(ids: list[str]) -> list[float]:
         (started - enqueued).total_seconds()
         for args, enqueued, started in rows
         if args["args"][0] in wanted and started is not None
+    ]
+
+
+def run_starts(runs: dict[str, Any]) -> list[float]:
+    """Each run's delay from its first task's enqueue to its own claim (``started_at``,
+    when the thread that executes it took it): the pick-up a user waits for."""
+    from django_tasks_db.models import DBTaskResult
+
+    first: dict[str, datetime] = {}
+    rows = (
+        DBTaskResult.objects.filter(task_path__endswith="execute_run")
+        .values_list("args_kwargs", "enqueued_at")
+        .order_by()
+    )
+    for args, enqueued in rows:
+        run_id = args["args"][0]
+        if run_id in runs and (run_id not in first or enqueued < first[run_id]):
+            first[run_id] = enqueued
+    return [
+        (run.started_at - first[run_id]).total_seconds()
+        for run_id, run in runs.items()
+        if run.started_at is not None and run_id in first
     ]
 
 
@@ -868,6 +902,11 @@ def report(
         f"({clients_short} clients short), duplicated {duplicated}, "
         f"without id {unnumbered}; streams resumed {sum(c.reconnects for c in clients)}"
     )
+    refused = [c.refused for c in clients if c.refused]
+    print(
+        f"  starts refused 503 server_busy and sent again: {sum(refused)} "
+        f"(by {len(refused)} clients, at most {max(refused, default=0)} times one)"
+    )
     # A run is two model calls; one executed again after its worker died pays
     # for the calls it had made again. A dropped client stream must cost none.
     again = sum(r.attempts - 1 for r in runs.values())
@@ -886,6 +925,12 @@ def report(
         f"  pick-up (task enqueued -> claimed): p50 {ms(percentile(waits, 0.5))}, "
         f"p95 {ms(percentile(waits, 0.95))}, max {ms(max(waits, default=float('nan')))} "
         f"over {len(waits)} tasks"
+    )
+    starts = run_starts(runs)
+    print(
+        f"  run claimed (first task enqueued -> the run's own claim): "
+        f"p50 {ms(percentile(starts, 0.5))}, p95 {ms(percentile(starts, 0.95))}, "
+        f"max {ms(max(starts, default=float('nan')))}"
     )
     peaks = seen.peaks
     per_run = (peaks.worker_rss_kib - seen.idle_worker_kib) / max(1, peaks.in_flight)
