@@ -62,6 +62,7 @@ BURST_SECONDS = 10
 LEASE_SECONDS = 5
 REAP_EVERY = 2
 STOP_SECONDS = 10.0
+START_ATTEMPTS = 3  # a start cut by a transport error is sent again at most this often
 
 TARGETS = (
     "targets: all runs complete with valid conversations; 0 lost or duplicated events; "
@@ -405,6 +406,8 @@ class Received:
     # Starts answered 503 server_busy (every start slot of the process taken
     # for RUN_START_WAIT_SECONDS) and sent again after their Retry-After.
     refused: int = 0
+    # Starts cut before their answer named the run, sent again with their key.
+    resent: int = 0
     ended: bool = False
     error: str = ""
     # Drop the start's stream after its first event, as a page closed or a
@@ -486,9 +489,11 @@ async def start_and_follow(
                 return
             received.run = response.json()["id"]
         else:
-            headers = {"Accept": "text/event-stream"}
-            try:
-                while not received.run:
+            # A start cut before its answer named the run is sent again with the
+            # same key: the API answers it with the first one's run, not a second.
+            headers = {"Accept": "text/event-stream", "Idempotency-Key": received.conversation}
+            while not received.run and received.resent < START_ATTEMPTS:
+                try:
                     async with client.stream("POST", url, json=body, headers=headers) as response:
                         if response.status_code == 503:
                             # Nothing was stored: send it again when told, as a client should.
@@ -504,9 +509,13 @@ async def start_and_follow(
                             return
                         # Named before any event: a queued run logs none until claimed.
                         received.run = response.headers["x-run-id"]
+                        received.error = ""  # what cut an earlier attempt is behind us
                         await read_events(response, received)
-            except Exception as exc:  # a dropped stream is resumed below
-                received.error = f"start stream: {type(exc).__name__}: {exc}"
+                except Exception as exc:  # a dropped stream is resumed below
+                    received.error = f"start stream: {type(exc).__name__}: {exc}"
+                    if not received.run:
+                        received.resent += 1
+                        await asyncio.sleep(0.5)
             if not received.run:
                 received.error = received.error or "start: the answer named no run"
                 return
@@ -915,7 +924,9 @@ def report(
     refused = [c.refused for c in clients if c.refused]
     print(
         f"  starts refused 503 server_busy and sent again: {sum(refused)} "
-        f"(by {len(refused)} clients, at most {max(refused, default=0)} times one)"
+        f"(by {len(refused)} clients, at most {max(refused, default=0)} times one); "
+        f"cut before naming their run and sent again with their Idempotency-Key: "
+        f"{sum(c.resent for c in clients)}"
     )
     # A run is two model calls; one executed again after its worker died pays
     # for the calls it had made again. A dropped client stream must cost none.

@@ -16,6 +16,8 @@ import socket
 import threading
 import time
 import uuid
+from functools import reduce
+from operator import or_
 
 from django.db import DatabaseError, connections, transaction
 from django.db.models import F, Q
@@ -29,7 +31,7 @@ from llm_conversations.runs.event_reader import unstored_text_after
 from llm_conversations.runs.live_connections import return_connection
 from llm_conversations.runs.transitions import lease_expiry
 
-__all__ = ["Heartbeat", "claim", "new_owner", "release", "renew"]
+__all__ = ["Heartbeat", "claim", "new_owner", "release"]
 
 logger = logging.getLogger("llm_conversations.leases")
 
@@ -74,15 +76,6 @@ def claim(run: Run, owner: str) -> bool:
     return bool(claimed)
 
 
-def renew(run: Run) -> bool:
-    """Extend this process's lease; False when the run stopped running or changed hands."""
-    return bool(
-        Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING, lease_owner=run.lease_owner).update(
-            lease_expires_at=lease_expiry()
-        )
-    )
-
-
 def release(run: Run) -> None:
     """Give up this process's lease on a run it still holds, so it can be claimed at once."""
     Run.objects.filter(pk=run.pk, status=RunStatus.RUNNING, lease_owner=run.lease_owner).update(
@@ -91,14 +84,19 @@ def release(run: Run) -> None:
 
 
 class _Looks:
-    """The states of the runs this process's heartbeats watch, read in one query.
+    """The states of the runs this process's heartbeats watch, read in one query,
+    and their leases, renewed in one update.
 
-    Every heartbeat looks once a second; a worker with hundreds of runs in
-    flight would send hundreds of queries a second for it. Instead a look reuses
-    the states another heartbeat read less than ``FRESH_SECONDS`` ago, and the
-    heartbeat that finds them stale reads them again for all runs at once.
-    While one reads (it may wait for a pooled connection), the others use the
-    states read before: no heartbeat waits for another.
+    Every heartbeat looks once a second and renews every third of the lease; a
+    worker with hundreds of runs in flight would send hundreds of statements a
+    second for it, each waiting for a pooled connection, and on a busy machine
+    renewals queued behind each other let live runs' leases lapse. Instead a
+    look reuses the states another heartbeat read less than ``FRESH_SECONDS``
+    ago, and the heartbeat that finds them stale reads them again for all runs
+    at once; a renewal due renews every watched run's lease unless another did
+    within half the renewal period. While one reads or renews (it may wait for
+    a pooled connection), the others go on with what was done before: no
+    heartbeat waits for another.
     """
 
     FRESH_SECONDS = CHECK_SECONDS / 4
@@ -106,13 +104,17 @@ class _Looks:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._watched: dict[uuid.UUID, int] = {}
+        self._owners: dict[uuid.UUID, str] = {}
         self._states: dict[uuid.UUID, tuple[str, str]] = {}
         self._read_at = -1.0
         self._reading = False
+        self._renewed_at = -1.0
+        self._renewing = False
 
-    def watch(self, pk: uuid.UUID) -> None:
+    def watch(self, pk: uuid.UUID, owner: str) -> None:
         with self._lock:
             self._watched[pk] = self._watched.get(pk, 0) + 1
+            self._owners[pk] = owner
             self._read_at = -1.0  # read again, with this run
 
     def unwatch(self, pk: uuid.UUID) -> None:
@@ -120,7 +122,32 @@ class _Looks:
             self._watched[pk] -= 1
             if not self._watched[pk]:
                 del self._watched[pk]
+                self._owners.pop(pk, None)
                 self._states.pop(pk, None)
+
+    def renew(self, every: float) -> None:
+        """Renew the lease of every watched run this process holds, in one ``UPDATE``,
+        unless that was done less than ``every`` seconds ago or is being done now.
+
+        A run that stopped or changed hands meanwhile is left alone (the update
+        matches its status and owner), and the next look sees it lost.
+        """
+        with self._lock:
+            if self._renewing or time.monotonic() - self._renewed_at < every:
+                return
+            self._renewing = True
+            owners = dict(self._owners)
+        try:
+            held = [Q(pk=pk, lease_owner=owner) for pk, owner in owners.items() if owner]
+            if held:
+                Run.objects.filter(reduce(or_, held), status=RunStatus.RUNNING).update(
+                    lease_expires_at=lease_expiry()
+                )
+            with self._lock:
+                self._renewed_at = time.monotonic()
+        finally:
+            with self._lock:
+                self._renewing = False
 
     def state(self, pk: uuid.UUID) -> tuple[str, str] | None:
         """The run's status and lease owner, at most ``FRESH_SECONDS`` old; None
@@ -160,7 +187,7 @@ class Heartbeat:
         self._thread = threading.Thread(target=self._beat, name=f"lease-{run.pk}", daemon=True)
 
     def __enter__(self) -> Heartbeat:
-        _looks.watch(self._run.pk)
+        _looks.watch(self._run.pk, self._run.lease_owner)
         self._thread.start()
         return self
 
@@ -212,10 +239,13 @@ class Heartbeat:
             connections.close_all()
 
     def _lost(self, due: bool) -> bool:
-        """Whether the run stopped running or changed hands; renews the lease when ``due``."""
+        """Whether the run stopped running or changed hands; renews the process's
+        leases when ``due`` (a lapse the renewal finds shows at the next look)."""
         state = _looks.state(self._run.pk)
         if state is None:
             return False  # not visible from this connection
         if state != (RunStatus.RUNNING, self._run.lease_owner):
             return True
-        return due and not renew(self._run)
+        if due:
+            _looks.renew(conf.LEASE_SECONDS / 6)
+        return False

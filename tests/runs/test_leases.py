@@ -380,14 +380,15 @@ class TestHeartbeat:
     ) -> None:
         settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "LEASE_SECONDS": 1.5}
         heartbeat_pids: list[int] = []
-        real_renew = leases.renew
+        real_renew = leases._looks.renew
 
-        def renew(run: Run) -> bool:
+        def renew(every: float) -> None:
             # Only the heartbeat thread renews: note which server process serves it.
+            connection.ensure_connection()
             heartbeat_pids.append(connection.connection.info.backend_pid)
-            return real_renew(run)
+            real_renew(every)
 
-        monkeypatch.setattr(leases, "renew", renew)
+        monkeypatch.setattr(leases._looks, "renew", renew)
         terminated = threading.Event()
         executions: list[str] = []
         reaped: list[Any] = []
@@ -583,3 +584,44 @@ def test_the_heartbeats_of_a_process_look_at_their_runs_in_one_query() -> None:
     # One query a look for all ten (a few more if their looks drift apart), not
     # one per heartbeat and look (30 and more).
     assert 1 <= len(looks) <= 12, looks
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_heartbeats_of_a_process_renew_their_leases_in_one_update(settings: Any) -> None:
+    from django.db.backends.signals import connection_created
+
+    settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "LEASE_SECONDS": 1.5}
+    runs = []
+    for _ in range(10):
+        run = service(CallsThenAnswers("noop"), noop).start(create_conversation(), "hi")
+        assert claim(run, new_owner())
+        runs.append(run)
+    claimed_until = {
+        r.pk: r.lease_expires_at for r in Run.objects.filter(pk__in=[r.pk for r in runs])
+    }
+    renewals: list[str] = []
+
+    def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if sql.startswith('UPDATE "llm_conversations_run"'):
+            renewals.append(sql)
+        return execute(sql, params, many, context)
+
+    def counted(sender: Any, connection: Any, **kwargs: Any) -> None:
+        connection.execute_wrappers.append(count)
+
+    connection_created.connect(counted)
+    try:
+        heartbeats = [leases.Heartbeat(run) for run in runs]
+        for heartbeat in heartbeats:
+            heartbeat.__enter__()
+        # Each heartbeat is due every 0.5 s: about 50 renewals one by one.
+        time.sleep(2.6)
+        for heartbeat in heartbeats:
+            heartbeat.__exit__(None, None, None)
+    finally:
+        connection_created.disconnect(counted)
+    assert not any(h.lost.is_set() for h in heartbeats)
+    renewed = dict(Run.objects.filter(pk__in=claimed_until).values_list("pk", "lease_expires_at"))
+    assert all(renewed[pk] > until for pk, until in claimed_until.items()), (renewed, claimed_until)
+    # One update renews all ten (a few more if their beats drift apart).
+    assert 1 <= len(renewals) <= 12, renewals
