@@ -209,10 +209,12 @@ class _Cursor:
     def __init__(self, after_id: int, heartbeat: float | None) -> None:
         self.after_id = after_id
         self._heartbeat = heartbeat
-        self._last = time.monotonic()
+        self._last = time.monotonic()  # the last event or heartbeat sent
+        self._read_at = self._last
 
     def advance(self, page: Page) -> _Next:
         """Past ``page`` (yielded first when it has events): read again, wait, or end."""
+        self._read_at = time.monotonic()
         if not page.events:
             return _Next.END if page.stopped else _Next.WAIT
         self._last = time.monotonic()
@@ -221,13 +223,21 @@ class _Cursor:
             return _Next.END
         return _Next.READ if page.full else _Next.WAIT
 
+    @staticmethod
+    def _poll() -> float:
+        return LISTEN_POLL_SECONDS if listener.listening else POLL_SECONDS
+
     def wait_for(self) -> float:
-        """Seconds to wait for a wake-up before reading again."""
-        poll = LISTEN_POLL_SECONDS if listener.listening else POLL_SECONDS
-        if self._heartbeat is None:
-            return poll
-        due = self._last + self._heartbeat - time.monotonic()
-        return max(0.0, min(poll, due))
+        """Seconds to wait for a wake-up: until the next poll or heartbeat is due."""
+        wait = self._read_at + self._poll() - time.monotonic()
+        if self._heartbeat is not None:
+            wait = min(wait, self._last + self._heartbeat - time.monotonic())
+        return max(0.0, wait)
+
+    def read_due(self, woken: bool) -> bool:
+        """Whether to read after a wait: woken, or the poll is due. A wait that ended
+        for a heartbeat reads nothing: an idle stream costs no query for it."""
+        return woken or time.monotonic() - self._read_at >= self._poll()
 
     def beat(self) -> bool:
         """Whether a heartbeat is due now (it counts as sent)."""
@@ -261,10 +271,12 @@ def follow(
             following = cursor.advance(page)
             if following is _Next.END:
                 return
-            if following is _Next.WAIT:
-                waiter.wait(cursor.wait_for())
+            while following is _Next.WAIT:
+                woken = waiter.wait(cursor.wait_for())
                 if cursor.beat():
                     yield None
+                if cursor.read_due(woken):
+                    break
 
 
 def _read_page_in_pool(run_id: uuid.UUID | str, after_id: int, limit: int) -> Page:
@@ -300,10 +312,12 @@ async def afollow(
             following = cursor.advance(page)
             if following is _Next.END:
                 return
-            if following is _Next.WAIT:
-                await waiter.await_(cursor.wait_for())
+            while following is _Next.WAIT:
+                woken = await waiter.await_(cursor.wait_for())
                 if cursor.beat():
                     yield None
+                if cursor.read_due(woken):
+                    break
 
 
 def started_call_ids(run_id: uuid.UUID | str) -> set[str]:

@@ -326,6 +326,25 @@ def test_a_waiting_reader_gets_keep_alive_comments(
     response.close()
 
 
+def test_keep_alive_comments_cost_no_query(
+    client: APIClient,
+    conversation: Conversation,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    django_assert_num_queries: Any,
+) -> None:
+    # Only the heartbeat is due while the test waits: the poll is far away.
+    monkeypatch.setattr(event_reader, "POLL_SECONDS", 60.0)
+    settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "SSE_HEARTBEAT_SECONDS": 0.1}
+    run = ToolLoopService().start(conversation, "hi")  # queued; nobody executes it
+    response = client.get(events_url(run))
+    iterator = iter(response.streaming_content)
+    assert next(iterator) == b": keep-alive\n\n"  # after the stream's first read
+    with django_assert_num_queries(0):
+        assert [next(iterator) for _ in range(3)] == [b": keep-alive\n\n"] * 3
+    response.close()
+
+
 def test_event_names_are_the_logs_types() -> None:
     assert [name for name in RunEventType if name.ends_stream] == [
         "run.requires_action",
