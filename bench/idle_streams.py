@@ -8,7 +8,7 @@ Once every stream is open it measures for ``--seconds``: the web tier's
 resident memory before the streams and with them (per stream), its CPU as a
 share of one core, its database sessions at peak, and whether every stream
 stayed open. The streams read their run's log when woken and every
-``LISTEN_POLL_SECONDS`` (10 s) in case a wake-up was missed, and send a
+``LISTEN_POLL_SECONDS`` (30 s) in case a wake-up was missed, and send a
 heartbeat every ``SSE_HEARTBEAT_SECONDS`` (15 s).
 
 Usage::
