@@ -3,7 +3,8 @@
 Starts, as subprocesses on 127.0.0.1: a fake OpenAI-compatible provider that
 answers each call after ``--latency`` seconds (first one ``get_time`` call,
 then text once the tool result is in), the demo project under uvicorn,
-``--workers`` task workers (``manage.py db_worker``) and the reaper
+``--workers`` task workers (``manage.py db_worker``, or with ``--engine
+llm_worker`` ``manage.py llm_worker --concurrency``) and the reaper
 (``manage.py reap_runs --loop 2``), all on PostgreSQL (``DATABASE_URL``) with
 the settings of ``bench/settings/load_runs.py`` (``LEASE_SECONDS`` 5).
 
@@ -23,7 +24,8 @@ Usage::
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench \\
         python bench/load_runs.py [--runs 200] [--workers 8] [--latency 1.0] [--no-kill] \\
-            [--web-processes 1] [--poll 1.0]
+            [--web-processes 1] [--poll 1.0] [--engine llm_worker --concurrency C] \\
+            [--pool 20] [--web-pool 20]
 """
 
 from __future__ import annotations
