@@ -11,6 +11,7 @@ from llm_conversations.checks.values import (
     is_optional_positive_integer,
     is_positive_integer,
     rate_errors,
+    setting_errors,
 )
 from llm_conversations.conf import raw_setting
 from llm_conversations.core.content_parts import SUPPORTED_TYPES
@@ -26,14 +27,7 @@ def check_attachments(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
         ("ATTACHMENT_MAX_PIXELS", "llm_conversations.E072"),
         ("ATTACHMENT_MAX_PDF_PAGES", "llm_conversations.E073"),
     ):
-        value = raw_setting(name)
-        if not is_positive_integer(value):
-            errors.append(
-                Error(
-                    f"LLM_CONVERSATIONS['{name}'] must be a positive integer; got {value!r}.",
-                    id=check_id,
-                )
-            )
+        errors += setting_errors(name, is_positive_integer, "a positive integer", check_id)
     types = raw_setting("ATTACHMENT_TYPES")
     if not isinstance(types, list | tuple | set | frozenset) or not set(types) <= SUPPORTED_TYPES:
         errors.append(
@@ -44,16 +38,12 @@ def check_attachments(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
                 id="llm_conversations.E071",
             )
         )
-    hours = raw_setting("ORPHAN_ATTACHMENT_HOURS")
-    if not is_optional_positive_integer(hours):
-        errors.append(
-            Error(
-                "LLM_CONVERSATIONS['ORPHAN_ATTACHMENT_HOURS'] must be None or a positive "
-                f"integer; got {hours!r}.",
-                id="llm_conversations.E074",
-            )
-        )
-    return errors
+    return errors + setting_errors(
+        "ORPHAN_ATTACHMENT_HOURS",
+        is_optional_positive_integer,
+        "None or a positive integer",
+        "llm_conversations.E074",
+    )
 
 
 def check_share_links(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
@@ -63,14 +53,10 @@ def check_share_links(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
 
 def check_trash(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """E091 ``TRASH_RETENTION_DAYS`` neither ``None`` nor a positive integer."""
-    days = raw_setting("TRASH_RETENTION_DAYS")
-    if is_optional_positive_integer(days):
-        return []
-    return [
-        Error(
-            "LLM_CONVERSATIONS['TRASH_RETENTION_DAYS'] must be None or a positive integer; "
-            f"got {days!r}.",
-            hint="None keeps trashed conversations until they are deleted for good.",
-            id="llm_conversations.E091",
-        )
-    ]
+    return setting_errors(
+        "TRASH_RETENTION_DAYS",
+        is_optional_positive_integer,
+        "None or a positive integer",
+        "llm_conversations.E091",
+        hint="None keeps trashed conversations until they are deleted for good.",
+    )

@@ -10,8 +10,8 @@ from django.utils.module_loading import import_string
 
 from llm_conversations.checks.values import (
     is_optional_positive_integer,
-    is_positive_integer,
     rate_errors,
+    setting_errors,
 )
 from llm_conversations.conf import BUSY_STRATEGIES, raw_setting
 from llm_conversations.core.limits import limit_problems
@@ -37,15 +37,12 @@ def check_run_limits(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
             )
         )
     errors += rate_errors("RUN_RATE", "llm_conversations.E051")
-    limit = raw_setting("MAX_ACTIVE_RUNS_PER_USER")
-    if limit is not None and not is_positive_integer(limit):
-        errors.append(
-            Error(
-                "LLM_CONVERSATIONS['MAX_ACTIVE_RUNS_PER_USER'] must be None or a positive "
-                f"integer; got {limit!r}.",
-                id="llm_conversations.E052",
-            )
-        )
+    errors += setting_errors(
+        "MAX_ACTIVE_RUNS_PER_USER",
+        is_optional_positive_integer,
+        "None or a positive integer",
+        "llm_conversations.E052",
+    )
     strategy = raw_setting("BUSY_STRATEGY")
     if strategy not in BUSY_STRATEGIES:
         errors.append(
@@ -55,15 +52,12 @@ def check_run_limits(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
                 id="llm_conversations.E053",
             )
         )
-    waiting = raw_setting("MAX_WAITING_RUNS")
-    if not is_optional_positive_integer(waiting):
-        errors.append(
-            Error(
-                "LLM_CONVERSATIONS['MAX_WAITING_RUNS'] must be None or a positive integer; "
-                f"got {waiting!r}.",
-                id="llm_conversations.E054",
-            )
-        )
+    errors += setting_errors(
+        "MAX_WAITING_RUNS",
+        is_optional_positive_integer,
+        "None or a positive integer",
+        "llm_conversations.E054",
+    )
     return errors + _budget_errors()
 
 

@@ -14,6 +14,7 @@ from llm_conversations.checks.values import (
     is_optional_positive_integer,
     is_positive_integer,
     is_positive_number,
+    setting_errors,
     wrong_type,
 )
 from llm_conversations.conf import (
@@ -71,14 +72,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     )
     for keys, valid, expected, check_id in kinds:
         for key in keys:
-            item = raw_setting(key)
-            if not valid(item):
-                errors.append(
-                    Error(
-                        f"LLM_CONVERSATIONS[{key!r}] must be {expected}; got {item!r}.",
-                        id=check_id,
-                    )
-                )
+            errors += setting_errors(key, valid, expected, check_id)
     limit = raw_setting("MAX_ITERATIONS_LIMIT")
     default = raw_setting("MAX_ITERATIONS")
     if isinstance(limit, int) and isinstance(default, int) and default > limit:

@@ -3,6 +3,8 @@ and the messages for a value of the wrong kind."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.core.checks import CheckMessage, Error, Warning
 
 from llm_conversations.conf import raw_setting
@@ -17,6 +19,7 @@ __all__ = [
     "is_positive_number",
     "is_rate",
     "rate_errors",
+    "setting_errors",
     "wrong_type",
 ]
 
@@ -64,13 +67,29 @@ def is_rate(value: object) -> bool:
     return number.isdigit() and int(number) > 0 and period[:1] in RATE_PERIODS
 
 
+def setting_errors(
+    name: str,
+    valid: Callable[[object], bool],
+    expected: str,
+    check_id: str,
+    hint: str | None = None,
+) -> list[CheckMessage]:
+    """An error when the setting ``name`` is not ``valid``: what it must be, and its value."""
+    value = raw_setting(name)
+    if valid(value):
+        return []
+    message = f"LLM_CONVERSATIONS[{name!r}] must be {expected}; got {value!r}."
+    return [Error(message, hint=hint, id=check_id)]
+
+
 def rate_errors(name: str, check_id: str) -> list[CheckMessage]:
     """``name`` neither ``None`` nor a DRF rate such as ``"20/min"``."""
-    rate = raw_setting(name)
-    if rate is None or is_rate(rate):
-        return []
-    message = f"LLM_CONVERSATIONS[{name!r}] must be None or a rate such as '20/min'; got {rate!r}."
-    return [Error(message, id=check_id)]
+    return setting_errors(
+        name,
+        lambda rate: rate is None or is_rate(rate),
+        "None or a rate such as '20/min'",
+        check_id,
+    )
 
 
 def as_check_message(problem: EntryProblem) -> CheckMessage:
