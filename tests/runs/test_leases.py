@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
@@ -546,39 +548,53 @@ def test_a_database_outage_is_logged_once_when_it_starts_and_once_when_it_ends(
     assert messages[1].endswith(" s")
 
 
-@pytest.mark.django_db(transaction=True)
-def test_the_heartbeats_of_a_process_look_at_their_runs_in_one_query() -> None:
-    from django.db.backends.signals import connection_created
-
+def claimed_runs(count: int) -> list[Run]:
+    """``count`` runs, each claimed by an owner of its own, as a worker's would be."""
     runs = []
-    for _ in range(10):
+    for _ in range(count):
         run = service(CallsThenAnswers("noop"), noop).start(create_conversation(), "hi")
         assert claim(run, new_owner())
         runs.append(run)
-    looks: list[str] = []
+    return runs
+
+
+@contextmanager
+def heartbeats_recording(runs: list[Run], prefix: str) -> Iterator[tuple[list[Any], list[str]]]:
+    """Heartbeats of ``runs`` for the block, and the statements on the run table
+    starting with ``prefix`` that connections opened meanwhile (theirs) sent."""
+    from django.db.backends.signals import connection_created
+
+    sent: list[str] = []
 
     def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        if sql.startswith("SELECT") and 'FROM "llm_conversations_run"' in sql:
-            looks.append(sql)
+        if sql.startswith(prefix) and '"llm_conversations_run"' in sql:
+            sent.append(sql)
         return execute(sql, params, many, context)
 
     def counted(sender: Any, connection: Any, **kwargs: Any) -> None:
         connection.execute_wrappers.append(count)
 
     connection_created.connect(counted)
+    heartbeats = [leases.Heartbeat(run) for run in runs]
     try:
-        heartbeats = [leases.Heartbeat(run) for run in runs]
         for heartbeat in heartbeats:
             heartbeat.__enter__()
+        yield heartbeats, sent
+    finally:
+        for heartbeat in heartbeats:
+            heartbeat.__exit__(None, None, None)
+        connection_created.disconnect(counted)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_heartbeats_of_a_process_look_at_their_runs_in_one_query() -> None:
+    runs = claimed_runs(10)
+    with heartbeats_recording(runs, "SELECT") as (heartbeats, looks):
         time.sleep(2.6)  # two looks of each heartbeat: 20 queries, one per run and look
         ToolLoopService().cancel(runs[3].pk)
         deadline = time.monotonic() + 3
         while not heartbeats[3].lost.is_set() and time.monotonic() < deadline:
             time.sleep(0.05)
-        for heartbeat in heartbeats:
-            heartbeat.__exit__(None, None, None)
-    finally:
-        connection_created.disconnect(counted)
     assert heartbeats[3].lost.is_set()  # a cancel is still seen
     assert not any(h.lost.is_set() for i, h in enumerate(heartbeats) if i != 3)
     # One query a look for all ten (a few more if their looks drift apart), not
@@ -588,38 +604,14 @@ def test_the_heartbeats_of_a_process_look_at_their_runs_in_one_query() -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_the_heartbeats_of_a_process_renew_their_leases_in_one_update(settings: Any) -> None:
-    from django.db.backends.signals import connection_created
-
     settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "LEASE_SECONDS": 1.5}
-    runs = []
-    for _ in range(10):
-        run = service(CallsThenAnswers("noop"), noop).start(create_conversation(), "hi")
-        assert claim(run, new_owner())
-        runs.append(run)
+    runs = claimed_runs(10)
     claimed_until = {
         r.pk: r.lease_expires_at for r in Run.objects.filter(pk__in=[r.pk for r in runs])
     }
-    renewals: list[str] = []
-
-    def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        if sql.startswith('UPDATE "llm_conversations_run"'):
-            renewals.append(sql)
-        return execute(sql, params, many, context)
-
-    def counted(sender: Any, connection: Any, **kwargs: Any) -> None:
-        connection.execute_wrappers.append(count)
-
-    connection_created.connect(counted)
-    try:
-        heartbeats = [leases.Heartbeat(run) for run in runs]
-        for heartbeat in heartbeats:
-            heartbeat.__enter__()
+    with heartbeats_recording(runs, "UPDATE") as (heartbeats, renewals):
         # Each heartbeat is due every 0.5 s: about 50 renewals one by one.
         time.sleep(2.6)
-        for heartbeat in heartbeats:
-            heartbeat.__exit__(None, None, None)
-    finally:
-        connection_created.disconnect(counted)
     assert not any(h.lost.is_set() for h in heartbeats)
     renewed = dict(Run.objects.filter(pk__in=claimed_until).values_list("pk", "lease_expires_at"))
     assert all(renewed[pk] > until for pk, until in claimed_until.items()), (renewed, claimed_until)
