@@ -4,15 +4,20 @@ on 127.0.0.1, slow on purpose, so a test can act while a run waits on it."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from django.conf import settings
 from django.test import override_settings
 
+from llm_conversations.conversations import load_messages
+from llm_conversations.core.messages import check_sequence
+from llm_conversations.models import Run, RunStatus
+from llm_conversations.runs.tool_answers import NOT_REPEATED
 from project.tests.worker_tools import conversation_settings
 from tests.faults.server import Exchange, FakeProvider
 
-__all__ = ["SlowProvider", "provider"]
+__all__ = ["SlowProvider", "assert_finished_without_charging_twice", "provider"]
 
 
 class SlowProvider(FakeProvider):
@@ -49,3 +54,15 @@ def provider() -> Iterator[SlowProvider]:
         server.stop.set()
         server.shutdown()
         server.server_close()
+
+
+def assert_finished_without_charging_twice(run: Run, charged: Path) -> None:
+    """A run whose worker was killed mid-``charge_card`` completed on its second
+    attempt: the card charged once, the call answered as not repeated."""
+    run.refresh_from_db()
+    assert (run.status, run.attempts) == (RunStatus.COMPLETED, 2)
+    assert charged.read_text() == "charged\n"  # once, not again
+    messages = load_messages(run.conversation_id)
+    check_sequence(messages)
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[2].content == NOT_REPEATED

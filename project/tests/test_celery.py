@@ -25,13 +25,11 @@ from django.db import connection
 from django.test import override_settings
 
 from llm_conversations.conversations import create_conversation, load_messages
-from llm_conversations.core.messages import check_sequence
-from llm_conversations.models import RunEvent, RunEventType, RunStatus
+from llm_conversations.models import RunEvent, RunEventType
 from llm_conversations.runs import ToolLoopService
 from llm_conversations.runs.reaper import reap_runs
 from llm_conversations.runs.service import execute_run
-from llm_conversations.runs.tool_answers import NOT_REPEATED
-from project.tests.slow_provider import SlowProvider
+from project.tests.slow_provider import SlowProvider, assert_finished_without_charging_twice
 from project.tests.test_rq import (
     CLAIMED,
     ROOT,
@@ -187,10 +185,4 @@ def test_a_killed_workers_run_is_finished_by_another_without_repeating_a_tool(
         for file in files:
             file.close()
 
-    run.refresh_from_db()
-    assert (run.status, run.attempts) == (RunStatus.COMPLETED, 2)
-    assert charged.read_text() == "charged\n"  # once, not again
-    messages = load_messages(run.conversation_id)
-    check_sequence(messages)
-    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
-    assert messages[2].content == NOT_REPEATED
+    assert_finished_without_charging_twice(run, charged)

@@ -24,12 +24,10 @@ from django.db import connection
 from django_tasks_db.models import DBTaskResult
 
 from llm_conversations.conversations import create_conversation, load_messages
-from llm_conversations.core.messages import check_sequence
 from llm_conversations.models import Run, RunStatus
 from llm_conversations.runs import ToolLoopService
 from llm_conversations.runs.reaper import reap_runs
-from llm_conversations.runs.tool_answers import NOT_REPEATED
-from project.tests.slow_provider import SlowProvider
+from project.tests.slow_provider import SlowProvider, assert_finished_without_charging_twice
 from project.tests.worker_tools import LEASE_SECONDS
 from tests.conftest import requires_postgresql
 
@@ -203,13 +201,7 @@ def test_a_killed_workers_run_is_finished_by_another_without_repeating_a_tool(
     assert reap_runs().requeued == (run.pk,)
     second = workers()
     wait_for(lambda: ended([run]), "the run to end", [first, second])
-    run.refresh_from_db()
-    assert (run.status, run.attempts) == (RunStatus.COMPLETED, 2)
-    assert charged.read_text() == "charged\n"  # once, not again
-    messages = load_messages(run.conversation_id)
-    check_sequence(messages)
-    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
-    assert messages[2].content == NOT_REPEATED
+    assert_finished_without_charging_twice(run, charged)
 
 
 def test_sigterm_lets_the_runs_in_flight_finish(
