@@ -144,8 +144,8 @@ def main() -> None:
     )
     service = ToolLoopService()
     urls = []
-    for conversation_id in create_conversations(args.streams):
-        conversation = Conversation.objects.get(pk=conversation_id)
+    conversations = Conversation.objects.in_bulk(create_conversations(args.streams))
+    for conversation_id, conversation in conversations.items():
         run = service.start(conversation, "What time is it?", background=True)
         urls.append(f"/api/conversations/{conversation_id}/runs/{run.pk}/events/")
     with cluster(shape, 1.0, logs) as (group, root), sampling(group) as peaks:
