@@ -69,6 +69,12 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # of failing with "database is locked" in the concurrency tests.
     DATABASES["default"]["OPTIONS"] = {"transaction_mode": "IMMEDIATE", "timeout": 20}
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # A file (in memory where /dev/shm exists), not SQLite's shared-cache memory
+    # database: threads of one run (the loop, its provider's stream, a cancel)
+    # then wait on its locks as they do on a real database, instead of failing
+    # with "table is locked".
+    TEST_DIR = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
+    DATABASES["default"]["TEST"] = {"NAME": str(TEST_DIR / f"llmconv-tests-{os.getpid()}.sqlite3")}
 
 # Users are created, and passwords checked, in many tests.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

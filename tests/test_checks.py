@@ -59,6 +59,7 @@ BROKEN: dict[str, tuple[Any, bool]] = {
     "llm_conversations.E016": (entry(BACKEND="ollama", MODEL="m", MODLE="x"), True),
     "llm_conversations.E017": (entry(BACKEND="ollama", MODEL="m", TIMEOUT=0), True),
     "llm_conversations.E018": (entry(BACKEND="ollama", MODEL="m", OPTIONS=[1]), True),
+    "llm_conversations.E048": (entry(BACKEND="ollama", MODEL="m", STREAM="no"), True),
     "llm_conversations.E009": ({"TITLE_PROVIDER": "missing"}, True),
     "llm_conversations.E019": (entry(BACKEND="ollama", MODEL="m", MODELS="m2"), True),
     "llm_conversations.W010": (entry(BACKEND="echo", MODEL="echo"), False),
@@ -378,6 +379,18 @@ def test_e018_options_not_a_dict() -> None:
     assert provider_ids(entry(BACKEND="ollama", MODEL="m", OPTIONS=[1])) == [
         "llm_conversations.E018"
     ]
+
+
+@pytest.mark.parametrize("stream", ["no", 0, None])
+def test_e048_stream_not_a_boolean(stream: Any) -> None:
+    assert provider_ids(entry(BACKEND="ollama", MODEL="m", STREAM=stream)) == [
+        "llm_conversations.E048"
+    ]
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_stream_may_be_turned_off(stream: bool) -> None:
+    assert provider_ids(entry(BACKEND="ollama", MODEL="m", STREAM=stream)) == []
 
 
 @pytest.mark.parametrize("models", ["gpt-4o", ["gpt-4o", ""], [None], {"gpt-4o": 1}])

@@ -161,7 +161,7 @@ def test_a_run_with_a_tool_round_makes_a_run_span_with_model_and_tool_children(
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": "echo",
             "gen_ai.request.model": "echo",
-            "gen_ai.request.stream": False,
+            "gen_ai.request.stream": True,
             "gen_ai.response.model": "echo",
             "gen_ai.response.finish_reasons": (finish,),
             "gen_ai.usage.input_tokens": turn.input_tokens,
@@ -297,7 +297,7 @@ def test_a_provider_failure_makes_error_spans(otel: Recorded) -> None:
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": "openai",
         "gen_ai.request.model": "gpt-4o",
-        "gen_ai.request.stream": False,
+        "gen_ai.request.stream": True,
         "server.address": "llm.example",
         "server.port": 8443,
         "error.type": kind,
@@ -363,7 +363,7 @@ def test_a_model_without_prices_adds_no_cost(otel: Recorded) -> None:
 def test_a_streamed_call_spans_the_whole_stream(otel: Recorded) -> None:
     service = ToolLoopService(EchoProvider(), tools=loop_tools.registry())
     run = service.start(create_conversation(), "Hello there")
-    events = service.events(run, stream=True)
+    events = service.events(run)
     first = next(events)
     # Between steps the run's span is not left active in the caller's context.
     assert not trace.get_current_span().get_span_context().is_valid
@@ -381,7 +381,7 @@ def test_a_streamed_call_spans_the_whole_stream(otel: Recorded) -> None:
 def test_a_stream_closed_early_ends_its_spans_without_error(otel: Recorded) -> None:
     service = ToolLoopService(EchoProvider(), tools=loop_tools.registry())
     run = service.start(create_conversation(), "Hello there, a longer text to split")
-    events = service.events(run, stream=True)
+    events = service.events(run)
     next(events)
     events.close()
     spans = by_name(otel.spans())

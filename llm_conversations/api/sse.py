@@ -201,13 +201,15 @@ class StreamFormat:
         return b"" if self._other is None else self._other.end()
 
 
-def _finish_quietly(service: ToolLoopService, run_id: Any) -> None:
+def _go_on_unfollowed(steps: Iterator[Any], run_id: Any) -> None:
+    """The client went away: only its following ends. The execution goes on here to
+    its end, the call in flight included (never asked again), its log followed by
+    whoever reattaches."""
     try:
-        # The client went away: run to the end without streaming, so the
-        # conversation is left valid (every call answered, every reply stored).
-        service.execute(run_id)
+        for _ in steps:
+            pass
     except Exception:
-        logger.exception("Finishing run %s after the client disconnected failed", run_id)
+        logger.exception("Run %s failed after its client disconnected", run_id)
 
 
 def _logged(run_id: Any, after_id: int) -> Iterator[run_events.Page]:
@@ -228,7 +230,7 @@ def _generate(
     # Events logged before this request (an earlier part of the run) were sent by then.
     after_id = run_events.last_event_id(run_id)
     fmt.resume(after_id)
-    stream = cast(Generator[events.LoopEvent, None, None], service.events(run_id, stream=True))
+    stream = cast(Generator[events.LoopEvent, None, None], service.events(run_id))
     try:
         ended = False
         for _ in stream:
@@ -258,8 +260,7 @@ def _generate(
         if closing := fmt.end():
             yield closing
     except GeneratorExit:
-        stream.close()
-        _finish_quietly(service, run_id)
+        _go_on_unfollowed(stream, run_id)
         raise
 
 
@@ -286,10 +287,10 @@ class RunEventStream:
         return next(self._generator)
 
     def close(self) -> None:
-        """Stop streaming; a run still in progress is finished first."""
+        """Stop streaming; a run still executing goes on to its end first."""
         if not self._started:
             self._started = True
-            _finish_quietly(self._service, self._run_id)
+            _go_on_unfollowed(self._service.events(self._run_id), self._run_id)
         self._generator.close()
 
 

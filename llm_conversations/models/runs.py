@@ -153,6 +153,9 @@ class Run(models.Model):
     # to a fallback (each one logged as run.fallback).
     answered_by = models.CharField(_("answered by"), max_length=100, blank=True)
     fallbacks = models.PositiveIntegerField(_("fallbacks taken"), default=0)
+    # Set once a run.running or run.fallback supersedes text the log holds, so
+    # readers of every other run's log never look for superseded text.
+    superseded_text = models.BooleanField(_("text superseded"), default=False, editable=False)
     # The tools offered: ToolSpec stored forms; read through offered_tools.
     tools = models.JSONField(_("tools offered"), default=list, blank=True)
     max_iterations = models.PositiveIntegerField(_("max iterations"), default=8)

@@ -46,7 +46,7 @@ from .errors import (
 )
 from .http import HttpTransport, backoff_delay, parse_retry_after
 from .interrupts import NO_INTERRUPT, Interrupt
-from .stream_events import ResponseCompleted, StreamEvent, TextDelta
+from .stream_events import ResponseCompleted, StreamEvent, TextDelta, whole_reply_stream
 
 __all__ = [
     "DEFAULT_CONNECT_TIMEOUT",
@@ -100,7 +100,9 @@ class Provider(HttpTransport):
 
     ``options`` are default request options, overridden per call by the
     keyword arguments of :meth:`complete` and :meth:`stream`. ``sleep`` is the
-    function used between retries (tests pass a recorder). Instances are safe
+    function used between retries (tests pass a recorder). ``streams=False``
+    makes runs call it without streaming (a ``PROVIDERS`` entry's ``STREAM``:
+    for a server that cannot stream). Instances are safe
     to share between threads.
     """
 
@@ -125,6 +127,7 @@ class Provider(HttpTransport):
         http_client: httpx.Client | None = None,
         sleep: Callable[[float], None] | None = None,
         models: Iterable[str] = (),
+        streams: bool = True,
         **options: Any,
     ) -> None:
         if not isinstance(model, str) or not model:
@@ -140,6 +143,8 @@ class Provider(HttpTransport):
         self.max_retries = max(0, int(max_retries))
         self.max_retry_after = float(max_retry_after)
         self._max_reply_chars = max_reply_chars
+        # Whether runs call it in streaming mode: a PROVIDERS entry's STREAM.
+        self.streams = streams
         self.options: dict[str, Any] = dict(options)
         self._sleep = sleep or time.sleep
         self._owns_client = http_client is None and self.uses_http
@@ -245,7 +250,14 @@ class Provider(HttpTransport):
             raise self._bad_response(exc) from None
 
     def send_stream(self, request: CompletionRequest) -> Iterator[StreamEvent]:
-        """Make the call :meth:`stream` describes (a hook for providers without HTTP)."""
+        """Make the call :meth:`stream` describes (a hook for providers without HTTP).
+
+        A provider without HTTP that implements only :meth:`send` streams its
+        whole reply as one piece.
+        """
+        if not self.uses_http:
+            yield from whole_reply_stream(self.send(request))
+            return
         path, body = self.build_request(request)
         response, _ = self._post(path, body, stream=True, interrupt=request.interrupt)
         text_chars = 0

@@ -21,10 +21,11 @@ __all__ = ["NO_INTERRUPT", "Interrupt"]
 
 @dataclass(frozen=True, slots=True)
 class Interrupt:
-    """``deadline`` is a :func:`time.monotonic` value; ``stop`` is set to stop the call."""
+    """``deadline`` is a :func:`time.monotonic` value; setting any of ``stops`` stops
+    the call (the run's own stop, and the caller's when it gives the call up)."""
 
     deadline: float | None = None
-    stop: threading.Event | None = None
+    stops: tuple[threading.Event, ...] = ()
 
     def remaining(self) -> float | None:
         """Seconds left until the deadline (never below zero); ``None`` without one."""
@@ -38,7 +39,7 @@ class Interrupt:
 
     def check(self) -> None:
         """Raise :class:`CallInterrupted` when the call must end now."""
-        if self.stop is not None and self.stop.is_set():
+        if any(stop.is_set() for stop in self.stops):
             raise CallInterrupted("run_stopped", "the run was stopped during the call.")
         if self.passed():
             raise CallInterrupted("run_timeout", "the run's deadline passed during the call.")

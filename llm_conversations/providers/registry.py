@@ -79,6 +79,7 @@ ENTRY_KEYS = frozenset(
         "CONTEXT_STRATEGY",
         "FALLBACKS",
         "CIRCUIT_BREAKER",
+        "STREAM",
     }
 )
 BREAKER_KEYS = frozenset({"FAILURES", "RESET_AFTER"})
@@ -182,7 +183,7 @@ def provider_entry_problems(entry: object, name: str | None = None) -> list[Entr
     E011 not a dict, E012 unusable BACKEND, E013 no MODEL, E014 no API_KEY for
     a hosted backend, E016 unknown key, E017 bad TIMEOUT, CONNECT_TIMEOUT,
     MAX_RETRIES or MAX_RETRY_AFTER, E018
-    OPTIONS not a dict, E019 MODELS not a list of model names, E040 an invalid
+    OPTIONS not a dict, E048 STREAM not a boolean, E019 MODELS not a list of model names, E040 an invalid
     MODEL_INFO, E043 FALLBACKS not a list of entry names, E045 an entry
     naming itself a fallback, E047 an invalid CIRCUIT_BREAKER, W010 the echo
     backend while DEBUG is off. Fallbacks naming other entries are checked by
@@ -256,6 +257,14 @@ def provider_entry_problems(entry: object, name: str | None = None) -> list[Entr
     if not isinstance(entry.get("OPTIONS", {}), Mapping):
         problems.append(
             EntryProblem("llm_conversations.E018", f"{where}['OPTIONS'] must be a dict.")
+        )
+    if not isinstance(entry.get("STREAM", True), bool):
+        problems.append(
+            EntryProblem(
+                "llm_conversations.E048",
+                f"{where}['STREAM'] must be True or False; got {entry['STREAM']!r}.",
+                hint="False calls this entry without streaming (for a server that cannot stream).",
+            )
         )
     models = entry.get("MODELS", [])
     if not isinstance(models, list | tuple) or not all(
@@ -445,6 +454,7 @@ def build_provider(config: Mapping[str, Any], name: str | None = None) -> Provid
         max_retries=config.get("MAX_RETRIES", DEFAULT_MAX_RETRIES),
         max_retry_after=config.get("MAX_RETRY_AFTER", DEFAULT_MAX_RETRY_AFTER),
         models=config.get("MODELS", ()),
+        streams=config.get("STREAM", True),
         **dict(config.get("OPTIONS", {})),
     )
 

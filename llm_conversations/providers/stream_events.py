@@ -7,12 +7,19 @@ reply (the same object ``complete()`` would have returned, usage included).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from llm_conversations.core.completions import CompletionResponse
 from llm_conversations.core.messages import ToolCall
 
-__all__ = ["ResponseCompleted", "StreamEvent", "TextDelta", "ToolCallCompleted"]
+__all__ = [
+    "ResponseCompleted",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCallCompleted",
+    "whole_reply_stream",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,3 +45,12 @@ class ResponseCompleted:
 
 StreamEvent = TextDelta | ToolCallCompleted | ResponseCompleted
 """Any event of a provider stream."""
+
+
+def whole_reply_stream(response: CompletionResponse) -> Iterator[StreamEvent]:
+    """A reply that arrived whole, as the events a stream of it yields."""
+    if response.content:
+        yield TextDelta(response.content)
+    for call in response.tool_calls:
+        yield ToolCallCompleted(call)
+    yield ResponseCompleted(response)

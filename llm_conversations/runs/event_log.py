@@ -5,7 +5,8 @@ changes in :mod:`llm_conversations.runs.transitions` lock it already, and live
 events (text, calls about to run) take it with a conditional update that also
 says whether the run still runs. So the events of one run commit in id order.
 Text arrives in many small pieces; :class:`TextBuffer` joins them so the log
-holds one event per ``TEXT_FLUSH_CHARS`` characters or ``TEXT_FLUSH_SECONDS``.
+holds at most one event per ``TEXT_FLUSH_SECONDS`` (or ``TEXT_FLUSH_CHARS``
+characters), none of them late.
 
 Readers waiting in :mod:`llm_conversations.runs.event_reader` wake once the
 events are committed: those of this process through
@@ -15,6 +16,7 @@ process on PostgreSQL through the ``NOTIFY`` a trigger sends (migration 0004).
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Sequence
@@ -72,8 +74,17 @@ def record_live(run: Run, items: Sequence[EventItem]) -> list[RunEvent] | None:
 
 
 class TextBuffer:
-    """Joins text pieces into events of at most about ``TEXT_FLUSH_CHARS`` characters,
-    written at least every ``TEXT_FLUSH_SECONDS`` while text arrives.
+    """Joins text pieces into the run's ``text.delta`` events.
+
+    The rule: a piece that arrives when nothing was written for
+    ``TEXT_FLUSH_SECONDS`` is written at once (the reply's first piece, every
+    piece of a slow stream); pieces that follow faster are joined and written
+    together once ``TEXT_FLUSH_SECONDS`` have passed since the last write, or
+    sooner when ``TEXT_FLUSH_CHARS`` characters have gathered. So no piece
+    waits longer than ``TEXT_FLUSH_SECONDS`` (the caller writes on time, see
+    :meth:`due_in`), and a run writes at most about twenty text events a second
+    however fast its model streams: each write is a transaction, and every
+    follower reads it.
 
     Text is handed on only once written, so a reader of the log and a live
     stream see the same pieces, and nothing is sent after a cancel.
@@ -83,7 +94,7 @@ class TextBuffer:
         self._run = run
         self._pieces: list[str] = []
         self._size = 0
-        self._since = 0.0
+        self._written_at = -math.inf
         self.stopped = False
 
     def add(self, text: str) -> str | None:
@@ -91,13 +102,17 @@ class TextBuffer:
 
         Sets :attr:`stopped` (and writes nothing) once the run stopped running.
         """
-        if not self._pieces:
-            self._since = time.monotonic()
         self._pieces.append(text)
         self._size += len(text)
-        if self._size >= TEXT_FLUSH_CHARS or time.monotonic() - self._since >= TEXT_FLUSH_SECONDS:
+        if self._size >= TEXT_FLUSH_CHARS or self.due_in() == 0:
             return self.flush()
         return None
+
+    def due_in(self) -> float | None:
+        """Seconds until what is buffered must be written; ``None`` when nothing is."""
+        if not self._pieces:
+            return None
+        return max(0.0, self._written_at + TEXT_FLUSH_SECONDS - time.monotonic())
 
     def flush(self) -> str | None:
         """Write what is buffered; the text written, or ``None`` (nothing, or stopped)."""
@@ -105,6 +120,7 @@ class TextBuffer:
             return None
         text = "".join(self._pieces)
         self._pieces, self._size = [], 0
+        self._written_at = time.monotonic()
         if record_live(self._run, [(RunEventType.TEXT_DELTA, {"delta": text})]) is None:
             self.stopped = True
             return None

@@ -149,15 +149,12 @@ def superseded_deltas(run: Run | None, events: list[RunEvent]) -> frozenset[int]
     """Ids of the text deltas among ``events`` that a later attempt's ``run.running``
     or a ``run.fallback`` superseded.
 
-    One query when the events hold text and the run could have lost an
-    attempt: it is in its second or later, fell back to another entry, or it
-    stopped (a retry or a decision counts attempts afresh, and readers of an
-    ended run are few).
+    One query when the events hold text and the run's log holds superseded
+    text (``Run.superseded_text``: it lost an attempt, or fell back after a
+    stream broke); none for every other run.
     """
     deltas = [e.id for e in events if e.type == RunEventType.TEXT_DELTA]
-    if run is None or not deltas:
-        return frozenset()
-    if run.attempts < 2 and not run.fallbacks and run.status in _EXECUTING:
+    if run is None or not deltas or not run.superseded_text:
         return frozenset()
     restarts = RunEvent.objects.filter(
         run_id=run.pk, type__in=SUPERSEDING, id__gt=deltas[0]

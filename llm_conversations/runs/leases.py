@@ -70,6 +70,7 @@ def claim(run: Run, owner: str) -> bool:
             lost_text_after = unstored_text_after(run.pk) if run.attempts > 1 else None
             if lost_text_after is not None:
                 data["superseded_after"] = lost_text_after
+                Run.objects.filter(pk=run.pk).update(superseded_text=True)
             record(run.pk, [(RunEventType.RUN_RUNNING, data)])
             # Which worker took which run: the one record of it once the run ends.
             logger.info("Run %s claimed by %s (attempt %d)", run.pk, owner, run.attempts)

@@ -1,9 +1,12 @@
 """One execution of a claimed run, round by round.
 
-Each round fits the history to the context window, checks the budgets, calls
-the model (no transaction held), stores its reply and runs the tools it asked
-for, until the run completes, fails or waits for someone to act. Every write
-is conditional on the run's lease (:mod:`llm_conversations.runs.transitions`);
+Each round is one step (:meth:`Execution.step`): answer the calls the last
+reply left unanswered (run the tools, or pause for a person or a client), or
+ask the model: fit the history to the context window, check the budgets, call
+the model (no transaction held; streamed where the entry allows) and store
+its reply. A step says whether another one follows; the run ends, pauses or
+is given up inside the step that says no. Every write is conditional on the
+run's lease (:mod:`llm_conversations.runs.transitions`);
 :class:`~llm_conversations.runs.service.ToolLoopService` claims the run and
 turns what escapes into the run's failure.
 """
@@ -11,11 +14,10 @@ turns what escapes into the run's failure.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import replace
 
 from llm_conversations.conf import conf
-from llm_conversations.conversations.attachments import load_attachment_data
 from llm_conversations.conversations.history import load_history
 from llm_conversations.core.completions import CompletionResponse, FinishReason
 from llm_conversations.core.messages import ChatMessage, Role, ToolCall, unanswered_tool_call_ids
@@ -23,7 +25,7 @@ from llm_conversations.core.parameters import RunParameters
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.exceptions import CallInterrupted, RunStateError
 from llm_conversations.models import Decision, Run, RunStatus, TerminationReason
-from llm_conversations.providers import Provider, ProviderError, ResponseCompleted
+from llm_conversations.providers import ProviderError
 from llm_conversations.providers.interrupts import Interrupt
 from llm_conversations.runs import (
     decisions,
@@ -42,115 +44,147 @@ from llm_conversations.runs.events import (
     RunCompleted,
     RunFailed,
     RunRequiresAction,
-    TextDelta,
     ToolCallStarted,
     ToolResultStored,
 )
 from llm_conversations.runs.fallbacks import ProviderChain
-from llm_conversations.runs.live_connections import return_connection
+from llm_conversations.runs.final_answers import Steps
+from llm_conversations.runs.model_calls import model_reply
 from llm_conversations.tools import ToolRegistry
 
-__all__ = ["execute_rounds"]
+__all__ = ["Execution"]
+
+Reply = tuple[CompletionResponse, str]
+"""A model's reply and the ``PROVIDERS`` entry that gave it."""
 
 
-def execute_rounds(
-    run: Run,
-    chain: ProviderChain,
-    registry: ToolRegistry,
-    stream: bool,
-    deadline: float | None,
-    heartbeat: leases.Heartbeat,
-) -> Iterator[LoopEvent]:
-    """Round after round of a claimed run until it completes, fails or waits.
+class Execution:
+    """One execution of a claimed run: what it keeps between rounds, and the rounds.
 
     ``registry`` is read once (MCP tool lists may refresh meanwhile); the
     history is read once and kept, every append checking it is still whole.
     Each model call goes to the first entry of ``chain`` that answers.
     """
-    mine = transitions.held(run)
-    specs = run.offered_tools
-    parameters = run.run_parameters
-    offered = ToolRegistry(registry.get(spec.name) for spec in specs if spec.name in registry)
-    # Read once: while this execution holds the lease only it appends, and
-    # every append checks that this copy is still the whole conversation.
-    # Hidden messages stay in it (positions, pairing) but are never sent;
-    # nobody hides one while the run is active.
-    history, hidden = load_history(run.conversation_id)
-    # After a lost worker, a call an earlier attempt logged as started may have run.
-    ran_before = event_reader.started_call_ids(run.pk) if run.attempts > 1 else set()
-    logged: set[str] = set()  # calls this execution logged as started
-    # Fitting and budgets reckon with the run's own model, which fallbacks stand in for.
-    model = parameters.model or chain.primary.model
-    window = ContextWindow.for_run(run, model, parameters)
-    guard = BudgetGuard.for_run(run, model)
-    while True:
-        # Every write below is conditional on the lease; the heartbeat
-        # notices a cancel or a takeover while nothing is written.
-        if heartbeat.lost.is_set():
-            return
-        if deadline is not None and time.monotonic() > deadline:
-            yield _timed_out(run)
-            return
-        schema = parameters.response_format
-        if schema is not None and final_answers.ends_with_answer(run, history):
-            if (yield from final_answers.resume_with_answer(run, schema, history[-1], where=mine)):
-                history, hidden = load_history(run.conversation_id)  # with the repair prompt
-                continue
-            return
-        pending = set(unanswered_tool_call_ids(history))
-        if pending:
-            calls = [c for c in _last_tool_calls(history) if c.id in pending]
-            waiting = tool_answers.waiting_calls(calls, offered, run)
-            if waiting:
-                waiting = decisions.decide_by_rule(run, waiting)
-            if waiting:
-                yield RunRequiresAction(transitions.pause(run, waiting))
-                return
-            started = [c for c in calls if run.decision(c.id) is not Decision.DENIED]
-            unlogged = [c for c in started if c.id not in logged]
-            if (
-                unlogged
-                and event_log.record_live(run, transitions.started_events(unlogged)) is None
-            ):
-                return
-            for call in started:
-                yield ToolCallStarted(call)
-            results = tool_answers.answer_calls(
-                calls, offered, run, stop=heartbeat.lost, ran_before=ran_before
+
+    def __init__(
+        self,
+        run: Run,
+        chain: ProviderChain,
+        registry: ToolRegistry,
+        deadline: float | None,
+        heartbeat: leases.Heartbeat,
+    ) -> None:
+        self.run = run
+        self.chain = chain
+        self.deadline = deadline
+        self.heartbeat = heartbeat
+        self.mine = transitions.held(run)
+        self.specs = run.offered_tools
+        self.parameters = run.run_parameters
+        self.offered = ToolRegistry(
+            registry.get(spec.name) for spec in self.specs if spec.name in registry
+        )
+        # Read once: while this execution holds the lease only it appends, and
+        # every append checks that this copy is still the whole conversation.
+        # Hidden messages stay in it (positions, pairing) but are never sent;
+        # nobody hides one while the run is active.
+        self.history, self.hidden = load_history(run.conversation_id)
+        # After a lost worker, a call an earlier attempt logged as started may have run.
+        self.ran_before = event_reader.started_call_ids(run.pk) if run.attempts > 1 else set()
+        self.logged: set[str] = set()  # calls this execution logged as started
+        # Fitting and budgets reckon with the run's own model, which fallbacks stand in for.
+        model = self.parameters.model or chain.primary.model
+        self.window = ContextWindow.for_run(run, model, self.parameters)
+        self.guard = BudgetGuard.for_run(run, model)
+
+    def rounds(self) -> Iterator[LoopEvent]:
+        """Step after step until the run ends, waits, or this execution stops holding it."""
+        while (yield from self.step()):
+            pass
+
+    def step(self) -> Steps:
+        """One round; whether another follows."""
+        # Every write is conditional on the lease; the heartbeat notices a
+        # cancel or a takeover while nothing is written.
+        if self.heartbeat.lost.is_set():
+            return False
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            yield self._timed_out()
+            return False
+        schema = self.parameters.response_format
+        if schema is not None and final_answers.ends_with_answer(self.run, self.history):
+            resumed = yield from final_answers.resume_with_answer(
+                self.run, schema, self.history[-1], where=self.mine
             )
-            rows = transitions.store_results(run, results, history=history)
-            if rows is None:
-                return
-            history.extend(row.to_chat_message() for row in rows)
-            for row in rows:
-                yield ToolResultStored(row)
-            continue
+            return self._reloaded(resumed)
+        unanswered = set(unanswered_tool_call_ids(self.history))
+        if unanswered:
+            calls = [c for c in _last_tool_calls(self.history) if c.id in unanswered]
+            return (yield from self.answer_calls(calls))
+        return (yield from self.ask_model())
+
+    # Answering calls -------------------------------------------------------
+
+    def answer_calls(self, calls: list[ToolCall]) -> Steps:
+        """Run the tools of ``calls`` and store their results, or pause for those that
+        wait for a person's decision or a client's output."""
+        run = self.run
+        waiting = tool_answers.waiting_calls(calls, self.offered, run)
+        if waiting:
+            waiting = decisions.decide_by_rule(run, waiting)
+        if waiting:
+            yield RunRequiresAction(transitions.pause(run, waiting))
+            return False
+        started = [c for c in calls if run.decision(c.id) is not Decision.DENIED]
+        unlogged = [c for c in started if c.id not in self.logged]
+        if unlogged and event_log.record_live(run, transitions.started_events(unlogged)) is None:
+            return False
+        for call in started:
+            yield ToolCallStarted(call)
+        results = tool_answers.answer_calls(
+            calls, self.offered, run, stop=self.heartbeat.lost, ran_before=self.ran_before
+        )
+        rows = transitions.store_results(run, results, history=self.history)
+        if rows is None:
+            return False
+        self.history.extend(row.to_chat_message() for row in rows)
+        for row in rows:
+            yield ToolResultStored(row)
+        return True
+
+    # Asking the model ------------------------------------------------------
+
+    def ask_model(self) -> Steps:
+        """Call the model with the history as it fits, and store its reply."""
+        run = self.run
         # max_iterations counts model calls; the last one is offered no
         # tools, so the model answers in words.
         closing = run.iterations + 1 >= run.max_iterations
-        # Model calls that asked for tools (a repair round follows an answer).
-        repairs = final_answers.repairs(parameters, history, run.iterations)
-        worked = run.iterations > repairs
-        asked = parameters if run.iterations == 0 else parameters.after_first_call()
-        response: CompletionResponse | None = None
-        entry = run.provider
-        offer = [] if closing else specs
-        # Fitted to the context window before anything is sent; the stored
-        # conversation stays whole.
+        asked = self.parameters if run.iterations == 0 else self.parameters.after_first_call()
+        offer = [] if closing else self.specs
+        sent = self._fitted(offer, asked)
+        reply = yield from self._reply(sent, offer, asked)
+        if reply is None:
+            return False
+        return (yield from self.store_reply(*reply, closing=closing))
+
+    def _fitted(self, offer: list[ToolSpec], asked: RunParameters) -> list[ChatMessage]:
+        """What the model is sent: the history fitted to the context window (the
+        stored conversation stays whole), hidden turns left out, within the budgets."""
+        window, guard = self.window, self.guard
         # A budget already spent stops the run before a summary is asked for.
-        sent = _shown(
-            history
+        fitted = (
+            self.history
             if window is None
             else window.messages(
-                history,
+                self.history,
                 offer,
                 asked,
                 before_summary=None if guard is None else guard.check_spent,
-                hidden=hidden,
-            ),
-            history,
-            hidden,
+                hidden=self.hidden,
+            )
         )
+        sent = _shown(fitted, self.history, self.hidden)
         if guard is not None:
             estimate = (
                 guard.estimate(sent, offer, asked.instructions)
@@ -158,43 +192,53 @@ def execute_rounds(
                 else window.cut.estimated
             )
             guard.check(estimate)
+        return sent
+
+    def _reply(
+        self, sent: list[ChatMessage], offer: list[ToolSpec], asked: RunParameters
+    ) -> Generator[LoopEvent, None, Reply | None]:
+        """The reply of the run's entry, or of a fallback while they fail with retryable
+        errors; ``None`` when the run stopped running here meanwhile."""
         # The call itself stops at the run's deadline or a cancel, whatever the
         # provider sends meanwhile (keep-alives, a drip of text).
-        interrupt = Interrupt(deadline, heartbeat.lost)
-        # The run's entry, then its fallbacks while they fail with retryable errors.
-        for attempt in chain.attempts(run, asked):
+        interrupt = Interrupt(self.deadline, (self.heartbeat.lost,))
+        for attempt in self.chain.attempts(self.run, asked):
             if attempt.fell_back is not None:
                 yield attempt.fell_back
-            text = event_log.TextBuffer(run)
+            text = event_log.TextBuffer(self.run)
             try:
-                for event in _call(
-                    attempt.provider, sent, offer, stream, attempt.parameters, interrupt
-                ):
-                    if isinstance(event, CompletionResponse):
-                        response = event
-                        written = text.flush()
-                    else:
-                        written = text.add(event.text)
-                    if text.stopped or heartbeat.lost.is_set():
-                        attempt.interrupted()
-                        return  # cancelled or taken over: nothing more from this execution
-                    if written:
-                        yield TextDelta(written)
+                response = yield from model_reply(
+                    attempt.provider,
+                    sent,
+                    offer,
+                    attempt.parameters,
+                    interrupt,
+                    text,
+                    self.heartbeat.lost,
+                )
             except CallInterrupted as stopped:
                 attempt.interrupted()
                 if stopped.timed_out:
-                    yield _timed_out(run)
-                return
+                    yield self._timed_out()
+                return None
             except ProviderError as failed:
-                if chain.failed(attempt, failed):
+                if self.chain.failed(attempt, failed):
                     continue
                 raise
-            chain.succeeded(attempt)
-            entry = attempt.entry
-            break
-        if response is None:
-            return
-        cut_short = closing and (worked or bool(response.tool_calls))
+            if response is None:
+                attempt.interrupted()  # cancelled or taken over
+                return None
+            self.chain.succeeded(attempt)
+            return response, attempt.entry
+        return None  # the run stopped while a fallback was logged
+
+    def store_reply(self, response: CompletionResponse, entry: str, *, closing: bool) -> Steps:
+        """Store the model's reply; the run completes with a final one, and a final
+        answer that does not match the ``response_format`` is repaired or fails it."""
+        run, parameters = self.run, self.parameters
+        # Model calls that asked for tools (a repair round follows an answer).
+        repairs = final_answers.repairs(parameters, self.history, run.iterations)
+        cut_short = closing and (run.iterations > repairs or bool(response.tool_calls))
         if closing and response.tool_calls:
             # Offered no tools, a model may still answer with calls; keep its words only.
             response = replace(
@@ -206,59 +250,48 @@ def execute_rounds(
         verdict = final_answers.judge(parameters, response) if final else None
         # Calls that will run at once are logged as started with the turn.
         calls = list(response.tool_calls)
-        starting = [] if tool_answers.waiting_calls(calls, offered, run) else calls
-        fitted = None if window is None else window.fields(response.usage.input_tokens)
+        starting = [] if tool_answers.waiting_calls(calls, self.offered, run) else calls
+        fitted = None if self.window is None else self.window.fields(response.usage.input_tokens)
         reply = transitions.store_reply(
             run,
             response,
-            history=history,
+            history=self.history,
             starting=starting,
             context=fitted,
             entry=entry,
             **final_answers.stored(verdict),
         )
         if reply is None:
-            return
-        history.append(reply.to_chat_message())
-        logged.update(call.id for call in starting)
+            return False
+        self.history.append(reply.to_chat_message())
+        self.logged.update(call.id for call in starting)
         yield MessageStored(reply)
         if verdict is not None and not verdict.valid:
-            if (yield from final_answers.repair_or_fail(run, verdict, repairs, where=mine)):
-                history, hidden = load_history(run.conversation_id)  # with the repair prompt
-                continue
-            return
+            repaired = yield from final_answers.repair_or_fail(
+                run, verdict, repairs, where=self.mine
+            )
+            return self._reloaded(repaired)
         if final:
             reason = _end_reason(response, cut_short)
-            yield RunCompleted(transitions.finish(run, RunStatus.COMPLETED, reason, where=mine))
-            return
+            yield RunCompleted(
+                transitions.finish(run, RunStatus.COMPLETED, reason, where=self.mine)
+            )
+            return False
+        return True
 
+    def _reloaded(self, going_on: bool) -> bool:
+        """After a repair prompt was stored (``going_on``), the history with it."""
+        if going_on:
+            self.history, self.hidden = load_history(self.run.conversation_id)
+        return going_on
 
-def _call(
-    provider: Provider,
-    history: list[ChatMessage],
-    specs: list[ToolSpec],
-    stream: bool,
-    parameters: RunParameters,
-    interrupt: Interrupt,
-) -> Iterator[TextDelta | CompletionResponse]:
-    tools = specs or None
-    # The bytes of images and files are read for each call, never kept.
-    history = load_attachment_data(history)
-    # No connection is held while the provider works, nor between streamed
-    # pieces (the caller logs text meanwhile): see return_connection().
-    return_connection()
-    if not stream:
-        yield provider.complete(history, tools=tools, parameters=parameters, interrupt=interrupt)
-        return
-    for event in provider.stream(history, tools=tools, parameters=parameters, interrupt=interrupt):
-        if isinstance(event, TextDelta):
-            # A provider without HTTP (echo, a test's) is checked here, as its text
-            # arrives; a whole reply that arrived is kept, deadline or not.
-            interrupt.check()
-            yield event
-            return_connection()
-        elif isinstance(event, ResponseCompleted):
-            yield event.response
+    def _timed_out(self) -> RunFailed:
+        """End the run for its ``RUN_TIMEOUT``."""
+        late = RunStateError(
+            "run_timeout", f"the run took longer than RUN_TIMEOUT ({conf.RUN_TIMEOUT:g} s)."
+        )
+        reason = TerminationReason.TIMEOUT
+        return RunFailed(transitions.finish(self.run, RunStatus.FAILED, reason, late))
 
 
 def _shown(
@@ -270,14 +303,6 @@ def _shown(
         return sent
     left_out = {id(history[position]) for position in hidden}
     return [message for message in sent if id(message) not in left_out]
-
-
-def _timed_out(run: Run) -> RunFailed:
-    """End the run for its ``RUN_TIMEOUT``."""
-    late = RunStateError(
-        "run_timeout", f"the run took longer than RUN_TIMEOUT ({conf.RUN_TIMEOUT:g} s)."
-    )
-    return RunFailed(transitions.finish(run, RunStatus.FAILED, TerminationReason.TIMEOUT, late))
 
 
 def _end_reason(response: CompletionResponse, cut_short: bool) -> TerminationReason:

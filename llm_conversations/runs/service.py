@@ -57,7 +57,7 @@ from llm_conversations.runs.budgets import check_start
 from llm_conversations.runs.context_window import check_strategy
 from llm_conversations.runs.events import LoopEvent, RunEnded, RunFailed
 from llm_conversations.runs.fallbacks import ProviderChain
-from llm_conversations.runs.rounds import execute_rounds
+from llm_conversations.runs.rounds import Execution
 from llm_conversations.signals import waiting_run_queued
 from llm_conversations.tools import ToolRegistry, default_registry, offered_by_default
 from llm_conversations.users import AnyUser
@@ -236,18 +236,19 @@ class ToolLoopService:
     def execute(self, run: RunRef) -> Run:
         """Run until the run completes, fails, or waits for action; return it."""
         last: LoopEvent | None = None
-        for last in self.events(run, stream=False):  # noqa: B007 - only the last one counts
+        for last in self.events(run):  # noqa: B007 - only the last one counts
             pass
         if isinstance(last, RunEnded):
             return last.run
         return Run.objects.get(pk=_run_pk(run))
 
-    def events(self, run: RunRef, *, stream: bool = True) -> Iterator[LoopEvent]:
+    def events(self, run: RunRef) -> Iterator[LoopEvent]:
         """Execute the run, yielding :mod:`~llm_conversations.runs.events` as they happen.
 
-        With ``stream=True`` the provider is called in streaming mode and text
-        arrives as ``TextDelta`` events. Queued runs and runs left running by
-        a crash are executed; finished or waiting runs yield nothing.
+        The provider is called in streaming mode unless its entry says
+        ``STREAM: False``; text is logged and yielded as ``TextDelta`` events
+        as it arrives. Queued runs and runs left running by a crash are
+        executed; finished or waiting runs yield nothing.
         """
         row = Run.objects.get(pk=_run_pk(run))
         if not leases.claim(row, leases.new_owner()):
@@ -260,8 +261,8 @@ class ToolLoopService:
         try:
             with leases.Heartbeat(row) as heartbeat:
                 chain = self._chain_for(row.provider or None)
-                rounds = execute_rounds(row, chain, self.registry, stream, deadline, heartbeat)
-                yield from telemetry.traced_run(row, rounds)
+                execution = Execution(row, chain, self.registry, deadline, heartbeat)
+                yield from telemetry.traced_run(row, execution.rounds())
         except ContextOverflow as exc:
             reason = TerminationReason.CONTEXT_OVERFLOW
             yield RunFailed(transitions.finish(row, RunStatus.FAILED, reason, exc, where=mine))

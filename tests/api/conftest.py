@@ -118,3 +118,9 @@ def parse_sse_ids(body: bytes) -> list[tuple[int | None, str, dict[str, Any]]]:
 def parse_sse(body: bytes) -> list[tuple[str, dict[str, Any]]]:
     """Parse a whole event stream into ``(event, data)`` pairs, strictly."""
     return [(name, data) for _, name, data in parse_sse_ids(body)]
+
+
+def joined(names: list[str], *texts: str) -> list[str]:
+    """``names`` with each run of one of the ``texts`` event names kept once: how many
+    pieces a reply's text is logged in depends on how fast it arrives."""
+    return [n for i, n in enumerate(names) if not (n in texts and i and names[i - 1] == n)]

@@ -19,7 +19,7 @@ from django.contrib.auth.models import User
 from llm_conversations.conversations import create_conversation
 from llm_conversations.models import Conversation, Message, Run
 from llm_conversations.runs import ToolLoopService
-from tests.api.conftest import API_SETTINGS, calls_text
+from tests.api.conftest import API_SETTINGS, calls_text, joined
 from tests.browser.chromium import running_under_ci
 
 NODE_DIR = Path(__file__).resolve().parents[1] / "agui"
@@ -98,7 +98,7 @@ def read(live_server: Any, run: Run, last_event_id: int | None = None) -> dict[s
 
 def execute(run: Run) -> None:
     """Execute the run, streaming (its text is logged as deltas)."""
-    for _ in ToolLoopService().events(run.pk, stream=True):
+    for _ in ToolLoopService().events(run.pk):
         pass
     run.refresh_from_db()
 
@@ -151,7 +151,7 @@ def stored_messages(conversation: Conversation, streamed: dict[str, str]) -> lis
 def test_a_text_reply(live_server: Any, owner: User) -> None:
     run = run_of(owner, "hello")
     result = read(live_server, run)
-    assert kinds(result) == [
+    assert joined(kinds(result), "TEXT_MESSAGE_CONTENT") == [
         "RUN_STARTED",
         "STATE_SNAPSHOT",
         "TEXT_MESSAGE_START",
@@ -162,7 +162,8 @@ def test_a_text_reply(live_server: Any, owner: User) -> None:
     ]
     reply = Message.objects.get(role="assistant")
     assert [(m["role"], m.get("content")) for m in result["messages"]] == [("assistant", "hello")]
-    assert result["events"][4]["metadata"]["llm_conversations"]["message_id"] == str(reply.pk)
+    (end,) = [e for e in result["events"] if e["type"] == "TEXT_MESSAGE_END"]
+    assert end["metadata"]["llm_conversations"]["message_id"] == str(reply.pk)
     assert result["state"]["status"] == "completed"
 
 

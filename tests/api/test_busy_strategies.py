@@ -9,6 +9,7 @@ accepted.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -228,8 +229,8 @@ def test_an_enqueued_chat_message_streams_its_run_once_it_starts(
     assert (waiting.status, waiting.waits_for_id) == (RunStatus.WAITING, first.pk)
     ToolLoopService().execute(first.pk)
     stream = b"".join(response.streaming_content).decode()
-    assert '"type":"text-delta"' in stream
-    assert '"delta":"second"' in stream
+    chunks = [json.loads(line[6:]) for line in stream.splitlines() if line.startswith("data: {")]
+    assert "".join(c["delta"] for c in chunks if c["type"] == "text-delta") == "second"
     assert stream.rstrip().endswith("data: [DONE]")
     message = conversation.messages.get(content="second", role="user")
     assert message.metadata == {"ui_message_id": "m2"}

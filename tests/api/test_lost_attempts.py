@@ -37,7 +37,7 @@ ANSWER = " ".join(WORDS)
 
 class LostHalfway(Provider):
     """The first reply streams 12 of its 24 words and never finishes (its worker dies);
-    every later one answers whole, streamed (a delta per word) or not."""
+    every later one answers whole, a delta per word."""
 
     backend = "lost-halfway"
     uses_http = False
@@ -104,7 +104,7 @@ def lost_deltas(run: Run) -> list[str]:
     ]
 
 
-@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "not-streamed"])
+@pytest.mark.parametrize("stream", [True, False], ids=["events", "execute"])
 def test_the_new_attempt_says_which_text_it_supersedes(
     conversation: Conversation, stream: bool
 ) -> None:
@@ -122,7 +122,7 @@ def test_the_new_attempt_says_which_text_it_supersedes(
     assert "".join(lost_deltas(run)).startswith(" ".join(WORDS[:12]) + " ")
 
 
-@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "not-streamed"])
+@pytest.mark.parametrize("stream", [True, False], ids=["events", "execute"])
 def test_the_default_stream_read_afterwards_holds_only_the_stored_answer(
     client: APIClient, conversation: Conversation, stream: bool
 ) -> None:
@@ -130,14 +130,14 @@ def test_the_default_stream_read_afterwards_holds_only_the_stored_answer(
     response = client.get(f"/api/conversations/{conversation.pk}/runs/{run.pk}/events/")
     events = parse_sse(b"".join(response.streaming_content))
     text = "".join(data["delta"] for name, data in events if name == "text.delta")
-    assert text == (ANSWER if stream else "")
+    assert text == ANSWER  # the new attempt streams, executed either way
     running = [data for name, data in events if name == "run.running"]
     assert [data["attempt"] for data in running] == [1, 2]
     assert "superseded_after" in running[1]
     assert events[-1][0] == "run.completed"
 
 
-@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "not-streamed"])
+@pytest.mark.parametrize("stream", [True, False], ids=["events", "execute"])
 def test_the_ai_sdk_stream_read_afterwards_shows_the_stored_answer(
     client: APIClient, conversation: Conversation, stream: bool
 ) -> None:
@@ -163,7 +163,7 @@ def visible_text(chunks: list[dict[str, Any]]) -> str:
     return "".join(text for part, text in parts.items() if part not in superseded)
 
 
-@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "not-streamed"])
+@pytest.mark.parametrize("stream", [True, False], ids=["events", "execute"])
 def test_a_live_ai_sdk_reader_is_told_the_lost_text_was_superseded(
     conversation: Conversation, stream: bool
 ) -> None:

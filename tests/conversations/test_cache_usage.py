@@ -49,6 +49,7 @@ def test_cache_writes_are_stored_on_the_turn_and_run_and_priced_at_the_write_rat
         http_client=httpx.Client(
             transport=httpx.MockTransport(lambda request: httpx.Response(200, json=REPLY))
         ),
+        streams=False,
     )
     run = ToolLoopService(provider).send(create_conversation(), ChatMessage.user("hi"))
     turn = Message.objects.get(run=run, role="assistant")

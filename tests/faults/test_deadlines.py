@@ -80,7 +80,7 @@ def test_a_busy_stream_ends_at_the_runs_deadline(
     service = ToolLoopService(backend)
     started = time.monotonic()
     run = service.start(conversation, "hello")
-    events = list(service.events(run.pk, stream=True))
+    events = list(service.events(run.pk))
     elapsed = time.monotonic() - started
     run.refresh_from_db()
     assert (run.status, run.termination_reason) == ("failed", "timeout")
@@ -108,7 +108,7 @@ def test_a_cancel_ends_a_busy_stream_at_once(
 
     def work() -> None:
         try:
-            list(service.events(run.pk, stream=True))
+            list(service.events(run.pk))
         finally:
             # A thread's connection is its own: left open, it outlives the test database.
             connections.close_all()
@@ -144,7 +144,7 @@ def test_a_whole_reply_held_open_past_the_deadline_is_still_kept(
     conversation = create_conversation()
     service = ToolLoopService(backend)
     run = service.start(conversation, "hello")
-    list(service.events(run.pk, stream=True))
+    list(service.events(run.pk))
     run.refresh_from_db()
     assert (run.status, run.termination_reason) == ("completed", "completed")
     assert load_messages(conversation)[-1].content == OK_TEXT

@@ -454,7 +454,10 @@ def test_fault(
     scenario = SCENARIOS[name]
     caplog.set_level(logging.DEBUG, logger="llm_conversations")
     caplog.set_level(logging.INFO, logger="httpx")
-    sleeps = configure(backend, **scenario.entry)
+    # "plain": an entry that does not stream, asked without a stream; "stream":
+    # the default, streamed to the provider and to the client.
+    entry = {"STREAM": False} if mode == "plain" else {}
+    sleeps = configure(backend, **entry, **scenario.entry)
     conversation = create_conversation(owner=user, title="Faults")
     fake.play(scenario.actions, every_time=scenario.every_time)
 

@@ -54,7 +54,9 @@ def transport() -> Transport:
 @pytest.fixture
 def service(transport: Transport) -> ToolLoopService:
     client = httpx.Client(transport=httpx.MockTransport(transport))
-    provider = OpenAIProvider(model="gpt-4o-mini", api_key="sk-test", http_client=client)
+    provider = OpenAIProvider(
+        model="gpt-4o-mini", api_key="sk-test", http_client=client, streams=False
+    )
     return ToolLoopService(provider)
 
 

@@ -115,10 +115,12 @@ class TestClaims:
             "message.stored",
             "tool_call.started",
             "tool_result.stored",
+            "text.delta",  # every execution streams: the answer's text, as it came
             "message.stored",
             "run.completed",
         ]
         assert events[0][1] == {"attempt": 1}
+        assert events[4][1] == {"delta": "done"}
         assert events[2][1]["tool_call"]["id"] == "c1"
         stored = [data["message"] for kind, data in events if kind.endswith(".stored")]
         assert stored == [str(pk) for pk in messages[1:]]  # after the user turn

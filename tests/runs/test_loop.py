@@ -192,6 +192,7 @@ def openai_service(
         model="gpt-test",
         api_key="sk-test",
         http_client=httpx.Client(transport=httpx.MockTransport(transport)),
+        streams=False,  # the transport answers whole replies
     )
     return ToolLoopService(provider, tools=loop_tools.registry())
 
@@ -314,6 +315,7 @@ def test_provider_failure_fails_the_run_and_keeps_the_conversation_valid() -> No
         model="gpt-test",
         api_key="sk-secret",
         http_client=httpx.Client(transport=httpx.MockTransport(transport)),
+        streams=False,  # the transport answers whole replies
     )
     conversation = create_conversation()
     run = ToolLoopService(provider, tools=loop_tools.registry()).send(

@@ -57,7 +57,8 @@ class ScriptedProvider(Provider):
         self.script: Iterator[tuple[str, list[str]]] = iter(script)
         self.calls = 0
 
-    def complete(self, messages: Any, *, tools: Any = None, **options: Any) -> CompletionResponse:
+    def send(self, request: Any) -> CompletionResponse:
+        tools = request.tools
         self.calls += 1
         kind, behaviours = next(self.script, ("text", []))
         if kind == "provider_error":
@@ -203,9 +204,9 @@ def test_the_timeout_setting_applies_to_tools_without_their_own(settings: Any) -
 
     tools = ToolRegistry([Tool.from_function(slow)])
     provider = ScriptedProvider([])
-    provider.complete = lambda *a, **k: (  # type: ignore[method-assign]
+    provider.send = lambda request: (  # type: ignore[method-assign]
         CompletionResponse("", (ToolCall("s1", "slow"),))
-        if not any(m.role is Role.TOOL for m in a[0])
+        if not any(m.role is Role.TOOL for m in request.messages)
         else CompletionResponse("done")
     )
     conversation = create_conversation()
@@ -245,9 +246,9 @@ def test_an_invalid_call_of_a_client_side_tool_is_answered_not_handed_out() -> N
         {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
     )
     provider = ScriptedProvider([])
-    provider.complete = lambda *a, **k: (  # type: ignore[method-assign]
+    provider.send = lambda request: (  # type: ignore[method-assign]
         CompletionResponse("", (ToolCall("p1", "pick", {"n": "many"}),))
-        if not any(m.role is Role.TOOL for m in a[0])
+        if not any(m.role is Role.TOOL for m in request.messages)
         else CompletionResponse("understood")
     )
     conversation = create_conversation()
@@ -265,7 +266,7 @@ def _adapter_service(backend: str, replies: list[dict[str, Any]], bodies: list[A
 
     client = httpx.Client(transport=httpx.MockTransport(transport))
     provider = (OpenAIProvider if backend == "openai" else AnthropicProvider)(
-        model="m", api_key="sk-test", http_client=client
+        model="m", api_key="sk-test", http_client=client, streams=False
     )
     return ToolLoopService(provider, tools=registry())
 

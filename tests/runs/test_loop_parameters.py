@@ -47,6 +47,7 @@ def service(handler: Handler, bodies: list[dict[str, Any]], **options: Any) -> T
         api_key="sk-test",
         models=["gpt-big"],
         http_client=httpx.Client(transport=httpx.MockTransport(transport)),
+        streams=False,  # the transport answers whole replies
         **options,
     )
     return ToolLoopService(provider, tools=loop_tools.registry())
@@ -213,7 +214,7 @@ def test_an_answer_still_invalid_after_the_repair_fails_the_run() -> None:
     loop = service(answers("Paris, 18 degrees", "Sunny in Paris"), [])
     conversation = create_conversation()
     run = loop.start(conversation, "Weather?", response_format=CITY)
-    events = list(loop.events(run, stream=False))
+    events = list(loop.events(run))
     run = events[-1].run
     assert isinstance(events[-1], RunFailed)
     assert (run.status, run.termination_reason, run.error_type) == (

@@ -49,6 +49,7 @@ def service(
         model=model,
         api_key="k",
         http_client=httpx.Client(transport=httpx.MockTransport(transport)),
+        streams=False,  # the transport answers whole replies
         **options,
     )
     return ToolLoopService(provider, tools=loop_tools.registry())
