@@ -1,10 +1,15 @@
 """A share link's page: the snapshot read-only, and "Continue as a copy".
 
 Everything shown is escaped by the template engine; the page shows what the
-API's ``shared/{token}/`` shows, no more: no message after the snapshot, only
-the attachments its messages show. An unknown, revoked or expired token is
-the project's 404 page. With ``SHARE_LINKS_REQUIRE_LOGIN`` an anonymous
-reader is sent to the login page first.
+API's ``shared/{token}/`` shows, no more: only the messages of the snapshot
+(no hidden one), only the attachments they show. An unknown, revoked or
+expired token, or a link of a trashed conversation, is the project's 404 page.
+With ``SHARE_LINKS_REQUIRE_LOGIN`` an anonymous reader is sent to the login
+page first. No answer is for a cache to keep (``never_cache``).
+
+The page's referrer policy is ``same-origin``: its form posts with the page's
+own ``Origin``, which Django's CSRF check needs (``no-referrer`` would send
+``Origin: null``, refused), and no other site is sent its address (the token).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from llm_conversations.conf import conf
@@ -90,6 +96,7 @@ def _login_first(request: HttpRequest) -> bool:
     return conf.SHARE_LINKS_REQUIRE_LOGIN and not request.user.is_authenticated
 
 
+@never_cache
 @require_GET
 def shared_page(request: HttpRequest, token: str) -> HttpResponseBase:
     """The snapshot, read-only, with a "Continue as a copy" form for signed-in readers."""
@@ -99,6 +106,7 @@ def shared_page(request: HttpRequest, token: str) -> HttpResponseBase:
     return _render(request, share, token, copy=None)
 
 
+@never_cache
 @require_POST
 def shared_copy(request: HttpRequest, token: str) -> HttpResponseBase:
     """Continue the snapshot as a conversation of the signed-in reader (CSRF-checked)."""
@@ -128,6 +136,7 @@ def _render(
     return render(request, TEMPLATE, context, status=status)
 
 
+@never_cache
 @require_GET
 def shared_attachment(request: HttpRequest, token: str, attachment_id: str) -> HttpResponseBase:
     """The bytes of an attachment the snapshot shows; any other one is a 404."""

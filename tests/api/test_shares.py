@@ -36,7 +36,7 @@ from tests.support.attachment_files import image_bytes, pdf_bytes
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_cache")]
 
-HIDDEN = {"run", "usage", "cost", "feedback"}
+HIDDEN = {"run", "usage", "cost", "feedback", "hidden_at", "hidden_reason"}
 
 
 @pytest.fixture(autouse=True)
@@ -97,7 +97,8 @@ def test_a_new_link_shows_its_token_once_and_the_database_keeps_only_its_hash(
     made = share(client, trip)
     token = made["token"]
     assert len(token) >= 43
-    assert made["url"] == f"http://testserver/api/shared/{token}/"
+    assert made["url"] == f"http://testserver/shared/{token}/"
+    assert made["api_url"] == f"http://testserver/api/shared/{token}/"
     assert made["up_to_position"] == 3
     assert made["message_count"] == 4
     assert made["is_active"] is True
@@ -110,7 +111,7 @@ def test_a_new_link_shows_its_token_once_and_the_database_keeps_only_its_hash(
     listed = client.get(shares_url(trip)).json()
     assert [item["id"] for item in listed] == [made["id"]]
     assert "token" not in listed[0]
-    assert "url" not in listed[0]
+    assert not {"url", "api_url"} & set(listed[0])
     detail = client.get(f"{shares_url(trip)}{made['id']}/").json()
     assert "token" not in detail
 
@@ -221,7 +222,7 @@ def test_a_shared_message_is_a_message_without_the_hidden_fields() -> None:
     row = {column: None for column in MESSAGE_COLUMNS}
     row.update(role="user", content="Hi", is_error=False, position=0)
     # tool_calls and tool_call_id are set on turns that have them only.
-    shown = set(shared_message_data(row)) | {"tool_calls", "tool_call_id"}
+    shown = set(shared_message_data(row, 0)) | {"tool_calls", "tool_call_id"}
     assert shown == set(SharedMessageSerializer().fields)
     assert set(SharedMessageSerializer().fields) | HIDDEN == set(
         SharedMessageSerializer.__mro__[1]().fields
