@@ -176,7 +176,9 @@ def copy_conversation(source: Conversation, rows: QuerySet[Message], owner: User
     their results do not follow raise ``ForkError`` ``inside_tool_group`` and
     nothing is stored. Costs the same statements at any length.
     """
-    with transaction.atomic():
+    # In the caller's transaction if there is one (without a savepoint): a
+    # refused copy undoes it whole.
+    with transaction.atomic(savepoint=False):
         copy = Conversation.objects.create(
             owner=owner, title=source.title, title_source=source.title_source
         )

@@ -33,7 +33,7 @@ from llm_conversations.conversations.sharing import (
     snapshot_messages,
 )
 from llm_conversations.core.content_parts import AttachedPart, ImagePart, TextPart
-from llm_conversations.exceptions import ShareError
+from llm_conversations.exceptions import LLMConversationsError, ShareError
 from llm_conversations.models import (
     MESSAGE_COLUMNS,
     Attachment,
@@ -109,13 +109,20 @@ def shared_page(request: HttpRequest, token: str) -> HttpResponseBase:
 @never_cache
 @require_POST
 def shared_copy(request: HttpRequest, token: str) -> HttpResponseBase:
-    """Continue the snapshot as a conversation of the signed-in reader (CSRF-checked)."""
+    """Continue the snapshot as a conversation of the signed-in reader (CSRF-checked);
+    a snapshot that changed while it was copied is the page again, saying so (409)."""
     user = request.user
     if not user.is_authenticated:
         # Back to the page after signing in (the copy is a POST of its form).
         return redirect_to_login(reverse("llm_conversations_pages:shared", args=[token]))
     share = _share(token)
-    return _render(request, share, token, copy=continue_as_copy(share, user), status=201)
+    try:
+        copy = continue_as_copy(share, user)
+    except Conversation.DoesNotExist:
+        raise Http404("no such share link") from None
+    except LLMConversationsError as error:
+        return _render(request, share, token, copy=None, refused=error.message, status=409)
+    return _render(request, share, token, copy=copy, status=201)
 
 
 def _render(
@@ -124,6 +131,7 @@ def _render(
     token: str,
     *,
     copy: Conversation | None,
+    refused: str = "",
     status: int = 200,
 ) -> HttpResponse:
     context = {
@@ -131,6 +139,7 @@ def _render(
         "token": token,
         "entries": _entries(share),
         "copy": copy,
+        "refused": refused,
         "signed_in": request.user.is_authenticated,
     }
     return render(request, TEMPLATE, context, status=status)
