@@ -9,7 +9,6 @@ less the ones hidden or removed since, and nothing else.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,33 +17,25 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from llm_conversations.conversations import create_conversation, load_messages
-from llm_conversations.conversations.attachments import create_attachment
 from llm_conversations.conversations.sharing import create_share
 from llm_conversations.core.messages import ChatMessage, ToolCall, check_sequence
 from llm_conversations.models import Conversation, Message, ShareLink
 from llm_conversations.runs import ToolLoopService
 from tests.api.test_runs import start
-from tests.api.test_shares import error_code, message_id, share, shares_url
-from tests.support.attachment_files import image_bytes
+from tests.api.test_shares import (
+    error_code,
+    message_id,
+    picture_turn,
+    share,
+    shares_url,
+    with_image,
+)
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_cache")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_cache", "media_root")]
 
 SECRET = "Secret question"
 REASON = "owner's private reason"
 HIDDEN_TEXTS = ("An aside to hide.", "get_time", "09:00", REASON)
-
-
-@pytest.fixture(autouse=True)
-def media_root(settings: Any, tmp_path: Path) -> Path:
-    settings.MEDIA_ROOT = tmp_path
-    return tmp_path
-
-
-@pytest.fixture
-def other(other_user: User) -> APIClient:
-    api = APIClient()
-    api.force_authenticate(other_user)
-    return api
 
 
 def shared(reader: APIClient, token: str) -> dict[str, Any]:
@@ -87,11 +78,8 @@ def test_turns_stored_where_rolled_back_ones_were_never_show(
     assert shared_texts(anonymous, token) == ["Hi", "Draft question"]
     # The owner rolls that run back and asks something else, with an image: the new
     # turns take the positions the removed ones had.
-    image, _ = create_attachment(user, image_bytes("PNG", (9, 9)), filename="secret.png")
-    parts = [{"type": "text", "text": SECRET}, {"type": "image", "attachment_id": str(image.pk)}]
-    run = start(
-        client, conversation, message={"role": "user", "content": parts}, if_busy="rollback"
-    )
+    turn, image = picture_turn(user, SECRET)
+    run = start(client, conversation, message=turn, if_busy="rollback")
     assert run.status_code == 201, run.json()
     assert [m.position for m in Message.objects.filter(conversation=conversation)] == [0, 1, 2]
     # The link shows what is left of its snapshot, never what came after it.
@@ -241,20 +229,9 @@ def test_a_turn_hidden_after_the_link_comes_back_when_shown_again(
 def test_an_attachment_of_a_hidden_turn_is_not_served(
     client: APIClient, anonymous: APIClient, other: APIClient, user: User
 ) -> None:
-    image, _ = create_attachment(user, image_bytes("PNG", (11, 11)), filename="aside.png")
+    turn, image = picture_turn(user, "Look")
     pictured = create_conversation(
-        owner=user,
-        messages=[
-            ChatMessage.user("Hi"),
-            {
-                "role": "user",
-                "content": [
-                    {"type": "text", "text": "Look"},
-                    {"type": "image", "attachment_id": str(image.pk)},
-                ],
-            },
-            ChatMessage.assistant("Nice."),
-        ],
+        owner=user, messages=[ChatMessage.user("Hi"), turn, ChatMessage.assistant("Nice.")]
     )
     token = share(client, pictured)["token"]
     assert anonymous.get(f"/api/shared/{token}/attachments/{image.pk}/content/").status_code == 200
@@ -277,27 +254,6 @@ def test_a_conversation_with_nothing_shown_has_nothing_to_share(
     assert not ShareLink.objects.exists()
 
 
-@pytest.mark.parametrize("count", [4, 40])
-def test_reading_a_snapshot_with_hidden_turns_costs_two_queries(
-    client: APIClient,
-    anonymous: APIClient,
-    user: User,
-    count: int,
-    django_assert_num_queries: Any,
-) -> None:
-    conversation = create_conversation(
-        owner=user, messages=[ChatMessage.user(f"Message {n}") for n in range(count)]
-    )
-    token = share(client, conversation)["token"]
-    for position in range(0, count, 2):
-        hide(client, conversation, position, REASON)
-    with django_assert_num_queries(2):
-        body = shared(anonymous, token)
-    assert len(body["messages"]) == count // 2
-    with django_assert_num_queries(2):
-        assert Client().get(f"/shared/{token}/").status_code == 200
-
-
 def test_listing_links_costs_the_same_queries_for_any_number(
     client: APIClient, with_aside: Conversation, django_assert_max_num_queries: Any
 ) -> None:
@@ -315,19 +271,7 @@ def test_listing_links_costs_the_same_queries_for_any_number(
 def test_a_trashed_conversations_links_are_404_until_it_is_restored(
     client: APIClient, anonymous: APIClient, other: APIClient, user: User
 ) -> None:
-    image, _ = create_attachment(user, image_bytes("PNG", (13, 13)), filename="trip.png")
-    trip = create_conversation(
-        owner=user,
-        messages=[
-            {
-                "role": "user",
-                "content": [
-                    {"type": "text", "text": "Look"},
-                    {"type": "image", "attachment_id": str(image.pk)},
-                ],
-            }
-        ],
-    )
+    trip, image = with_image(user, "Trip")
     made = share(client, trip)
     token = made["token"]
     assert client.delete(f"/api/conversations/{trip.pk}/").status_code == 204
@@ -348,7 +292,7 @@ def test_a_trashed_conversations_links_are_404_until_it_is_restored(
     assert [(link["id"], link["is_active"]) for link in listed] == [(made["id"], False)]
     # Restored, the link works again.
     assert client.post(f"/api/conversations/{trip.pk}/restore/").status_code == 200
-    assert [m["role"] for m in shared(anonymous, token)["messages"]] == ["user"]
+    assert [m["role"] for m in shared(anonymous, token)["messages"]] == ["user", "assistant"]
     assert anonymous.get(f"/api/shared/{token}/attachments/{image.pk}/content/").status_code == 200
     assert client.get(shares_url(trip)).json()[0]["is_active"] is True
 
@@ -376,19 +320,7 @@ def assert_not_stored(response: Any) -> None:
 def test_shared_answers_are_never_kept_by_a_cache(
     client: APIClient, anonymous: APIClient, other: APIClient, user: User
 ) -> None:
-    image, _ = create_attachment(user, image_bytes("PNG", (15, 15)), filename="kept.png")
-    pictured = create_conversation(
-        owner=user,
-        messages=[
-            {
-                "role": "user",
-                "content": [
-                    {"type": "text", "text": "Look"},
-                    {"type": "image", "attachment_id": str(image.pk)},
-                ],
-            }
-        ],
-    )
+    pictured, image = with_image(user, "Kept")
     token = share(client, pictured)["token"]
     browser = Client()
     browser.force_login(User.objects.get(username="mallory"))
