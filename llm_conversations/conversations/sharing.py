@@ -304,15 +304,13 @@ def _copy_attachment(attachment: Attachment, owner: User) -> Attachment:
 
 def _show_copies(conversation: Conversation, copies: dict[str, str]) -> None:
     """Point the copied turns' parts at the viewer's copies of the attachments, and
-    index those instead of the owner's (three statements whatever the length; none
-    without attachments). A part whose attachment was not copied (its turn was
-    shown again meanwhile) refuses the copy: it would show the owner's."""
+    index those instead of the owner's (four statements whatever the length; one
+    read without attachments). A part whose attachment was not copied (its turn
+    was shown again meanwhile) refuses the copy: it would show the owner's."""
     rows = list(Message.objects.filter(conversation=conversation, content_parts__isnull=False))
     for row in rows:
         parts = row.content_parts or ()
-        if any(
-            part.get("attachment_id", "") not in copies for part in parts if "attachment_id" in part
-        ):
+        if any(part["attachment_id"] not in copies for part in parts if "attachment_id" in part):
             raise ShareError(
                 "snapshot_changed",
                 "the shared conversation changed while it was copied; copy it again.",
