@@ -191,11 +191,13 @@ class ShareError(LLMConversationsError, ValueError):
     """A share link cannot be made, read or copied.
 
     Codes: ``share_not_found`` (no usable link has the token: unknown,
-    revoked or expired; answered as a 404), ``unknown_message`` (not a
-    message of the conversation), ``inside_tool_group`` (the snapshot would
-    end between tool calls and their results), ``empty_conversation``
-    (nothing to share yet), ``unknown_owner`` (a conversation without an
-    owner) and ``invalid_expiry`` (an expiry not in the future).
+    revoked or expired, or its conversation is in the trash; answered as a
+    404), ``unknown_message`` (not a message of the conversation),
+    ``inside_tool_group`` (the snapshot would end between tool calls and
+    their results), ``empty_conversation`` (nothing to share yet: no message,
+    or all hidden), ``unknown_owner`` (a conversation without an owner),
+    ``invalid_expiry`` (an expiry not in the future) and ``snapshot_changed``
+    (a turn came back into the snapshot while it was copied: 409, copy again).
     """
 
 

@@ -85,6 +85,7 @@ _STATUS_BY_CODE = {
     "run_not_active": 409,
     "run_not_failed": 409,
     "stale_decision": 409,
+    "snapshot_changed": 409,
     "idempotency_key_in_use": 409,
     "idempotency_key_reused": 422,
     "context_overflow": 422,

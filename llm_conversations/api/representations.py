@@ -114,15 +114,18 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # What a reader of a share link does not see of a message: the owner's run,
-# what their calls used and cost, and their rating.
-SHARED_HIDDEN = ("run", "usage", "cost", "feedback")
+# what their calls used and cost, their rating, and whether and why they hid it
+# (a snapshot shows no hidden turn).
+SHARED_HIDDEN = ("run", "usage", "cost", "feedback", "hidden_at", "hidden_reason")
 
 
-def shared_message_data(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A message of a shared snapshot: :func:`message_data` without ``SHARED_HIDDEN``."""
+def shared_message_data(row: Mapping[str, Any], position: int) -> dict[str, Any]:
+    """A message of a shared snapshot: :func:`message_data` without ``SHARED_HIDDEN``,
+    at ``position``, its place in the snapshot (withdrawn turns leave no gap)."""
     data = message_data(row)
     for key in SHARED_HIDDEN:
         del data[key]
+    data["position"] = position
     return data
 
 

@@ -1,20 +1,24 @@
 """Forks: a new conversation holding copies of another's first messages
-(:func:`fork_conversation`, and its title, :func:`fork_title`), the rows copied
+(:func:`fork_conversation`, and its title, :func:`fork_title`), and copies of
+chosen messages for another user (:func:`copy_conversation`), the rows copied
 inside the database.
 
 A fork never ends with tool calls their results do not follow; that is checked
-first. Then one ``INSERT ... SELECT`` copies any number of rows: no row travels
-through Python, and the statement count does not grow with the history. The
-copies are checked by the database like any insert (constraints and the
-triggers of migration 0002).
+first (for a copy, on the copies before the transaction ends). Then one
+``INSERT ... SELECT`` copies any number of rows, numbering them again in their
+order: no row travels through Python, and the statement count does not grow
+with the history. The copies are checked by the database like any insert
+(constraints and the triggers of migration 0002).
 """
 
 from __future__ import annotations
 
 import uuid
-from functools import partial
+from typing import Any
 
 from django.db import connections, router, transaction
+from django.db.models import F, QuerySet, Window
+from django.db.models.functions import RowNumber
 
 from llm_conversations.conversations.history import cuts_tool_group
 from llm_conversations.exceptions import ForkError
@@ -23,6 +27,7 @@ from llm_conversations.users import User
 
 __all__ = [
     "copy_attachment_links",
+    "copy_conversation",
     "copy_message_rows",
     "fork_conversation",
     "fork_title",
@@ -38,70 +43,82 @@ _NEW_UUID = {
         " || hex(randomblob(6)))"
     ),
 }
-# Copied as they are; a copy gets a new id and conversation, and no run
-# (runs belong to the source conversation).
+# Copied as they are; a copy gets a new id, conversation and position, and no
+# run (runs belong to the source conversation).
 _COPIED_COLUMNS = [
     str(field.column)
     for field in Message._meta.concrete_fields
-    if field.name not in ("id", "conversation", "run")
+    if field.name not in ("id", "conversation", "run", "position")
 ]
 
 
-def copy_message_rows(source_id: uuid.UUID, target_id: uuid.UUID, count: int) -> int:
-    """Insert copies of the source's first ``count`` messages into ``target``; how many."""
+def _ranked(rows: QuerySet[Message], using: str) -> tuple[str, tuple[Any, ...]]:
+    """``rows`` as a statement of their ids and their new positions (0, 1, ... in order
+    of position), to be read as a table by the copies' statements."""
+    ranked = (
+        rows.order_by()
+        .annotate(rank=Window(RowNumber(), order_by=F("position").asc()) - 1)
+        .values("pk", "rank")
+    )
+    sql, params = ranked.query.get_compiler(using=using).as_sql()
+    return sql, tuple(params)
+
+
+def copy_message_rows(rows: QuerySet[Message], target_id: uuid.UUID) -> int:
+    """Insert copies of ``rows`` into ``target``, numbered 0, 1, ... in their order; how many.
+
+    One ``INSERT ... SELECT`` at any length; a fork's rows (the first ones of a
+    conversation) keep their positions.
+    """
     using = router.db_for_write(Message)
     connection = connections[using]
     quote = connection.ops.quote_name
-    columns = ", ".join(quote(column) for column in _COPIED_COLUMNS)
+    columns = ", ".join(f"src.{quote(column)}" for column in _COPIED_COLUMNS)
     conversation_field = Message._meta.get_field("conversation")
+    ranked, params = _ranked(rows, using)
     sql = (
         f"INSERT INTO {quote(Message._meta.db_table)} "
-        f"({quote('id')}, {quote(conversation_field.column)}, {columns}) "
-        f"SELECT {_NEW_UUID[connection.vendor]}, %s, {columns} "
-        f"FROM {quote(Message._meta.db_table)} "
-        f"WHERE {quote(conversation_field.column)} = %s AND {quote('position')} < %s"
+        f"({quote('id')}, {quote(conversation_field.column)}, {quote('position')}, "
+        f"{', '.join(quote(column) for column in _COPIED_COLUMNS)}) "
+        f"SELECT {_NEW_UUID[connection.vendor]}, %s, picked.{quote('rank')}, {columns} "
+        f"FROM {quote(Message._meta.db_table)} src "
+        f"JOIN ({ranked}) picked ON picked.{quote('pk')} = src.{quote('id')}"
     )
-    as_stored = partial(conversation_field.get_db_prep_value, connection=connection)
+    target = conversation_field.get_db_prep_value(target_id, connection=connection)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [as_stored(target_id), as_stored(source_id), count])
+        cursor.execute(sql, [target, *params])
         return int(cursor.rowcount)
 
 
-def copy_attachment_links(source_id: uuid.UUID, target_id: uuid.UUID, count: int) -> int:
-    """Index the attachments the copies show, as the source's rows do; how many links.
+def copy_attachment_links(rows: QuerySet[Message], target_id: uuid.UUID) -> int:
+    """Index the attachments the copies of ``rows`` show (:func:`copy_message_rows`),
+    as the rows' own links do; how many links.
 
-    One ``INSERT ... SELECT`` that pairs each copy with its source row by position.
+    One ``INSERT ... SELECT`` that pairs each copy with its source row by its new position.
     """
     using = router.db_for_write(MessageAttachment)
     connection = connections[using]
     quote = connection.ops.quote_name
     links = quote(MessageAttachment._meta.db_table)
     messages = quote(Message._meta.db_table)
-    conversation = quote(Message._meta.get_field("conversation").column)
-    position = quote("position")
+    conversation_field = Message._meta.get_field("conversation")
+    ranked, params = _ranked(rows, using)
     sql = (
         f"INSERT INTO {links} ({quote('message_id')}, {quote('attachment_id')}, {quote('kind')}) "
         f"SELECT dst.{quote('id')}, link.{quote('attachment_id')}, link.{quote('kind')} "
         f"FROM {links} link "
-        f"JOIN {messages} src ON src.{quote('id')} = link.{quote('message_id')} "
-        f"JOIN {messages} dst ON dst.{conversation} = %s "
-        f"AND dst.{position} = src.{position} "
-        f"WHERE src.{conversation} = %s AND src.{position} < %s"
+        f"JOIN ({ranked}) picked ON picked.{quote('pk')} = link.{quote('message_id')} "
+        f"JOIN {messages} dst ON dst.{quote(conversation_field.column)} = %s "
+        f"AND dst.{quote('position')} = picked.{quote('rank')}"
     )
-    as_stored = partial(
-        Message._meta.get_field("conversation").get_db_prep_value, connection=connection
-    )
+    target = conversation_field.get_db_prep_value(target_id, connection=connection)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [as_stored(target_id), as_stored(source_id), count])
+        cursor.execute(sql, [*params, target])
         return int(cursor.rowcount)
 
 
 def fork_conversation(
-    source: Conversation,
-    count: int,
-    *,
-    title: str | None = None,
-    owner: User | None = None,
+    source: Conversation, count: int, *, title: str | None = None
 ) -> Conversation:
     """A new conversation of the same owner holding copies of ``source``'s first
     ``count`` messages, recording where it came from.
@@ -110,11 +127,6 @@ def fork_conversation(
     apart (:func:`fork_title`: ``Trip (fork)``, then ``Trip (fork 2)``, ...),
     keeping who set it; an untitled source gives an untitled fork, which an
     automatic title fills after its first run. A ``title`` given is the user's.
-
-    An ``owner`` other than the source's makes a copy for that user (a shared
-    snapshot continued as a copy, :mod:`~llm_conversations.conversations.sharing`):
-    it keeps the source's title as it is and records neither the source
-    (``forked_from``, ``forked_at_position``: another user's) nor its metadata.
 
     ``source`` is only read, never locked or changed, so a source with an
     active run can be forked: only turns already stored are copied. Copies
@@ -130,28 +142,56 @@ def fork_conversation(
             "assistant turn that made the calls or after its last result.",
             field="message_id",
         )
-    foreign = owner is not None and owner.pk != source.owner_id
     if title is not None:
         named = {"title": title, "title_source": TitleSource.USER}
     else:
-        named = {
-            "title": source.title if foreign else fork_title(source),
-            "title_source": source.title_source,
-        }
+        named = {"title": fork_title(source), "title_source": source.title_source}
+    rows = Message.objects.filter(conversation_id=source.pk, position__lt=count)
     with transaction.atomic():
         fork = Conversation.objects.create(
-            owner_id=owner.pk if owner is not None and foreign else source.owner_id,
+            owner_id=source.owner_id,
             **named,
-            metadata={} if foreign else source.metadata,
-            forked_from=None if foreign else source,
-            forked_at_position=None if foreign else count,
+            metadata=source.metadata,
+            forked_from=source,
+            forked_at_position=count,
             message_count=count,
         )
-        if copy_message_rows(source.pk, fork.pk, count) != count:
+        if copy_message_rows(rows, fork.pk) != count:
             raise Conversation.DoesNotExist("the conversation was deleted while it was forked.")
         # The copies show the same attachments: index them too.
-        copy_attachment_links(source.pk, fork.pk, count)
+        copy_attachment_links(rows, fork.pk)
     return fork
+
+
+def copy_conversation(source: Conversation, rows: QuerySet[Message], owner: User) -> Conversation:
+    """A new conversation of ``owner``, another user, holding copies of ``rows`` (messages
+    of ``source``) numbered from 0 in their order: a shared snapshot continued as a
+    copy (:mod:`~llm_conversations.conversations.sharing`).
+
+    It keeps the source's title as it is and records neither the source
+    (``forked_from``, ``forked_at_position``: another user's) nor its metadata.
+    The copies are indexed as showing the rows' attachments, which the caller
+    replaces by the owner's own. ``rows`` leave out tool groups whole, if any
+    (a hidden group is hidden whole); copies that would end with tool calls
+    their results do not follow raise ``ForkError`` ``inside_tool_group`` and
+    nothing is stored. Costs the same statements at any length.
+    """
+    # In the caller's transaction if there is one (without a savepoint): a
+    # refused copy undoes it whole.
+    with transaction.atomic(savepoint=False):
+        copy = Conversation.objects.create(
+            owner=owner, title=source.title, title_source=source.title_source
+        )
+        count = copy_message_rows(rows, copy.pk)
+        if cuts_tool_group(copy.pk, count):
+            raise ForkError(
+                "inside_tool_group",
+                "these messages end with tool calls without their results; nothing was copied.",
+            )
+        Conversation.objects.filter(pk=copy.pk).update(message_count=count)
+        copy.message_count = count
+        copy_attachment_links(rows, copy.pk)
+    return copy
 
 
 FORK_SUFFIX = " (fork)"

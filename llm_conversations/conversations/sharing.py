@@ -3,10 +3,18 @@
 The owner makes a link to the conversation's history through one message
 (:func:`create_share`); anyone holding its token reads that snapshot
 (:func:`resolve_share`, :func:`snapshot_messages`) and the attachments it
-shows (:func:`snapshot_attachment`), never a message stored after it, until
-the link is revoked (:func:`revoke_share`) or expires. A signed-in reader may
-continue it as a copy of their own (:func:`continue_as_copy`), made by a fork
-(:func:`~llm_conversations.conversations.copies.fork_conversation`).
+shows (:func:`snapshot_attachment`), until the link is revoked
+(:func:`revoke_share`) or expires, and while the conversation is not in the
+trash. A signed-in reader may continue it as a copy of their own
+(:func:`continue_as_copy`, made by
+:mod:`~llm_conversations.conversations.copies`).
+
+A snapshot names its messages by id (``SharedMessage`` rows), the ones shown
+when the link is made: never a message stored later, even at the position of
+a rolled-back turn, nor one hidden then. Every reader leaves out what was
+hidden since (hiding withdraws a turn, its tool group whole) and what was
+removed; nothing else changes what a link shows. Edits and forks make new
+conversations with rows of their own, which no existing link names.
 
 The token is 32 random bytes, shown once; only its SHA-256 is stored, so the
 database never holds a usable link and a lookup is one indexed equality.
@@ -21,19 +29,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
-from django.db.models import QuerySet
+from django.db import connections, router, transaction
+from django.db.models import Max, QuerySet
 from django.utils import timezone
 
 from llm_conversations.conversations.attachments import create_attachment, link_attachments
-from llm_conversations.conversations.copies import fork_conversation
+from llm_conversations.conversations.copies import copy_conversation, fork_conversation
 from llm_conversations.conversations.history import cuts_tool_group
+from llm_conversations.conversations.locks import lock_conversation
 from llm_conversations.exceptions import ShareError
 from llm_conversations.models import (
     Attachment,
     Conversation,
     Message,
     MessageAttachment,
+    SharedMessage,
     ShareLink,
 )
 from llm_conversations.users import User
@@ -92,42 +102,59 @@ def create_share(
     expires_at: datetime | None = None,
 ) -> NewShare:
     """A link to ``conversation``'s history through ``message_id`` (included), or
-    through its last message; made by and for the conversation's owner.
+    through its last message; made by and for the conversation's owner. It names
+    the messages shown then: hidden ones are left out.
 
-    Raises :class:`ShareError`: ``empty_conversation``, ``unknown_message``,
+    Under the conversation's row lock, so no append or rollback comes between
+    choosing the messages and naming them. Raises :class:`ShareError`:
+    ``empty_conversation`` (nothing shown), ``unknown_message``,
     ``inside_tool_group`` (the snapshot would end between tool calls and their
-    results: refused, never moved, as a fork is) or ``invalid_expiry``.
+    results: refused, never moved, as a fork is) or ``invalid_expiry``; and
+    ``ConversationTrashed`` in the trash.
     """
     if conversation.owner_id is None:
         raise ShareError("unknown_owner", "only a conversation with an owner can be shared.")
     if expires_at is not None and expires_at <= timezone.now():
         raise ShareError("invalid_expiry", "expires_at must be in the future.", field="expires_at")
-    position = _position(conversation, message_id)
-    if cuts_tool_group(conversation.pk, position + 1):
-        raise ShareError(
-            "inside_tool_group",
-            "a snapshot here would show tool calls without their results; share through "
-            "the message before the assistant turn that made the calls or after its last "
-            "result.",
-            field="message_id",
+    with transaction.atomic():
+        count = lock_conversation(conversation)
+        position = _position(conversation, count, message_id)
+        if cuts_tool_group(conversation.pk, position + 1):
+            raise ShareError(
+                "inside_tool_group",
+                "a snapshot here would show tool calls without their results; share through "
+                "the message before the assistant turn that made the calls or after its last "
+                "result.",
+                field="message_id",
+            )
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        link = ShareLink.objects.create(
+            conversation=conversation,
+            created_by_id=conversation.owner_id,
+            token_hash=token_hash(token),
+            up_to_position=position,
+            expires_at=expires_at,
         )
-    token = secrets.token_urlsafe(TOKEN_BYTES)
-    link = ShareLink.objects.create(
-        conversation=conversation,
-        created_by_id=conversation.owner_id,
-        token_hash=token_hash(token),
-        up_to_position=position,
-        expires_at=expires_at,
-    )
+        shown = _name_messages(link)
+        if not shown:
+            raise _nothing_shown()
+        # What ShareLink.objects.with_shown_count() reads for a stored link.
+        link.shown_count = shown  # type: ignore[attr-defined]
     return NewShare(link, token)
 
 
-def _position(conversation: Conversation, message_id: uuid.UUID | str | None) -> int:
+def _nothing_shown() -> ShareError:
+    return ShareError(
+        "empty_conversation", "the conversation has no message to show yet (hidden ones are not)."
+    )
+
+
+def _position(conversation: Conversation, count: int, message_id: uuid.UUID | str | None) -> int:
     """The position of ``message_id`` in ``conversation``, or of its last message."""
     if message_id is None:
-        if not conversation.message_count:
-            raise ShareError("empty_conversation", "the conversation has no messages yet.")
-        return conversation.message_count - 1
+        if not count:
+            raise _nothing_shown()
+        return count - 1
     try:
         pk = uuid.UUID(str(message_id))
     except ValueError:
@@ -146,11 +173,39 @@ def _position(conversation: Conversation, message_id: uuid.UUID | str | None) ->
     return found
 
 
+def _name_messages(link: ShareLink) -> int:
+    """Name the messages ``link`` shows: its conversation's through ``up_to_position``
+    that are not hidden (one ``INSERT ... SELECT`` at any length); how many."""
+    shown = (
+        Message.objects.filter(
+            conversation_id=link.conversation_id,
+            position__lte=link.up_to_position,
+            hidden_at__isnull=True,
+        )
+        .order_by()
+        .values("pk")
+    )
+    using = router.db_for_write(SharedMessage)
+    connection = connections[using]
+    quote = connection.ops.quote_name
+    picked, params = shown.query.get_compiler(using=using).as_sql()
+    sql = (
+        f"INSERT INTO {quote(SharedMessage._meta.db_table)} "
+        f"({quote('link_id')}, {quote('message_id')}) "
+        f"SELECT %s, picked.{quote('pk')} FROM ({picked}) picked"
+    )
+    link_id = SharedMessage._meta.get_field("link").get_db_prep_value(link.pk, connection)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [link_id, *params])
+        return int(cursor.rowcount)
+
+
 def resolve_share(token: str) -> ShareLink:
     """The usable link of ``token``, its conversation loaded (one query).
 
     Raises :class:`ShareError` ``share_not_found`` for a token no link has, and
-    for a revoked or expired link alike, so a reader cannot tell them apart.
+    for a revoked or expired link or one of a trashed conversation alike, so a
+    reader cannot tell them apart.
     """
     if not token or len(token) > MAX_TOKEN_CHARS:
         raise ShareError("share_not_found", _NOT_FOUND)
@@ -166,9 +221,10 @@ def resolve_share(token: str) -> ShareLink:
 
 
 def snapshot_messages(share: ShareLink) -> QuerySet[Message]:
-    """The messages the link shows, in order: none stored after its snapshot."""
+    """The messages the link shows, in order: those it names, less the ones hidden since
+    (a removed one is no longer named)."""
     return Message.objects.filter(
-        conversation_id=share.conversation_id, position__lte=share.up_to_position
+        conversation_id=share.conversation_id, share_entries__link=share, hidden_at__isnull=True
     ).order_by("position")
 
 
@@ -176,8 +232,7 @@ def snapshot_attachments(share: ShareLink) -> QuerySet[Attachment]:
     """The attachments the snapshot's messages show (by their index rows)."""
     return Attachment.objects.filter(
         pk__in=MessageAttachment.objects.filter(
-            message__conversation_id=share.conversation_id,
-            message__position__lte=share.up_to_position,
+            message__in=snapshot_messages(share).order_by().values("pk")
         ).values("attachment_id")
     )
 
@@ -209,18 +264,22 @@ def revoke_share(share: ShareLink) -> ShareLink:
 def continue_as_copy(share: ShareLink, viewer: User) -> Conversation:
     """A new conversation of ``viewer`` holding copies of the snapshot's turns.
 
-    Made by a fork (``copies.fork_conversation``), so it passes the same rules and costs the same
-    statements at any length. For a viewer other than the owner the copy is
-    theirs alone: it records no source, carries none of the owner's metadata
-    or usage, and shows copies of the snapshot's attachments owned by the
-    viewer (one storage read and write each; the same bytes the viewer
-    uploaded before are reused). Raises ``Conversation.DoesNotExist`` when the
-    conversation is deleted meanwhile.
+    For a viewer other than the owner the copy is theirs alone
+    (:func:`~llm_conversations.conversations.copies.copy_conversation`): the
+    turns the link shows, numbered from 0, with none of the owner's metadata or
+    usage and no source recorded, showing copies of the snapshot's attachments
+    owned by the viewer (one storage read and write each; the same bytes the
+    viewer uploaded before are reused). The owner gets a fork of their
+    conversation through the last message the link still names (their hidden
+    turns stay in it, hidden). Costs the same statements at any length. Raises
+    ``Conversation.DoesNotExist`` when the conversation is deleted meanwhile,
+    and ``ShareError`` ``snapshot_changed`` when a turn came back into the
+    snapshot while it was copied (nothing is stored).
     """
     source = share.conversation
-    count = share.up_to_position + 1
     if viewer.pk == source.owner_id:
-        return fork_conversation(source, count)
+        last = share.entries.aggregate(last=Max("message__position"))["last"]
+        return fork_conversation(source, 0 if last is None else last + 1)
     # Outside the transaction: files are written first; a copy that fails leaves
     # only attachments no message shows, which the orphan purge removes.
     copies = {
@@ -228,10 +287,9 @@ def continue_as_copy(share: ShareLink, viewer: User) -> Conversation:
         for attachment in snapshot_attachments(share)
     }
     with transaction.atomic():
-        copy = fork_conversation(source, count, owner=viewer)
+        copy = copy_conversation(source, snapshot_messages(share), viewer)
         Message.objects.filter(conversation=copy).update(**PRIVATE_COLUMNS)
-        if copies:
-            _show_copies(copy, copies)
+        _show_copies(copy, copies)
     return copy
 
 
@@ -246,15 +304,25 @@ def _copy_attachment(attachment: Attachment, owner: User) -> Attachment:
 
 def _show_copies(conversation: Conversation, copies: dict[str, str]) -> None:
     """Point the copied turns' parts at the viewer's copies of the attachments, and
-    index those instead of the owner's (three statements whatever the length)."""
+    index those instead of the owner's (four statements whatever the length; one
+    read without attachments). A part whose attachment was not copied (its turn
+    was shown again meanwhile) refuses the copy: it would show the owner's."""
     rows = list(Message.objects.filter(conversation=conversation, content_parts__isnull=False))
     for row in rows:
+        parts = row.content_parts or ()
+        if any(part["attachment_id"] not in copies for part in parts if "attachment_id" in part):
+            raise ShareError(
+                "snapshot_changed",
+                "the shared conversation changed while it was copied; copy it again.",
+            )
         row.content_parts = [
-            {**part, "attachment_id": copies.get(part["attachment_id"], part["attachment_id"])}
+            {**part, "attachment_id": copies[part["attachment_id"]]}
             if "attachment_id" in part
             else part
-            for part in row.content_parts or ()
+            for part in parts
         ]
+    if not copies:
+        return
     MessageAttachment.objects.filter(message__conversation=conversation).delete()
     Message.objects.bulk_update(rows, ["content_parts"])
     link_attachments(rows)

@@ -31,7 +31,7 @@ from llm_conversations.models.runs import (
     TerminationReason,
     WaitReason,
 )
-from llm_conversations.models.shares import TOKEN_HASH_CHARS, ShareLink
+from llm_conversations.models.shares import TOKEN_HASH_CHARS, SharedMessage, ShareLink
 from llm_conversations.models.summaries import ConversationSummary
 from llm_conversations.models.webhooks import (
     DeliveryStatus,
@@ -67,6 +67,7 @@ __all__ = [
     "RunEventType",
     "RunStatus",
     "ShareLink",
+    "SharedMessage",
     "TerminationReason",
     "TitleSource",
     "ToolDecision",

@@ -1,10 +1,15 @@
 """A share link's page: the snapshot read-only, and "Continue as a copy".
 
 Everything shown is escaped by the template engine; the page shows what the
-API's ``shared/{token}/`` shows, no more: no message after the snapshot, only
-the attachments its messages show. An unknown, revoked or expired token is
-the project's 404 page. With ``SHARE_LINKS_REQUIRE_LOGIN`` an anonymous
-reader is sent to the login page first.
+API's ``shared/{token}/`` shows, no more: only the messages of the snapshot
+(no hidden one), only the attachments they show. An unknown, revoked or
+expired token, or a link of a trashed conversation, is the project's 404 page.
+With ``SHARE_LINKS_REQUIRE_LOGIN`` an anonymous reader is sent to the login
+page first. No answer is for a cache to keep (``never_cache``).
+
+The page's referrer policy is ``same-origin``: its form posts with the page's
+own ``Origin``, which Django's CSRF check needs (``no-referrer`` would send
+``Origin: null``, refused), and no other site is sent its address (the token).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from llm_conversations.conf import conf
@@ -27,7 +33,7 @@ from llm_conversations.conversations.sharing import (
     snapshot_messages,
 )
 from llm_conversations.core.content_parts import AttachedPart, ImagePart, TextPart
-from llm_conversations.exceptions import ShareError
+from llm_conversations.exceptions import LLMConversationsError, ShareError
 from llm_conversations.models import (
     MESSAGE_COLUMNS,
     Attachment,
@@ -90,6 +96,7 @@ def _login_first(request: HttpRequest) -> bool:
     return conf.SHARE_LINKS_REQUIRE_LOGIN and not request.user.is_authenticated
 
 
+@never_cache
 @require_GET
 def shared_page(request: HttpRequest, token: str) -> HttpResponseBase:
     """The snapshot, read-only, with a "Continue as a copy" form for signed-in readers."""
@@ -99,15 +106,23 @@ def shared_page(request: HttpRequest, token: str) -> HttpResponseBase:
     return _render(request, share, token, copy=None)
 
 
+@never_cache
 @require_POST
 def shared_copy(request: HttpRequest, token: str) -> HttpResponseBase:
-    """Continue the snapshot as a conversation of the signed-in reader (CSRF-checked)."""
+    """Continue the snapshot as a conversation of the signed-in reader (CSRF-checked);
+    a snapshot that changed while it was copied is the page again, saying so (409)."""
     user = request.user
     if not user.is_authenticated:
         # Back to the page after signing in (the copy is a POST of its form).
         return redirect_to_login(reverse("llm_conversations_pages:shared", args=[token]))
     share = _share(token)
-    return _render(request, share, token, copy=continue_as_copy(share, user), status=201)
+    try:
+        copy = continue_as_copy(share, user)
+    except Conversation.DoesNotExist:
+        raise Http404("no such share link") from None
+    except LLMConversationsError as error:
+        return _render(request, share, token, copy=None, refused=error.message, status=409)
+    return _render(request, share, token, copy=copy, status=201)
 
 
 def _render(
@@ -116,6 +131,7 @@ def _render(
     token: str,
     *,
     copy: Conversation | None,
+    refused: str = "",
     status: int = 200,
 ) -> HttpResponse:
     context = {
@@ -123,11 +139,13 @@ def _render(
         "token": token,
         "entries": _entries(share),
         "copy": copy,
+        "refused": refused,
         "signed_in": request.user.is_authenticated,
     }
     return render(request, TEMPLATE, context, status=status)
 
 
+@never_cache
 @require_GET
 def shared_attachment(request: HttpRequest, token: str, attachment_id: str) -> HttpResponseBase:
     """The bytes of an attachment the snapshot shows; any other one is a 404."""

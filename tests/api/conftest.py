@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -72,6 +73,21 @@ def client(user: User) -> APIClient:
 @pytest.fixture
 def anonymous() -> APIClient:
     return APIClient()
+
+
+@pytest.fixture
+def other(other_user: User) -> APIClient:
+    """Authenticated as ``other_user``."""
+    api = APIClient()
+    api.force_authenticate(other_user)
+    return api
+
+
+@pytest.fixture
+def media_root(settings: Any, tmp_path: Path) -> Path:
+    """Uploaded files go to a directory of the test's own."""
+    settings.MEDIA_ROOT = tmp_path
+    return tmp_path
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 from datetime import timedelta
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from llm_conversations.api.representations import MESSAGE_COLUMNS, shared_messag
 from llm_conversations.api.serializers.shares import SharedMessageSerializer
 from llm_conversations.conversations import append_messages, create_conversation, load_messages
 from llm_conversations.conversations.attachments import create_attachment
+from llm_conversations.conversations.lifecycle import hide_message
 from llm_conversations.conversations.retention import delete_user_data
 from llm_conversations.conversations.sharing import create_share
 from llm_conversations.core.messages import ChatMessage, ToolCall, check_sequence
@@ -34,15 +34,9 @@ from llm_conversations.models import (
 from tests.api.conftest import API_SETTINGS
 from tests.support.attachment_files import image_bytes, pdf_bytes
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_cache")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("empty_cache", "media_root")]
 
-HIDDEN = {"run", "usage", "cost", "feedback"}
-
-
-@pytest.fixture(autouse=True)
-def media_root(settings: Any, tmp_path: Path) -> Path:
-    settings.MEDIA_ROOT = tmp_path
-    return tmp_path
+HIDDEN = {"run", "usage", "cost", "feedback", "hidden_at", "hidden_reason"}
 
 
 @pytest.fixture
@@ -59,13 +53,6 @@ def trip(user: User) -> Conversation:
             ChatMessage.assistant("Rain in Oslo."),
         ],
     )
-
-
-@pytest.fixture
-def other(other_user: User) -> APIClient:
-    api = APIClient()
-    api.force_authenticate(other_user)
-    return api
 
 
 def shares_url(conversation: Conversation) -> str:
@@ -97,7 +84,8 @@ def test_a_new_link_shows_its_token_once_and_the_database_keeps_only_its_hash(
     made = share(client, trip)
     token = made["token"]
     assert len(token) >= 43
-    assert made["url"] == f"http://testserver/api/shared/{token}/"
+    assert made["url"] == f"http://testserver/shared/{token}/"
+    assert made["api_url"] == f"http://testserver/api/shared/{token}/"
     assert made["up_to_position"] == 3
     assert made["message_count"] == 4
     assert made["is_active"] is True
@@ -110,7 +98,7 @@ def test_a_new_link_shows_its_token_once_and_the_database_keeps_only_its_hash(
     listed = client.get(shares_url(trip)).json()
     assert [item["id"] for item in listed] == [made["id"]]
     assert "token" not in listed[0]
-    assert "url" not in listed[0]
+    assert not {"url", "api_url"} & set(listed[0])
     detail = client.get(f"{shares_url(trip)}{made['id']}/").json()
     assert "token" not in detail
 
@@ -221,14 +209,14 @@ def test_a_shared_message_is_a_message_without_the_hidden_fields() -> None:
     row = {column: None for column in MESSAGE_COLUMNS}
     row.update(role="user", content="Hi", is_error=False, position=0)
     # tool_calls and tool_call_id are set on turns that have them only.
-    shown = set(shared_message_data(row)) | {"tool_calls", "tool_call_id"}
+    shown = set(shared_message_data(row, 0)) | {"tool_calls", "tool_call_id"}
     assert shown == set(SharedMessageSerializer().fields)
     assert set(SharedMessageSerializer().fields) | HIDDEN == set(
         SharedMessageSerializer.__mro__[1]().fields
     )
 
 
-@pytest.mark.parametrize("count", [3, 30])
+@pytest.mark.parametrize("count", [4, 40])
 def test_reading_a_snapshot_costs_two_queries_at_any_length(
     client: APIClient,
     anonymous: APIClient,
@@ -240,10 +228,17 @@ def test_reading_a_snapshot_costs_two_queries_at_any_length(
         owner=user, messages=[ChatMessage.user(f"Message {n}") for n in range(count)]
     )
     token = share(client, conversation)["token"]
+    # Half of them hidden since: left out by the same query.
+    for message in Message.objects.filter(
+        conversation=conversation, position__in=range(0, count, 2)
+    ):
+        hide_message(conversation, message)
     # The link with its conversation, then the snapshot's messages.
     with django_assert_num_queries(2):
         response = anonymous.get(f"/api/shared/{token}/")
-    assert len(response.json()["messages"]) == count
+    assert len(response.json()["messages"]) == count // 2
+    with django_assert_num_queries(2):
+        assert Client().get(f"/shared/{token}/").status_code == 200
 
 
 def test_revoking_a_link_stops_it_at_once(
@@ -300,25 +295,24 @@ def test_reads_over_share_rate_are_throttled(
 # Attachments ---------------------------------------------------------------------
 
 
-def with_image(owner: User, text: str) -> tuple[Conversation, Attachment]:
+def picture_turn(owner: User, text: str) -> tuple[dict[str, Any], Attachment]:
+    """A user turn of ``text`` and an image of the owner's, and that image."""
     # A size of its own: the same bytes would be the same attachment.
     side = 4 + len(text)
     attachment, _ = create_attachment(
         owner, image_bytes("PNG", (side, side)), filename=f"{text}.png"
     )
+    parts = [
+        {"type": "text", "text": text},
+        {"type": "image", "attachment_id": str(attachment.pk)},
+    ]
+    return {"role": "user", "content": parts}, attachment
+
+
+def with_image(owner: User, text: str) -> tuple[Conversation, Attachment]:
+    turn, attachment = picture_turn(owner, text)
     conversation = create_conversation(
-        owner=owner,
-        title=text,
-        messages=[
-            {
-                "role": "user",
-                "content": [
-                    {"type": "text", "text": text},
-                    {"type": "image", "attachment_id": str(attachment.pk)},
-                ],
-            },
-            ChatMessage.assistant("A picture."),
-        ],
+        owner=owner, title=text, messages=[turn, ChatMessage.assistant("A picture.")]
     )
     return conversation, attachment
 

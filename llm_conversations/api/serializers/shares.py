@@ -2,8 +2,9 @@
 
 A reader sees the title and the snapshot's messages in the message shape,
 without what only the owner sees (:data:`SHARED_HIDDEN`: the run, usage,
-cost and the owner's feedback); the conversation's id, owner and metadata
-are not shown at all.
+cost, the owner's feedback and whether and why they hid a turn: hidden turns
+are not shown at all), numbered within the snapshot; the conversation's id,
+owner and metadata are not shown at all.
 """
 
 from __future__ import annotations
@@ -49,11 +50,15 @@ class ShareCreateSerializer(StrictTypes[Any]):
 class ShareLinkSerializer(serializers.ModelSerializer[ShareLink]):
     """One of the owner's links; the token itself only in the answer that made it."""
 
-    message_count = serializers.SerializerMethodField(
-        help_text="How many messages the snapshot shows (its first ones)."
+    message_count = serializers.IntegerField(
+        source="shown_count",
+        read_only=True,
+        help_text="How many messages the link shows now: those it named when made, less "
+        "the ones hidden or removed since.",
     )
     is_active = serializers.SerializerMethodField(
-        help_text="Whether the link works now: not revoked, not expired."
+        help_text="Whether the link works now: not revoked, not expired, its conversation "
+        "not in the trash."
     )
 
     class Meta:
@@ -69,9 +74,6 @@ class ShareLinkSerializer(serializers.ModelSerializer[ShareLink]):
         )
         read_only_fields: tuple[str, ...] = fields
 
-    def get_message_count(self, obj: ShareLink) -> int:
-        return obj.up_to_position + 1
-
     def get_is_active(self, obj: ShareLink) -> bool:
         return obj.is_usable(timezone.now())
 
@@ -80,10 +82,15 @@ class NewShareLinkSerializer(ShareLinkSerializer):
     """A link just made: with its token, shown this once (only its hash is stored)."""
 
     token = serializers.CharField(help_text="The link's secret; never shown again.")
-    url = serializers.URLField(help_text="Where a reader reads the snapshot in the API.")
+    url = serializers.URLField(
+        allow_null=True,
+        help_text="The page a reader reads the snapshot on (`/shared/{token}/`); null when "
+        "the project mounts no page (`llm_conversations.pages.urls`).",
+    )
+    api_url = serializers.URLField(help_text="Where a program reads the snapshot in the API.")
 
     class Meta(ShareLinkSerializer.Meta):
-        fields = (*ShareLinkSerializer.Meta.fields, "token", "url")
+        fields = (*ShareLinkSerializer.Meta.fields, "token", "url", "api_url")
         read_only_fields = fields
 
 
@@ -95,9 +102,14 @@ class SharedMessageSerializer(MessageSerializer):
     usage = None  # type: ignore[assignment]
     cost = None  # type: ignore[assignment]
     feedback = None  # type: ignore[assignment]
+    hidden_at = None  # type: ignore[assignment]
+    hidden_reason = None  # type: ignore[assignment]
+    position = serializers.IntegerField(
+        help_text="0-based index in the snapshot (a withdrawn turn leaves no gap)."
+    )
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
-        return shared_message_data(instance)
+        return shared_message_data(instance, instance["position"])
 
 
 class SharedConversationSerializer(serializers.Serializer[Any]):

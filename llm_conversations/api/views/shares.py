@@ -6,8 +6,11 @@ links to that conversation (another user's conversation or link is a 404).
 signed-in users with ``SHARE_LINKS_REQUIRE_LOGIN``), ``shared/{token}/attachments/
 {id}/content/`` the bytes of an attachment the snapshot shows, and ``POST
 shared/{token}/copy/`` continues it as a conversation of the signed-in caller.
-An unknown, revoked or expired token is 404 ``share_not_found``. The rules live
-in :mod:`llm_conversations.conversations.sharing`.
+An unknown, revoked or expired token, or a link of a trashed conversation, is
+404 ``share_not_found``; every answer by token is marked for no cache to keep
+(``Cache-Control: private, no-store``...), so a link revoked, a conversation
+trashed or a turn hidden is never served from one. The rules live in
+:mod:`llm_conversations.conversations.sharing`.
 
 Neither side takes ``Idempotency-Key``: a kept answer would store the token
 (in the new link's answer, or in the path) that the database must never hold.
@@ -19,7 +22,8 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.http import FileResponse
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
+from django.utils.cache import add_never_cache_headers
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -66,6 +70,15 @@ TOKEN = OpenApiParameter(
 SHARE_NOT_FOUND = "`share_not_found`: no usable link has this token (unknown, revoked, expired)."
 
 
+def _page_of(token: str) -> str | None:
+    """The path of a link's page, ``None`` when the project mounts no page
+    (``llm_conversations.pages.urls``)."""
+    try:
+        return reverse("llm_conversations_pages:shared", args=[token])
+    except NoReverseMatch:
+        return None
+
+
 class ShareLinkViewSet(
     ApiView,
     mixins.ListModelMixin,
@@ -79,9 +92,13 @@ class ShareLinkViewSet(
     pagination_class = None  # a conversation has a handful
 
     def get_queryset(self) -> QuerySet[ShareLink]:
-        """The links of the caller's conversation the URL names, newest first (404 for
-        another user's conversation)."""
-        return super().get_queryset().filter(conversation=self.get_conversation())
+        """The links of the caller's conversation the URL names, newest first, with how
+        many messages each shows now (404 for another user's conversation)."""
+        return (
+            ShareLink.objects.with_shown_count()
+            .select_related("conversation")
+            .filter(conversation=self.get_conversation())
+        )
 
     def get_object(self) -> ShareLink:
         self.kwargs["pk"] = parse_uuid(self.kwargs["pk"])
@@ -109,20 +126,26 @@ class ShareLinkViewSet(
         summary="Share a conversation",
         parameters=[CONVERSATION_ID],
         request=ShareCreateSerializer,
-        responses={201: NewShareLinkSerializer, **error_responses(*BODY_ERRORS)},
+        responses={201: NewShareLinkSerializer, **error_responses(*BODY_ERRORS, 409)},
     )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """A link to the history through ``message_id`` (all of it when omitted), with its
-        token, shown this once; 400 ``inside_tool_group`` between tool calls and their
-        results."""
+        token, shown this once, and where it is read: ``url``, its page (null when the
+        project mounts no page), and ``api_url``. 400 ``inside_tool_group`` between tool
+        calls and their results, 409 ``conversation_trashed`` in the trash."""
         conversation = self.get_conversation()
         body = self.validated_body(ShareCreateSerializer).validated_data
         made = create_share(
             conversation, message_id=body.get("message_id"), expires_at=body.get("expires_at")
         )
         data = ShareLinkSerializer(made.link).data
-        path = reverse("llm_conversations:shared-detail", kwargs={"token": made.token})
-        data.update(token=made.token, url=request.build_absolute_uri(path))
+        api_path = reverse("llm_conversations:shared-detail", kwargs={"token": made.token})
+        page_path = _page_of(made.token)
+        data.update(
+            token=made.token,
+            url=None if page_path is None else request.build_absolute_uri(page_path),
+            api_url=request.build_absolute_uri(api_path),
+        )
         return Response(data, status=status.HTTP_201_CREATED)
 
     @extend_schema(
@@ -155,6 +178,15 @@ class SharedViewSet(ApiView, viewsets.ViewSet):
         """The project's throttles, and ``SHARE_RATE``."""
         return [*super().get_throttles(), ShareReadThrottle()]
 
+    def finalize_response(
+        self, request: Request, response: Response, *args: Any, **kwargs: Any
+    ) -> Response:
+        """Every answer, errors included, for no cache to keep: what a link shows
+        changes the moment it is revoked, its conversation trashed or a turn hidden."""
+        final = super().finalize_response(request, response, *args, **kwargs)
+        add_never_cache_headers(final)
+        return final
+
     @extend_schema(
         summary="Read a shared conversation",
         parameters=[TOKEN],
@@ -162,7 +194,8 @@ class SharedViewSet(ApiView, viewsets.ViewSet):
         description=SHARE_NOT_FOUND,
     )
     def retrieve(self, request: Request, token: str) -> Response:
-        """The title and the snapshot's messages, oldest first (two queries at any length)."""
+        """The title and the snapshot's messages, oldest first, numbered from 0 (two
+        queries at any length)."""
         share = resolve_share(token)
         rows = snapshot_messages(share).values(*MESSAGE_COLUMNS)
         return Response(
@@ -170,7 +203,9 @@ class SharedViewSet(ApiView, viewsets.ViewSet):
                 "title": share.conversation.title,
                 "shared_at": share.created_at,
                 "expires_at": share.expires_at,
-                "messages": [shared_message_data(row) for row in rows],
+                "messages": [
+                    shared_message_data(row, position) for position, row in enumerate(rows)
+                ],
             }
         )
 
@@ -204,7 +239,7 @@ class SharedViewSet(ApiView, viewsets.ViewSet):
         summary="Continue a shared conversation as a copy",
         parameters=[TOKEN],
         request=None,
-        responses={201: ConversationSerializer, **error_responses(400, 429)},
+        responses={201: ConversationSerializer, **error_responses(400, 409, 429)},
     )
     @action(detail=True, methods=["post"])
     def copy(self, request: Request, token: str) -> Response:
