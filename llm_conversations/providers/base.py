@@ -29,7 +29,7 @@ from llm_conversations.core.messages import (
     as_chat_messages,
 )
 from llm_conversations.core.parameters import ParameterSupport, RunParameters
-from llm_conversations.core.reasoning import Reasoning
+from llm_conversations.core.reasoning import Reasoning, bounded_reasoning
 from llm_conversations.core.text import storable_text
 from llm_conversations.core.tool_specs import ToolSpec
 
@@ -412,7 +412,8 @@ class Provider(HttpTransport):
 
         Every adapter builds its replies here, so no raw body escapes
         redaction, no reply exceeds ``max_reply_chars`` (text, or any call's
-        arguments text) and none holds what a database cannot store.
+        arguments text), none holds what a database cannot store and its
+        reasoning fits a turn (``bounded_reasoning``, ``reasoning_omitted``).
         ``StreamAccumulator`` already made its text and calls storable and
         says so in ``sanitized``; this applies the same rules again for
         replies built another way.
@@ -437,6 +438,7 @@ class Provider(HttpTransport):
         for call in calls:
             self.check_size(len(call.arguments_json), f"arguments of {call.name!r}")
         self.check_size(sum(part.size for part in parts), "reasoning")
+        kept, omitted = bounded_reasoning(parts)
         return CompletionResponse(
             content=clean_content,
             tool_calls=tuple(calls),
@@ -447,7 +449,8 @@ class Provider(HttpTransport):
             raw=self.redact_data(raw),
             raw_finish_reason=raw_finish_reason,
             sanitized=sanitized,
-            reasoning=tuple(parts),
+            reasoning=kept,
+            reasoning_omitted=omitted,
         )
 
     def redact_data(self, data: Any) -> Any:
