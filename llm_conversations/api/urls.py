@@ -14,6 +14,7 @@ from llm_conversations.api.views import (
     AttachmentViewSet,
     ChatViewSet,
     ConversationViewSet,
+    DecisionViewSet,
     ForkViewSet,
     MessageViewSet,
     ProviderViewSet,
@@ -35,6 +36,10 @@ router.register("conversations", ConversationViewSet, basename="conversation")
 router.register(_CONVERSATION, ForkViewSet, basename="fork")
 router.register(f"{_CONVERSATION}/messages", MessageViewSet, basename="message")
 router.register(f"{_CONVERSATION}/runs", RunViewSet, basename="run")
+# A run's approvals trail: a view of its own beside the run's.
+router.register(
+    f"{_CONVERSATION}/runs/(?P<run_pk>[^/]+)/decisions", DecisionViewSet, basename="decision"
+)
 router.register(f"{_CONVERSATION}/chat", ChatViewSet, basename="chat")
 router.register(f"{_CONVERSATION}/shares", ShareLinkViewSet, basename="share")
 router.register("tools", ToolViewSet, basename="tool")
