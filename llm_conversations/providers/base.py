@@ -46,6 +46,7 @@ from .errors import (
 )
 from .http import HttpTransport, backoff_delay, parse_retry_after
 from .interrupts import NO_INTERRUPT, Interrupt
+from .redaction import REDACTED, KeyRedactor, key_redactor
 from .stream_events import ResponseCompleted, StreamEvent, TextDelta
 
 __all__ = [
@@ -61,7 +62,6 @@ __all__ = [
 ]
 
 
-REDACTED = "[redacted]"
 # The defaults of a PROVIDERS entry's TIMEOUT (seconds per attempt),
 # CONNECT_TIMEOUT, MAX_RETRIES and MAX_RETRY_AFTER (the longest Retry-After
 # slept through inside a request); the registry imports them rather than
@@ -368,11 +368,15 @@ class Provider(HttpTransport):
 
     # Redaction ------------------------------------------------------------
 
+    @property
+    def _redactor(self) -> KeyRedactor | None:
+        return key_redactor(frozenset({self._api_key})) if self._api_key else None
+
     def redact(self, text: str) -> str:
-        """``text`` with the API key replaced."""
-        if self._api_key and self._api_key in text:
-            return text.replace(self._api_key, REDACTED)
-        return text
+        """``text`` with the API key replaced, and any fragment of it
+        (``providers/redaction.py``: another case, split, masked)."""
+        redactor = self._redactor
+        return text if redactor is None else redactor.redact(text)
 
     def error_text(self, text: str) -> str:
         """Provider text for an error message: the key redacted, then cut short."""
@@ -454,16 +458,9 @@ class Provider(HttpTransport):
         )
 
     def redact_data(self, data: Any) -> Any:
-        """A copy of decoded JSON with the API key replaced in every string."""
-        if not self._api_key:
-            return data
-        if isinstance(data, str):
-            return self.redact(data)
-        if isinstance(data, Mapping):
-            return {self.redact(str(k)): self.redact_data(v) for k, v in data.items()}
-        if isinstance(data, list):
-            return [self.redact_data(item) for item in data]
-        return data
+        """Decoded JSON with the API key (and its fragments) replaced in every string."""
+        redactor = self._redactor
+        return data if redactor is None else redactor.redact_data(data)
 
     def stream_error(self, data: object) -> ProviderError:
         """An error object that arrived inside a stream, classed by what it says it is.
