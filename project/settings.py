@@ -126,13 +126,12 @@ STORAGES = {
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # The API sets its own error handler, permissions and parsers; the project
-# only picks the schema class and how people log in to the demo.
+# only picks the schema class and how people log in to the demo: the session of
+# /admin/. Not HTTP basic auth, which checks the password, a PBKDF2 hash costing
+# some 0.3 s of CPU, on every request (docs/api.md#security).
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.BasicAuthentication",
-    ],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "llm_conversations API",

@@ -43,6 +43,7 @@ from llm_conversations.checks import (
     check_trash,
     check_webhooks,
 )
+from llm_conversations.core.model_info import DEFAULT_MODEL_INFO
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -190,6 +191,26 @@ def test_every_fence_names_a_known_language() -> None:
                 assert lines[block.line - 2].rstrip().endswith("-->"), (
                     f"{block.where}: say in an HTML comment above it why it is not run"
                 )
+
+
+# The hosted models' names (OpenAI, Anthropic, Google); local and other servers' models
+# have no list price the app could ship.
+HOSTED_MODEL = re.compile(r"(gpt|claude|gemini)-[\w.-]+")
+NAMED_MODELS = re.compile(r'"MODELS?": *(\[[^]]*\]|"[^"]*")')
+
+
+def test_every_hosted_model_the_docs_configure_has_shipped_prices() -> None:
+    """A newcomer who copies an example sees what its runs cost, not ``null``."""
+    named = {
+        model
+        for path in DOCUMENTS
+        for value in NAMED_MODELS.findall(path.read_text(encoding="utf-8"))
+        for model in re.findall(r'"([^"]+)"', value)
+        if HOSTED_MODEL.fullmatch(model)
+    }
+    assert {"gpt-5", "gpt-5-mini", "gpt-4.1", "gpt-4o-mini"} <= named
+    unpriced = sorted(m for m in named if (DEFAULT_MODEL_INFO.get(m) or {}).get("prices") is None)
+    assert unpriced == []
 
 
 def test_readme_quickstart_is_two_commands() -> None:

@@ -12,9 +12,18 @@ and ``BENCH_TOOL_LOG`` (where ``bench.settings.tools.get_time`` logs its calls).
 import os
 
 from project.settings import *  # noqa: F403
-from project.settings import DATABASES, LLM_CONVERSATIONS
+from project.settings import DATABASES, LLM_CONVERSATIONS, REST_FRAMEWORK
 
 DEBUG = False
+# The readiness check logs the user in once with basic auth; the clients then
+# send a session cookie (basic auth hashes the password on every request).
+REST_FRAMEWORK = {
+    **REST_FRAMEWORK,
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        *REST_FRAMEWORK["DEFAULT_AUTHENTICATION_CLASSES"],
+        "rest_framework.authentication.BasicAuthentication",
+    ],
+}
 # Under ASGI each request's synchronous part runs in a thread of its own, so a
 # persistent connection would be left open per request until PostgreSQL runs
 # out of connections, and connecting anew for each (CONN_MAX_AGE 0) costs both

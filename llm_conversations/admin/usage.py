@@ -35,8 +35,19 @@ if TYPE_CHECKING:
 
 __all__ = ["CSV_COLUMNS", "DIMENSIONS", "Dimension", "usage_view"]
 
-CSV_COLUMNS = ("day", "model", "turns", "input_tokens", "output_tokens", "cost_usd")
-"""The CSV header; the second column is ``user`` for ``by=user``."""
+CSV_COLUMNS = (
+    "day",
+    "model",
+    "turns",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "cached_tokens",
+    "cache_write_tokens",
+)
+"""The CSV header; the second column is ``user`` for ``by=user``. The cache columns
+(input tokens read from and written to the provider's prompt cache, part of
+``input_tokens``) come last, so files read by position keep their columns."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +143,8 @@ def csv_response(dimension: Dimension, window: UsageWindow) -> HttpResponse:
                 row.input_tokens,
                 row.output_tokens,
                 cost_text(row.cost),
+                row.cached_tokens,
+                row.cache_write_tokens,
             )
         )
     return response

@@ -90,8 +90,10 @@ def idempotent(request: Request, answer: Callable[[], HttpResponseBase]) -> Http
     if header is None or not request.user.is_authenticated:
         return answer()
     key = _checked_key(header)
+    # Every route takes its path with or without the trailing slash (api/urls.py).
+    path = request.path.removesuffix("/") + "/"
     row, claimed = idempotency.claim(
-        request.user, key, f"{request.method} {request.path}", _body_hash(request.data)
+        request.user, key, f"{request.method} {path}", _body_hash(request.data)
     )
     if not claimed:
         return _replay(request, row.status or 200, row.response)

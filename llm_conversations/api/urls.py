@@ -4,9 +4,19 @@ One DRF router names every route. Ids are matched as any path segment
 (``lookup_value_regex`` on the views, and the nested prefixes below) and
 checked by the views, so a malformed id is the API's JSON 404 rather than the
 project's HTML one.
+
+Every route also takes its path without the trailing slash (the AI SDK's
+``DefaultChatTransport`` is given ``.../chat``): under ``APPEND_SLASH`` Django
+could only redirect it, which a POST cannot follow (a 500 page with ``DEBUG``).
+Those patterns are unnamed and out of the schema, so ``reverse()``, the schema
+and every link keep the slash. Any other path under the app's prefixes is the
+API's JSON 404 (:func:`~llm_conversations.api.views.base.not_found`); the host's
+own routes beside them (``api/schema/``) are left alone.
 """
 
-from django.urls import re_path
+from typing import Any
+
+from django.urls import URLPattern, URLResolver, re_path
 from rest_framework.routers import SimpleRouter
 
 from llm_conversations.api.views import (
@@ -14,6 +24,7 @@ from llm_conversations.api.views import (
     AttachmentViewSet,
     ChatViewSet,
     ConversationViewSet,
+    DecisionViewSet,
     ForkViewSet,
     MessageViewSet,
     ProviderViewSet,
@@ -23,6 +34,7 @@ from llm_conversations.api.views import (
     ToolViewSet,
     WebhookEndpointViewSet,
 )
+from llm_conversations.api.views.base import not_found
 
 app_name = "llm_conversations"
 
@@ -35,6 +47,10 @@ router.register("conversations", ConversationViewSet, basename="conversation")
 router.register(_CONVERSATION, ForkViewSet, basename="fork")
 router.register(f"{_CONVERSATION}/messages", MessageViewSet, basename="message")
 router.register(f"{_CONVERSATION}/runs", RunViewSet, basename="run")
+# A run's approvals trail: a view of its own beside the run's.
+router.register(
+    f"{_CONVERSATION}/runs/(?P<run_pk>[^/]+)/decisions", DecisionViewSet, basename="decision"
+)
 router.register(f"{_CONVERSATION}/chat", ChatViewSet, basename="chat")
 router.register(f"{_CONVERSATION}/shares", ShareLinkViewSet, basename="share")
 router.register("tools", ToolViewSet, basename="tool")
@@ -44,6 +60,24 @@ router.register("approvals", ApprovalViewSet, basename="approval")
 router.register("webhooks", WebhookEndpointViewSet, basename="webhook")
 # A shared snapshot, by the token of its link (docs/sharing.md).
 router.register("shared", SharedViewSet, basename="shared")
+
+
+def _without_slash(patterns: list[URLPattern | URLResolver]) -> list[URLPattern]:
+    """Each of the router's routes again without its trailing slash: unnamed, and the
+    view built with ``schema=None`` so the schema lists each route once."""
+    again = []
+    for pattern in patterns:
+        regex = pattern.pattern.regex.pattern
+        if not isinstance(pattern, URLPattern) or not regex.endswith("/$"):
+            continue
+        view: Any = pattern.callback
+        callback = view.cls.as_view(view.actions, **{**view.initkwargs, "schema": None})
+        again.append(re_path(regex.removesuffix("/$") + "$", callback, pattern.default_args))
+    return again
+
+
+# The app's top-level prefixes: a path under one that no route takes is a JSON 404.
+_PREFIXES = "|".join(sorted({prefix.split("/", 1)[0] for prefix, _, _ in router.registry}))
 
 urlpatterns = [
     # The AI SDK's reconnect and stop requests name no trailing slash: it is optional here.
@@ -58,4 +92,6 @@ urlpatterns = [
         name="chat-stop",
     ),
     *router.urls,
+    *_without_slash(router.urls),
+    re_path(rf"^(?:{_PREFIXES})(?:/.*)?$", not_found),
 ]

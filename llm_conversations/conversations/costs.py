@@ -3,6 +3,7 @@
 A turn's cost is fixed when it is stored (``Message.cost``, from the prices in
 force then) and a run's is the sum of its turns (``Run.cost``, counted by
 ``runs/transitions.store_reply``); these read sums, and never re-price.
+:func:`run_cost` keeps a run whose calls cost nothing known unknown.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from django.db.models import DecimalField, OuterRef, QuerySet, Subquery, Sum, Va
 from django.db.models.functions import Coalesce
 
 from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS
-from llm_conversations.models import Conversation, Message
+from llm_conversations.models import Conversation, Message, Run
+from llm_conversations.providers.model_catalog import model_info
 from llm_conversations.users import User
 
-__all__ = ["conversation_cost", "user_cost", "with_cost"]
+__all__ = ["conversation_cost", "run_cost", "user_cost", "with_cost"]
 
 _COST = DecimalField(max_digits=COST_DIGITS, decimal_places=COST_DECIMALS)
 
@@ -60,3 +62,17 @@ def user_cost(user: User, *, since: datetime | None = None) -> Decimal:
         messages = messages.filter(created_at__gte=since)
     result: Decimal = messages.aggregate(total=_total())["total"]
     return result
+
+
+def run_cost(run: Run) -> Decimal | None:
+    """What ``run``'s model calls cost: its stored sum (``Run.cost``), or ``None``
+    when nothing they cost is known, as for its turns (``Message.cost``).
+
+    The sum counts an unpriced call as nothing, so a sum of zero after calls is
+    unknown unless the entry that answered prices the run's model (a price of
+    zero, or calls without tokens). No query: the run and the settings say it.
+    """
+    if run.cost or not run.iterations:
+        return run.cost
+    info = model_info(run.answered_by or run.provider or None, run.model)
+    return run.cost if info is not None and info.prices is not None else None

@@ -285,7 +285,8 @@ def append_completion(
 ) -> Message:
     """Append the assistant turn of a provider reply with its provider, model, usage,
     cost and finish reason; a reply the adapter had to make storable is flagged
-    ``sanitized``.
+    ``sanitized``, one whose reasoning a turn could not hold whole records how
+    many parts were left out (``reasoning_omitted``).
 
     ``parsed`` is a structured answer, read and validated (``Message.parsed``);
     ``run`` and ``history`` as for :func:`append_messages`. ``cost`` is the
@@ -305,9 +306,17 @@ def append_completion(
         "reasoning_tokens": usage.reasoning_tokens,
         "cost": cost,
         "run": run,
-        "metadata": {**(metadata or {}), **({"sanitized": True} if response.sanitized else {})},
+        "metadata": {**(metadata or {}), **_reply_notes(response)},
     }
     return _append(conversation, [(response.to_message(), extra)], run, history)[0]
+
+
+def _reply_notes(response: CompletionResponse) -> dict[str, Any]:
+    """What the stored turn records of the reply's changes: ``sanitized``, ``reasoning_omitted``."""
+    notes: dict[str, Any] = {"sanitized": True} if response.sanitized else {}
+    if response.reasoning_omitted:
+        notes["reasoning_omitted"] = response.reasoning_omitted
+    return notes
 
 
 def append_cancelled_reply(conversation: ConversationRef, text: str, *, run: Run) -> Message:

@@ -80,7 +80,9 @@ class CompletionResponse:
     (the call is then ``malformed``) because their decoded form held such a
     character or a non-finite number. ``reasoning`` is the reply's reasoning
     state, in the order the provider sent it, each part tagged with the
-    provider; the turn stored from the reply keeps it.
+    provider; the turn stored from the reply keeps it. ``reasoning_omitted``
+    counts the parts a reply beyond a turn's bounds could not keep
+    (:func:`~llm_conversations.core.reasoning.bounded_reasoning`).
     """
 
     content: str
@@ -93,6 +95,7 @@ class CompletionResponse:
     raw_finish_reason: str | None = None
     sanitized: bool = False
     reasoning: tuple[Reasoning, ...] = ()
+    reasoning_omitted: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tool_calls", tuple(self.tool_calls))

@@ -57,6 +57,16 @@ _DEFAULTS = (
     ("claude-haiku-4-5", 200_000, 64_000, "1.00", "0.10", "5.00"),
     ("gemini-2.5-flash", 1_048_576, 65_536, "0.30", "0.075", "2.50"),
     ("gemini-2.5-pro", 1_048_576, 65_536, "1.25", "0.125", "10.00"),
+    # The models docs/providers.md names, December 2026: gpt-5-mini from its OpenAI
+    # model page (developers.openai.com/api/docs/models/gpt-5-mini); gpt-5's input
+    # price from OpenAI's model pages (the GPT-5 row of their comparisons), its cached
+    # and output prices with simonw/llm-prices (data/openai.json), as OpenAI lists
+    # them for the GPT-5 family; gpt-4.1 from github/docs' Copilot price table
+    # (data/tables/copilot/models-and-pricing.yml) and simonw/llm-prices, which agree.
+    # No DeepSeek model: its prices change with the hour of the day (docs/costs.md).
+    ("gpt-5", 400_000, 128_000, "1.25", "0.125", "10.00"),
+    ("gpt-5-mini", 400_000, 128_000, "0.25", "0.025", "2.00"),
+    ("gpt-4.1", 1_047_576, 32_768, "2.00", "0.50", "8.00"),
 )
 DEFAULT_MODEL_INFO: dict[str, dict[str, Any]] = {
     model: {

@@ -31,12 +31,14 @@ __all__ = [
     "MAX_REASONING_PARTS",
     "Reasoning",
     "ReasoningKind",
+    "bounded_reasoning",
     "check_reasoning",
     "reasoning_from_list",
 ]
 
 # Bounds that keep one turn's reasoning storable and loadable; real replies
-# stay far below them (a long thinking block is some 100k characters).
+# stay far below them (a long thinking block is some 100k characters). A reply
+# beyond them is stored with its reasoning bounded (bounded_reasoning()).
 MAX_REASONING_PARTS = 256
 MAX_REASONING_CHARS = 4_000_000
 _MAX_PROVIDER_CHARS = 100
@@ -220,3 +222,21 @@ def check_reasoning(parts: Sequence[Reasoning], call_ids: Iterable[str]) -> None
             f"a turn's reasoning holds at most {MAX_REASONING_CHARS} characters.",
             field="reasoning",
         )
+
+
+def bounded_reasoning(parts: Sequence[Reasoning]) -> tuple[tuple[Reasoning, ...], int]:
+    """A reply's reasoning as a turn can hold it, and how many parts were left out.
+
+    Within ``MAX_REASONING_PARTS`` and ``MAX_REASONING_CHARS`` the parts are
+    kept as they are (``0`` left out). Beyond either, the provider's state
+    cannot be kept whole, and a provider refuses a changed sequence of signed
+    parts, so none of it is kept: the text the model showed stays readable as
+    one ``thinking`` part without data (which no adapter sends back), cut at
+    ``MAX_REASONING_CHARS``, and every part the provider sent counts as left out.
+    The next request then continues the turn as one without reasoning state.
+    """
+    if len(parts) <= MAX_REASONING_PARTS and sum(p.size for p in parts) <= MAX_REASONING_CHARS:
+        return tuple(parts), 0
+    text = "\n\n".join(part.text for part in parts if part.text)[:MAX_REASONING_CHARS]
+    kept = (Reasoning(parts[0].provider, ReasoningKind.THINKING, text),) if text else ()
+    return kept, len(parts)

@@ -29,7 +29,7 @@ from llm_conversations.core.messages import (
     as_chat_messages,
 )
 from llm_conversations.core.parameters import ParameterSupport, RunParameters
-from llm_conversations.core.reasoning import Reasoning
+from llm_conversations.core.reasoning import Reasoning, bounded_reasoning
 from llm_conversations.core.text import storable_text
 from llm_conversations.core.tool_specs import ToolSpec
 
@@ -46,6 +46,7 @@ from .errors import (
 )
 from .http import HttpTransport, backoff_delay, parse_retry_after
 from .interrupts import NO_INTERRUPT, Interrupt
+from .redaction import REDACTED, KeyRedactor, key_redactor
 from .stream_events import ResponseCompleted, StreamEvent, TextDelta, whole_reply_stream
 
 __all__ = [
@@ -61,7 +62,6 @@ __all__ = [
 ]
 
 
-REDACTED = "[redacted]"
 # The defaults of a PROVIDERS entry's TIMEOUT (seconds per attempt),
 # CONNECT_TIMEOUT, MAX_RETRIES and MAX_RETRY_AFTER (the longest Retry-After
 # slept through inside a request); the registry imports them rather than
@@ -380,11 +380,15 @@ class Provider(HttpTransport):
 
     # Redaction ------------------------------------------------------------
 
+    @property
+    def _redactor(self) -> KeyRedactor | None:
+        return key_redactor(frozenset({self._api_key})) if self._api_key else None
+
     def redact(self, text: str) -> str:
-        """``text`` with the API key replaced."""
-        if self._api_key and self._api_key in text:
-            return text.replace(self._api_key, REDACTED)
-        return text
+        """``text`` with the API key replaced, and any fragment of it
+        (``providers/redaction.py``: another case, split, masked)."""
+        redactor = self._redactor
+        return text if redactor is None else redactor.redact(text)
 
     def error_text(self, text: str) -> str:
         """Provider text for an error message: the key redacted, then cut short."""
@@ -424,7 +428,8 @@ class Provider(HttpTransport):
 
         Every adapter builds its replies here, so no raw body escapes
         redaction, no reply exceeds ``max_reply_chars`` (text, or any call's
-        arguments text) and none holds what a database cannot store.
+        arguments text), none holds what a database cannot store and its
+        reasoning fits a turn (``bounded_reasoning``, ``reasoning_omitted``).
         ``StreamAccumulator`` already made its text and calls storable and
         says so in ``sanitized``; this applies the same rules again for
         replies built another way.
@@ -449,6 +454,7 @@ class Provider(HttpTransport):
         for call in calls:
             self.check_size(len(call.arguments_json), f"arguments of {call.name!r}")
         self.check_size(sum(part.size for part in parts), "reasoning")
+        kept, omitted = bounded_reasoning(parts)
         return CompletionResponse(
             content=clean_content,
             tool_calls=tuple(calls),
@@ -459,20 +465,14 @@ class Provider(HttpTransport):
             raw=self.redact_data(raw),
             raw_finish_reason=raw_finish_reason,
             sanitized=sanitized,
-            reasoning=tuple(parts),
+            reasoning=kept,
+            reasoning_omitted=omitted,
         )
 
     def redact_data(self, data: Any) -> Any:
-        """A copy of decoded JSON with the API key replaced in every string."""
-        if not self._api_key:
-            return data
-        if isinstance(data, str):
-            return self.redact(data)
-        if isinstance(data, Mapping):
-            return {self.redact(str(k)): self.redact_data(v) for k, v in data.items()}
-        if isinstance(data, list):
-            return [self.redact_data(item) for item in data]
-        return data
+        """Decoded JSON with the API key (and its fragments) replaced in every string."""
+        redactor = self._redactor
+        return data if redactor is None else redactor.redact_data(data)
 
     def stream_error(self, data: object) -> ProviderError:
         """An error object that arrived inside a stream, classed by what it says it is.

@@ -11,9 +11,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
+from llm_conversations.api.serializers import RunSerializer
 from llm_conversations.conversations import create_conversation
 from llm_conversations.core.messages import ChatMessage
-from llm_conversations.models import Conversation, Message
+from llm_conversations.models import Conversation, Message, Run
 from llm_conversations.runs import ToolLoopService
 from tests.api.conftest import API_SETTINGS, calls_text
 
@@ -73,3 +74,33 @@ def test_conversation_costs_are_read_in_the_page_query(
     assert all(Decimal(item["cost"]) > 0 for item in body["results"])
     # One COUNT and one SELECT (active run and cost are subqueries).
     assert len(queries) == 2
+
+
+def test_a_run_whose_calls_have_no_price_has_no_cost(
+    client: APIClient, conversation: Conversation, settings: Any
+) -> None:
+    settings.LLM_CONVERSATIONS = API_SETTINGS  # the echo backend without prices
+    runs = f"/api/conversations/{conversation.pk}/runs/"
+    run = client.post(runs, {"message": "hi"}, format="json").json()
+    assert run["iterations"] == 1
+    # Unknown, as its turn's is: never a zero that reads as free.
+    assert run["cost"] is None
+    assert client.get(f"{runs}{run['id']}/").json()["cost"] is None
+    assert client.get(runs).json()["results"][0]["cost"] is None
+    (turn,) = Message.objects.filter(role="assistant")
+    assert turn.cost is None
+
+
+def test_a_priced_run_that_cost_nothing_says_zero(
+    client: APIClient, conversation: Conversation, settings: Any
+) -> None:
+    free = {"prices": {"input": "0", "output": "0"}}
+    echo = {**API_SETTINGS["PROVIDERS"]["echo"], "MODEL_INFO": {"echo": free}}
+    settings.LLM_CONVERSATIONS = {**API_SETTINGS, "PROVIDERS": {"echo": echo}}
+    run = client.post(
+        f"/api/conversations/{conversation.pk}/runs/", {"message": "hi"}, format="json"
+    ).json()
+    assert run["cost"] == "0.0000000000"
+    # A run that has made no call yet has spent nothing, priced or not.
+    queued = Run(conversation=conversation, status="queued")
+    assert RunSerializer(queued).data["cost"] == "0.0000000000"

@@ -53,6 +53,16 @@ def test_a_repeated_run_start_replays_the_run(
     assert Run.objects.count() == 1
 
 
+def test_a_retry_without_the_trailing_slash_is_the_same_request(
+    client: APIClient, conversation: Conversation
+) -> None:
+    first = post(client, runs_url(conversation), {"message": "hi"})
+    second = post(client, runs_url(conversation).removesuffix("/"), {"message": "hi"})
+    assert (first.status_code, second.status_code) == (201, 201)
+    assert first.json() == second.json()
+    assert Run.objects.count() == 1
+
+
 def test_the_same_key_with_another_body_is_422(
     client: APIClient, conversation: Conversation
 ) -> None:

@@ -51,12 +51,20 @@ def turn(
     model: str,
     tokens: tuple[int, int],
     cost: str | None,
+    cache: tuple[int, int] | None = None,
 ) -> Message:
-    """A stored assistant turn (after a user turn) created at ``at``."""
+    """A stored assistant turn (after a user turn) created at ``at``; ``cache`` its
+    cache reads and writes, part of its input tokens."""
     append_messages(conversation, [ChatMessage.user("hi")])
+    read, written = cache or (None, None)
     reply = CompletionResponse(
         content="hello",
-        usage=Usage(input_tokens=tokens[0], output_tokens=tokens[1]),
+        usage=Usage(
+            input_tokens=tokens[0],
+            output_tokens=tokens[1],
+            cached_tokens=read,
+            cache_write_tokens=written,
+        ),
         model=model,
         provider=provider,
     )
@@ -93,6 +101,7 @@ def seeded() -> dict[str, Any]:
         model="claude-haiku-4-5",
         tokens=(500, 50),
         cost="0.00075",
+        cache=(300, 120),
     )
     turn(
         b,
@@ -129,7 +138,7 @@ def seeded() -> dict[str, Any]:
 
 def recomputed(window: Any, by: str) -> list[UsageRow]:
     """Usage rows rebuilt in Python from every stored assistant turn."""
-    sums: dict[tuple[date, str], list[Any]] = defaultdict(lambda: [0, 0, 0, Decimal(0)])
+    sums: dict[tuple[date, str], list[Any]] = defaultdict(lambda: [0, 0, 0, Decimal(0), 0, 0])
     for row in Message.objects.filter(role="assistant").select_related("conversation__owner"):
         day = timezone.localdate(row.created_at)
         if not window.first <= day <= window.last:
@@ -144,7 +153,12 @@ def recomputed(window: Any, by: str) -> list[UsageRow]:
         entry[1] += row.input_tokens or 0
         entry[2] += row.output_tokens or 0
         entry[3] += row.cost or Decimal(0)
-    return [UsageRow(day, key, t, i, o, c) for (day, key), (t, i, o, c) in sorted(sums.items())]
+        entry[4] += row.cached_tokens or 0
+        entry[5] += row.cache_write_tokens or 0
+    return [
+        UsageRow(day, key, t, i, o, c, cached_tokens=read, cache_write_tokens=written)
+        for (day, key), (t, i, o, c, read, written) in sorted(sums.items())
+    ]
 
 
 def test_usage_by_model_equals_the_stored_rows_in_one_query(
@@ -175,7 +189,9 @@ def test_usage_by_user_equals_the_stored_rows_in_one_query(
     assert {r.key for r in rows} == {"alice", "bob", NO_OWNER}
     day = date(2026, 11, 27)
     assert [r for r in rows if r.day == day] == [
-        UsageRow(day, "alice", 1, 500, 50, Decimal("0.00075")),
+        UsageRow(
+            day, "alice", 1, 500, 50, Decimal("0.00075"), cached_tokens=300, cache_write_tokens=120
+        ),
         UsageRow(day, "bob", 1, 300, 30, Decimal("0.00105")),
     ]
 
@@ -295,7 +311,16 @@ def test_csv_holds_the_same_rows_in_one_query(
         f'attachment; filename="usage-by-{by}-2026-11-01-2026-11-30.csv"'
     )
     header, *lines = csv_rows(response)
-    assert header == ["day", by, "turns", "input_tokens", "output_tokens", "cost_usd"]
+    assert header == [
+        "day",
+        by,
+        "turns",
+        "input_tokens",
+        "output_tokens",
+        "cost_usd",
+        "cached_tokens",
+        "cache_write_tokens",
+    ]
     assert lines == [
         [
             r.day.isoformat(),
@@ -304,6 +329,8 @@ def test_csv_holds_the_same_rows_in_one_query(
             str(r.input_tokens),
             str(r.output_tokens),
             f"{r.cost.quantize(Decimal('1e-10')):f}",
+            str(r.cached_tokens),
+            str(r.cache_write_tokens),
         ]
         for r in recomputed(seeded["window"], by)
     ]

@@ -13,7 +13,11 @@ from llm_conversations.core.messages import (
     ReasoningKind,
     ToolCall,
 )
-from llm_conversations.core.reasoning import MAX_REASONING_CHARS, MAX_REASONING_PARTS
+from llm_conversations.core.reasoning import (
+    MAX_REASONING_CHARS,
+    MAX_REASONING_PARTS,
+    bounded_reasoning,
+)
 
 THOUGHT = {"provider": "anthropic", "kind": "thinking", "text": "t", "data": "sig"}
 
@@ -152,6 +156,26 @@ def test_bounds() -> None:
     with pytest.raises(InvalidMessage) as info:
         assistant([big])
     assert info.value.code == "reasoning_too_large"
+
+
+def test_reasoning_beyond_the_bounds_keeps_its_shown_text_unsigned() -> None:
+    within = [Reasoning.from_dict(THOUGHT)] * MAX_REASONING_PARTS
+    assert bounded_reasoning(within) == (tuple(within), 0)
+    # Too many parts: the text stays, as one part no adapter sends back.
+    redacted = Reasoning("anthropic", ReasoningKind.REDACTED, data="opaque")
+    many = [*within, redacted]
+    kept, omitted = bounded_reasoning(many)
+    assert omitted == MAX_REASONING_PARTS + 1
+    assert kept == (
+        Reasoning("anthropic", ReasoningKind.THINKING, "\n\n".join(["t"] * MAX_REASONING_PARTS)),
+    )
+    assert assistant([part.to_stored() for part in kept]).reasoning == kept
+    # Too many characters: the text is cut to the bound; data alone leaves nothing.
+    big = Reasoning("anthropic", ReasoningKind.THINKING, "x" * MAX_REASONING_CHARS, "sig")
+    (cut,), omitted = bounded_reasoning([big])
+    assert (cut.text, cut.data, omitted) == ("x" * MAX_REASONING_CHARS, None, 1)
+    opaque = Reasoning("x", ReasoningKind.ENCRYPTED, data="e" * (MAX_REASONING_CHARS + 1))
+    assert bounded_reasoning([opaque]) == ((), 1)
 
 
 def test_named_constructors_take_no_reasoning_as_none() -> None:

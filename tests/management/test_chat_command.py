@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from decimal import Decimal
 from io import StringIO
 from typing import Any
@@ -324,3 +325,27 @@ def test_user_option_owns_the_conversation_and_applies_the_run_policy() -> None:
         with pytest.raises(CommandError, match="No user 'carol'"):
             chat("x", user="carol")
     assert Message.objects.filter(conversation=conversation).count() == 2
+
+
+@pytest.fixture
+def app_log() -> Any:
+    """The app's log as the demo project shows it: INFO and up, on a console stream."""
+    stream = StringIO()
+    handler = logging.StreamHandler(stream)
+    logger = logging.getLogger("llm_conversations")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    yield stream
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+def test_the_apps_info_lines_stay_out_of_the_conversation(app_log: StringIO) -> None:
+    out, _ = chat("Hello", "/quit")
+    assert "assistant> Hello" in out
+    assert app_log.getvalue() == ""
+    # Asked for, they show; the command leaves the logger as it found it.
+    chat("Again", "/quit", verbosity=2)
+    assert "claimed by" in app_log.getvalue()
+    assert logging.getLogger("llm_conversations").level == logging.INFO

@@ -39,6 +39,10 @@ from llm_conversations.api.serializers.conversations import (
     MessagePageSerializer,
     MessageSerializer,
 )
+from llm_conversations.api.serializers.decisions import (
+    DecisionListQuerySerializer,
+    DecisionRecordSerializer,
+)
 from llm_conversations.api.serializers.feedback import (
     FeedbackSerializer,
     MessageFeedbackSerializer,
@@ -78,6 +82,8 @@ __all__ = [
     "ConversationListQuerySerializer",
     "ConversationSerializer",
     "ConversationStateQuerySerializer",
+    "DecisionListQuerySerializer",
+    "DecisionRecordSerializer",
     "EditSerializer",
     "ErrorSerializer",
     "FeedbackSerializer",

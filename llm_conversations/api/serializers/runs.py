@@ -25,6 +25,7 @@ from llm_conversations.api.serializers.parameters import (
     RunParametersSerializer,
 )
 from llm_conversations.conf import BUSY_STRATEGIES
+from llm_conversations.conversations.costs import run_cost
 from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS
 from llm_conversations.models import (
     MAX_ID_CHARS,
@@ -198,6 +199,14 @@ class RunContextSerializer(serializers.Serializer[Run]):
     )
 
 
+class RunCostField(serializers.DecimalField):
+    """A run's cost as :func:`~llm_conversations.conversations.costs.run_cost` has it."""
+
+    def to_representation(self, value: Run) -> str | None:  # type: ignore[override]
+        cost = run_cost(value)
+        return None if cost is None else super().to_representation(cost)
+
+
 class RunSerializer(serializers.Serializer[Run]):
     """One execution of the tool loop."""
 
@@ -239,10 +248,13 @@ class RunSerializer(serializers.Serializer[Run]):
     parameters = RunParametersSerializer(source="*")
     iterations = serializers.IntegerField(help_text="Model calls so far.")
     usage = UsageSerializer(source="*")
-    cost = serializers.DecimalField(
+    cost = RunCostField(
+        source="*",
         max_digits=COST_DIGITS,
         decimal_places=COST_DECIMALS,
-        help_text="US dollars its model calls cost (calls without prices count 0).",
+        allow_null=True,
+        help_text="US dollars its model calls cost (calls without prices count 0); `null` "
+        "when it made calls and none had a price, as its turns' `cost` is.",
     )
     fitting = RunContextSerializer(source="*")
     pending_tool_calls = PendingToolCallSerializer(source="waiting_calls", many=True)

@@ -8,6 +8,7 @@ from llm_conversations.api.views.conversations import (
     ConversationViewSet,
     MessageViewSet,
 )
+from llm_conversations.api.views.decisions import DecisionViewSet
 from llm_conversations.api.views.forks import ForkViewSet
 from llm_conversations.api.views.providers import ProviderViewSet
 from llm_conversations.api.views.runs import RunViewSet
@@ -21,6 +22,7 @@ __all__ = [
     "ChatViewSet",
     "ConversationPagination",
     "ConversationViewSet",
+    "DecisionViewSet",
     "ForkViewSet",
     "MessageViewSet",
     "ProviderViewSet",

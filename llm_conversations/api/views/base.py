@@ -13,7 +13,8 @@ import uuid
 from typing import Any, ClassVar, TypeVar
 
 from django.db.models import OuterRef, QuerySet, Subquery
-from django.http import Http404, HttpRequest
+from django.http import Http404, HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
@@ -24,7 +25,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from llm_conversations.api.errors import api_exception_handler
+from llm_conversations.api.errors import api_exception_handler, error_body
 from llm_conversations.api.parsers import BodyRequest, BoundedJSONParser, check_text
 from llm_conversations.api.permissions import authentication_classes, permission_classes
 from llm_conversations.api.serializers import ErrorSerializer, NamesSentFields
@@ -38,6 +39,7 @@ __all__ = [
     "ApiView",
     "RunStartingView",
     "error_responses",
+    "not_found",
     "owned",
     "owned_conversations",
     "parse_uuid",
@@ -109,6 +111,13 @@ def error_responses(*codes: int, media_type: str | None = None) -> dict[Any, Ope
 CONVERSATION_ID = OpenApiParameter(
     "conversation_pk", OpenApiTypes.UUID, OpenApiParameter.PATH, description="A conversation id."
 )
+
+
+@csrf_exempt
+def not_found(request: HttpRequest) -> JsonResponse:
+    """A path under the API's prefixes that no route takes, whatever the method: the
+    API's JSON 404, not the project's HTML page (``api/urls.py``)."""
+    return JsonResponse(error_body("not_found", "No such endpoint."), status=404)
 
 
 def parse_uuid(value: Any) -> uuid.UUID:

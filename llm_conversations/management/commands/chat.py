@@ -9,9 +9,11 @@ a client-side tool). EOF or ``/quit`` ends the chat.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -62,12 +64,26 @@ def _preview(text: str) -> str:
     return text if len(text) <= RESULT_PREVIEW_CHARS else text[:RESULT_PREVIEW_CHARS] + "..."
 
 
+@contextmanager
+def _quiet_app_logs(verbosity: int) -> Iterator[None]:
+    """The app's INFO lines (a run claimed, ...) kept out of the transcript unless
+    ``--verbosity 2`` or more asks for them; warnings and errors still show."""
+    app = logging.getLogger("llm_conversations")
+    level = app.level
+    if verbosity < 2:
+        app.setLevel(max(logging.WARNING, level))
+    try:
+        yield
+    finally:
+        app.setLevel(level)
+
+
 class Command(BaseCommand):
     """Chat with the configured provider and tools; every turn is stored."""
 
     help = (
         "Chat in the terminal with the configured provider and tools, storing every turn. "
-        "End with /quit or EOF (Ctrl-D)."
+        "End with /quit or EOF (Ctrl-D). The app's INFO log lines show with -v 2."
     )
     # call_command(..., stdin=StringIO(...)) feeds the lines in tests.
     stealth_options = ("stdin",)
@@ -139,8 +155,9 @@ class Command(BaseCommand):
             "Type a message; /quit or EOF ends."
         )
         try:
-            self.resume_waiting(service, conversation)
-            self.loop(service, conversation)
+            with _quiet_app_logs(options.get("verbosity", 1)):
+                self.resume_waiting(service, conversation)
+                self.loop(service, conversation)
         except KeyboardInterrupt:
             self.stdout.write("")
         conversation.refresh_from_db(fields=["message_count"])

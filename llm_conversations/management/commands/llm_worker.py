@@ -5,6 +5,11 @@ plus ``--concurrency N`` (tasks in flight at once, default 64) and ``--grace
 SECONDS`` (how long SIGINT or SIGTERM waits for them). ``--interval`` is the
 poll: 5 s on PostgreSQL, where queued tasks are pushed (``LISTEN``/``NOTIFY``)
 and polling is only the fallback; 0.1 s elsewhere. See docs/deployment.md.
+
+Unlike ``db_worker`` it does not reload on code changes under ``DEBUG``: a
+reload ends the process at once, without ``--grace``, so every run in flight
+(dozens at a time) loses its worker and waits for the reaper, and a provider
+call it had made may be made again. ``--reload`` asks for it.
 """
 
 from __future__ import annotations
@@ -67,7 +72,13 @@ class Command(db_worker.Command):
             default=30.0,
             help="Seconds SIGINT or SIGTERM waits for the tasks in flight (default: %(default)r)",
         )
-        parser.set_defaults(interval=None)
+        parser.set_defaults(interval=None, reload=False)
+        for action in parser._actions:
+            if action.dest == "reload":
+                action.help = (
+                    "Reload the worker on code changes; off by default, even with DEBUG: "
+                    "a reload ends the tasks in flight without --grace"
+                )
 
     def handle(  # type: ignore[override]
         self,
