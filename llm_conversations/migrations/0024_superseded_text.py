@@ -16,7 +16,7 @@ def mark_superseded(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("llm_conversations", "0022_busy_strategies"),
+        ("llm_conversations", "0023_share_snapshot_messages"),
     ]
 
     operations = [
