@@ -82,16 +82,6 @@ AG_UI_STREAM_NOTE = (
 NAMESPACE = "llm_conversations"
 PROGRESS_EVENT = f"{NAMESPACE}.tool_call.progress"
 
-# The status a run has after each event that ends a stream (the run read with a
-# page may be later still: approved and running again).
-_ENDED_STATUS = {
-    RunEventType.RUN_REQUIRES_ACTION: RunStatus.REQUIRES_ACTION,
-    RunEventType.RUN_COMPLETED: RunStatus.COMPLETED,
-    RunEventType.RUN_FAILED: RunStatus.FAILED,
-    RunEventType.RUN_CANCELLED: RunStatus.CANCELLED,
-}
-_ENDING_EVENTS = {status: kind for kind, status in _ENDED_STATUS.items()}
-
 
 class AgUiRenderer(BaseRenderer):
     """Lets ``?format=ag-ui`` through content negotiation; streams are built by the views."""
@@ -202,7 +192,7 @@ class AgUiStream:
     def state(self, run_id: Any) -> bytes:
         """The end of a stream whose run stopped without logging its end in it (one query)."""
         run = Run.objects.get(pk=run_id)
-        kind = _ENDING_EVENTS.get(RunStatus(run.status), RunEventType.RUN_REQUIRES_ACTION)
+        kind = RunStatus(run.status).end_event or RunEventType.RUN_REQUIRES_ACTION
         return b"".join(chunk(item) for item in self._advance(None, kind, None, {}, run))
 
     def end(self) -> bytes:
@@ -313,7 +303,9 @@ class AgUiStream:
     def _finish(self, kind: RunEventType, run: Run | None) -> list[dict[str, Any]]:
         self.finished = True
         events = self._close_text()
-        status = _ENDED_STATUS[kind]
+        # The status after this event (the run read with a page may be later still:
+        # approved and running again).
+        status = RunStatus.ended_by(kind)
         reason = (run.termination_reason or None) if run is not None else None
         if kind is RunEventType.RUN_REQUIRES_ACTION:
             reason = None

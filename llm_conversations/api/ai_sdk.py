@@ -93,14 +93,6 @@ _FINISH_REASONS = {
     TerminationReason.IMPORTED_UNFINISHED: "other",
 }
 
-# The event that a run in this status would have logged last.
-_ENDING_EVENTS = {
-    RunStatus.REQUIRES_ACTION: RunEventType.RUN_REQUIRES_ACTION,
-    RunStatus.COMPLETED: RunEventType.RUN_COMPLETED,
-    RunStatus.FAILED: RunEventType.RUN_FAILED,
-    RunStatus.CANCELLED: RunEventType.RUN_CANCELLED,
-}
-
 
 class AiSdkRenderer(BaseRenderer):
     """Lets ``?format=ai-sdk`` through content negotiation; streams are built by the views."""
@@ -255,7 +247,7 @@ class UIMessageStream:
     def state(self, run_id: Any) -> bytes:
         """The end of a stream whose run stopped without logging its end in it (one query)."""
         run = Run.objects.get(pk=run_id)
-        kind = _ENDING_EVENTS.get(RunStatus(run.status), RunEventType.RUN_REQUIRES_ACTION)
+        kind = RunStatus(run.status).end_event or RunEventType.RUN_REQUIRES_ACTION
         return b"".join(chunk(item) for item in self._advance(None, kind, None, {}, run))
 
     def end(self) -> bytes:

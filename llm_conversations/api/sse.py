@@ -76,14 +76,6 @@ PROGRESS_KEYS = ("tool_call_id", "text", "fraction")
 # What a run.fallback says: the entries left and taken, why, the HTTP status.
 FALLBACK_KEYS = ("from_entry", "to_entry", "reason", "status_code")
 
-# The final event for a run that stopped (or paused) without logging it in this stream.
-_STATE_EVENTS = {
-    RunStatus.REQUIRES_ACTION: RunEventType.RUN_REQUIRES_ACTION,
-    RunStatus.COMPLETED: RunEventType.RUN_COMPLETED,
-    RunStatus.FAILED: RunEventType.RUN_FAILED,
-    RunStatus.CANCELLED: RunEventType.RUN_CANCELLED,
-}
-
 
 class EventStreamRenderer(BaseRenderer):
     """Lets clients send ``Accept: text/event-stream``.
@@ -154,14 +146,10 @@ def render_page(page: run_events.Page) -> bytes:
     return b"".join(chunks)
 
 
-# A run another worker may be executing: its stream goes on in the log.
-_EXECUTING = (RunStatus.WAITING, RunStatus.QUEUED, RunStatus.RUNNING)
-
-
 def _state_event(run_id: Any) -> bytes:
     """Where the run stands, for a stream whose steps logged no final event."""
     run = Run.objects.get(pk=run_id)
-    name = _STATE_EVENTS.get(RunStatus(run.status), RunEventType.RUN_REQUIRES_ACTION)
+    name = RunStatus(run.status).end_event or RunEventType.RUN_REQUIRES_ACTION
     return encode_event(name, {"run_id": str(run_id), "run": RunSerializer(run).data})
 
 
@@ -245,7 +233,8 @@ def _generate(
                 after_id = page.events[-1].id
                 ended = ended or page.ended
                 yield fmt.render(page)
-        if not ended and Run.objects.filter(pk=run_id, status__in=_EXECUTING).exists():
+        executing = [status for status in RunStatus if status.executing]
+        if not ended and Run.objects.filter(pk=run_id, status__in=executing).exists():
             # Another worker took the run over (this execution's lease lapsed):
             # follow its execution in the log rather than make up an end.
             heartbeat = conf.SSE_HEARTBEAT_SECONDS

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 from django.db import IntegrityError, models
 from django.db.models import Q
@@ -26,10 +26,12 @@ from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS
 from llm_conversations.core.parameters import RunParameters
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.exceptions import RunStateError
+from llm_conversations.models.run_events import RunEventType
 
 __all__ = [
     "ACTIVE_RUN_STATUSES",
     "ENDED_RUN_STATUSES",
+    "RUN_MOVES",
     "Decision",
     "PendingCall",
     "Run",
@@ -41,7 +43,7 @@ __all__ = [
 
 
 class RunStatus(models.TextChoices):
-    """Where a run of the tool loop stands."""
+    """Where a run of the tool loop stands, and the rules of its moves (:data:`RUN_MOVES`)."""
 
     QUEUED = "queued", _("Queued")
     RUNNING = "running", _("Running")
@@ -53,6 +55,75 @@ class RunStatus(models.TextChoices):
     # not active yet, so the one-active-run constraint does not count it.
     WAITING = "waiting", _("Waiting for the active run")
 
+    @property
+    def moves(self) -> frozenset[RunStatus]:
+        """The statuses a run in this one may move to."""
+        return RUN_MOVES[self]
+
+    @property
+    def reached_from(self) -> frozenset[RunStatus]:
+        """The statuses a run may move to this one from."""
+        return frozenset(status for status, moves in RUN_MOVES.items() if self in moves)
+
+    @property
+    def end_event(self) -> RunEventType | None:
+        """The event a run's stream ends with in this status; ``None`` while it executes."""
+        return _END_EVENTS.get(self)
+
+    @classmethod
+    def ended_by(cls, event: RunEventType) -> RunStatus:
+        """The status a run is in after logging ``event``, an event that ends a stream."""
+        return next(status for status, end in _END_EVENTS.items() if end is event)
+
+    @property
+    def executing(self) -> bool:
+        """Whether the run may log more events without anyone acting on it: it waits
+        for its turn, is queued for a worker, or runs."""
+        return self.end_event is None
+
+
+# The one table of a run's moves; beside each, who makes it.
+RUN_MOVES: Final[Mapping[RunStatus, frozenset[RunStatus]]] = {
+    RunStatus.WAITING: frozenset(
+        {
+            RunStatus.QUEUED,  # the run ahead ended: transitions.finish -> waiting_runs
+            RunStatus.FAILED,  # its user turn can no longer be stored: transitions
+            RunStatus.CANCELLED,  # transitions.cancel_run
+        }
+    ),
+    RunStatus.QUEUED: frozenset(
+        {
+            RunStatus.RUNNING,  # a worker or a request claims it: leases.claim
+            RunStatus.FAILED,  # transitions.finish
+            RunStatus.CANCELLED,  # transitions.cancel_run, busy.replace_active
+        }
+    ),
+    RunStatus.RUNNING: frozenset(
+        {
+            RunStatus.QUEUED,  # its worker was lost: reaper.reap_runs
+            RunStatus.REQUIRES_ACTION,  # transitions.pause
+            RunStatus.COMPLETED,  # transitions.finish
+            RunStatus.FAILED,  # transitions.finish (the loop, the reaper)
+            RunStatus.CANCELLED,  # transitions.cancel_run, busy.replace_active
+        }
+    ),
+    RunStatus.REQUIRES_ACTION: frozenset(
+        {
+            RunStatus.QUEUED,  # its calls were answered: decisions.answer_waiting
+            RunStatus.FAILED,  # transitions.finish
+            RunStatus.CANCELLED,  # transitions.cancel_run, busy.replace_active
+        }
+    ),
+    RunStatus.FAILED: frozenset({RunStatus.QUEUED}),  # a retry: transitions.requeue_failed
+    RunStatus.COMPLETED: frozenset(),
+    RunStatus.CANCELLED: frozenset(),
+}
+_END_EVENTS: Final[Mapping[RunStatus, RunEventType]] = {
+    RunStatus.REQUIRES_ACTION: RunEventType.RUN_REQUIRES_ACTION,
+    RunStatus.COMPLETED: RunEventType.RUN_COMPLETED,
+    RunStatus.FAILED: RunEventType.RUN_FAILED,
+    RunStatus.CANCELLED: RunEventType.RUN_CANCELLED,
+}
 
 ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.REQUIRES_ACTION)
 ENDED_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)

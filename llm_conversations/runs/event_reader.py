@@ -66,10 +66,6 @@ PAGE_SIZE = 100
 # Events whose superseded_after marks the text deltas before them as answered again.
 SUPERSEDING = (RunEventType.RUN_RUNNING, RunEventType.RUN_FALLBACK)
 
-# Statuses in which a run may still log events without anyone acting on it (a
-# waiting run logs them once the run ahead of it ends).
-_EXECUTING = frozenset({RunStatus.WAITING, RunStatus.QUEUED, RunStatus.RUNNING})
-
 
 @dataclass(frozen=True)
 class Page:
@@ -177,7 +173,7 @@ def read_page(run_id: uuid.UUID | str, after_id: int, limit: int = PAGE_SIZE) ->
     """
     events = events_after(run_id, after_id, limit)
     run = Run.objects.filter(pk=run_id).first()
-    stopped = run is None or run.status not in _EXECUTING
+    stopped = run is None or not RunStatus(run.status).executing
     if not events and run is not None and stopped:
         events = events_after(run_id, after_id, limit)
     full = len(events) == limit

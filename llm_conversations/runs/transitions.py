@@ -41,7 +41,7 @@ from llm_conversations.exceptions import (
     RunStateError,
 )
 from llm_conversations.models import (
-    ACTIVE_RUN_STATUSES,
+    ENDED_RUN_STATUSES,
     Message,
     PendingCall,
     Run,
@@ -118,13 +118,6 @@ def error_text(error: BaseException) -> str:
     return SERVER_ERROR
 
 
-_END_EVENTS = {
-    RunStatus.COMPLETED: RunEventType.RUN_COMPLETED,
-    RunStatus.FAILED: RunEventType.RUN_FAILED,
-    RunStatus.CANCELLED: RunEventType.RUN_CANCELLED,
-}
-
-
 def finish(
     run: Run,
     status: RunStatus,
@@ -134,21 +127,29 @@ def finish(
     where: Q | None = None,
     start_next: bool = True,
 ) -> Run:
-    """End an active run; one that ended meanwhile keeps its state.
+    """End a run: every run ends here, logging ``status``'s end event; one that
+    ended meanwhile keeps its state.
 
     ``where`` narrows which state may be ended (the loop passes its lease, the
-    reaper an expired lease). In the same transaction, every call the
-    conversation leaves unanswered is answered with an error result, so the
-    conversation stays valid and usable whatever ended the run; a cancelled
-    run keeps the text its model had streamed as its assistant turn (finish
-    reason ``cancelled``), exactly what its streams showed. Then the oldest
-    run waiting behind it is queued (:func:`waiting_runs.start_next`) unless
-    ``start_next`` is false: the caller starts a run of its own in its place.
+    reaper an expired lease); the moves to ``status`` that ``RUN_MOVES`` allows
+    are the rest. In the same transaction, every call the conversation leaves
+    unanswered is answered with an error result, so the conversation stays
+    valid and usable whatever ended the run; a cancelled run keeps the text its
+    model had streamed as its assistant turn (finish reason ``cancelled``),
+    exactly what its streams showed. Then the oldest run waiting behind it is
+    queued (:func:`_start_next`) unless ``start_next`` is false: the caller
+    starts a run of its own in its place. A run that was waiting for its turn
+    (``run.status``, read under its lock) stored nothing, and ends alone.
     """
+    end_event = status.end_event
+    if end_event is None or status not in ENDED_RUN_STATUSES:
+        raise ValueError(f"{status!r} does not end a run.")
+    stored_turns = run.status != RunStatus.WAITING
     fields: dict[str, Any] = {
         "status": status,
         "termination_reason": reason,
         "pending_tool_calls": [],
+        "waiting_turn": {},
         "finished_at": timezone.now(),
         **_RELEASED,
     }
@@ -156,29 +157,58 @@ def finish(
         fields["error_type"] = type(error).__name__
         fields["error_message"] = error_text(error)
     with transaction.atomic():
-        ended = Run.objects.filter(where or Q(), pk=run.pk, status__in=ACTIVE_RUN_STATUSES).update(
+        ended = Run.objects.filter(where or Q(), pk=run.pk, status__in=status.reached_from).update(
             **fields
         )
-        pending = pending_tool_call_ids(run.conversation_id) if ended else ()
         events: list[EventItem] = []
-        if pending:
-            rows = append_messages(
-                run.conversation_id, unanswered_results(pending, reason), run=run
-            )
-            # Streams close these calls as they close any other.
-            events += [(RunEventType.TOOL_RESULT_STORED, {"message": str(r.pk)}) for r in rows]
-        streamed = unstored_text(run.pk) if ended and status is RunStatus.CANCELLED else ""
-        if streamed:
-            row = append_cancelled_reply(run.conversation_id, streamed, run=run)
-            events.append((RunEventType.MESSAGE_STORED, {"message": str(row.pk)}))
+        if ended and stored_turns:
+            events += _answer_left_calls(run, reason)
+            if status is RunStatus.CANCELLED:
+                events += _keep_streamed_text(run)
         if ended:
-            record(run.pk, [*events, (_END_EVENTS[status], {})])
-            if start_next:
-                waiting_runs.start_next(run.conversation_id)
+            record(run.pk, [*events, (end_event, {})])
+            if start_next and stored_turns:
+                _start_next(run.conversation_id)
     run.refresh_from_db()
     if ended:
         transaction.on_commit(partial(run_finished.send, sender=Run, run=run))
     return run
+
+
+def _answer_left_calls(run: Run, reason: TerminationReason) -> list[EventItem]:
+    """Answer every call the conversation leaves unanswered with an error result."""
+    unanswered = pending_tool_call_ids(run.conversation_id)
+    if not unanswered:
+        return []
+    rows = append_messages(run.conversation_id, unanswered_results(unanswered, reason), run=run)
+    # Streams close these calls as they close any other.
+    return [(RunEventType.TOOL_RESULT_STORED, {"message": str(r.pk)}) for r in rows]
+
+
+def _keep_streamed_text(run: Run) -> list[EventItem]:
+    """Store the text a cancelled run's model had streamed as its assistant turn."""
+    streamed = unstored_text(run.pk)
+    if not streamed:
+        return []
+    row = append_cancelled_reply(run.conversation_id, streamed, run=run)
+    return [(RunEventType.MESSAGE_STORED, {"message": str(row.pk)})]
+
+
+def _start_next(conversation_id: uuid.UUID) -> None:
+    """Queue the oldest run waiting behind the one that ended; one whose user turn can
+    no longer be stored fails with the reason, and the next one is tried."""
+    while (oldest := waiting_runs.queue_oldest(conversation_id)) is not None:
+        waiting, refused = oldest
+        if refused is None:
+            return
+        finish(
+            waiting,
+            RunStatus.FAILED,
+            TerminationReason.ERROR,
+            refused,
+            where=Q(status=RunStatus.WAITING),
+            start_next=False,
+        )
 
 
 def store_reply(
@@ -335,7 +365,8 @@ def cancel_run(run_id: uuid.UUID | str) -> Run:
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
         if run.status == RunStatus.WAITING:
-            return waiting_runs.cancel_waiting(run)
+            waiting_runs.step_out_of_line(run)
+            return finish(run, RunStatus.CANCELLED, TerminationReason.CANCELLED)
         if not run.is_active:
             raise RunStateError(
                 "run_not_active",

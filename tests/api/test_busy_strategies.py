@@ -23,14 +23,16 @@ from rest_framework.test import APIClient
 
 from llm_conversations.conf import conf
 from llm_conversations.conversations import create_conversation, load_messages
+from llm_conversations.conversations.attachments import create_attachment
 from llm_conversations.core.messages import Role, check_sequence
-from llm_conversations.models import Conversation, Message, Run, RunStatus
+from llm_conversations.models import Conversation, Message, Run, RunEventType, RunStatus
 from llm_conversations.runs import ToolLoopService, event_log
 from llm_conversations.runs.reaper import reap_runs
 from tests.api.conftest import API_SETTINGS, calls_text, parse_sse
 from tests.api.test_runs import runs_url, start
 from tests.conftest import requires_postgresql, run_together, task_backend
 from tests.runs.test_cancelled_replies import WORDS
+from tests.support.attachment_files import image_bytes
 from tests.support.streaming import streamed
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -170,6 +172,27 @@ def test_an_enqueued_run_starts_when_the_reaper_fails_the_active_one(
     assert reap_runs().failed == (first.pk,)
     assert Run.objects.get(pk=waiting["id"]).status == RunStatus.COMPLETED
     assert [c for _, c in contents(conversation)] == ["Hi", "first", "second", "second"]
+    assert_usable(conversation)
+
+
+def test_a_waiting_run_whose_turn_can_no_longer_be_stored_fails_and_the_next_starts(
+    client: APIClient, conversation: Conversation, user: User
+) -> None:
+    first = ToolLoopService().start(conversation, "first")
+    image = create_attachment(user, image_bytes("PNG", (8, 8)), filename="dot.png")[0]
+    parts = [{"type": "text", "text": "see"}, {"type": "image", "attachment_id": str(image.pk)}]
+    turn = {"role": "user", "content": parts}
+    doomed = start(client, conversation, message=turn, if_busy="enqueue").json()
+    after = start(client, conversation, message="third", if_busy="enqueue").json()
+    image.delete()  # a waiting turn is not a stored one: nothing refuses
+    ToolLoopService().execute(first.pk)
+    failed = Run.objects.get(pk=doomed["id"])
+    assert (failed.status, failed.termination_reason) == (RunStatus.FAILED, "error")
+    assert failed.error_type == "InvalidMessage" and failed.waiting_turn == {}
+    # It ended as every run ends: through the one transition, its end event logged.
+    assert list(failed.events.values_list("type", flat=True)) == [RunEventType.RUN_FAILED]
+    assert Run.objects.get(pk=after["id"]).status == RunStatus.COMPLETED
+    assert [c for _, c in contents(conversation)] == ["Hi", "first", "first", "third", "third"]
     assert_usable(conversation)
 
 
