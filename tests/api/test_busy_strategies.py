@@ -188,7 +188,7 @@ def test_a_waiting_run_whose_turn_can_no_longer_be_stored_fails_and_the_next_sta
     ToolLoopService().execute(first.pk)
     failed = Run.objects.get(pk=doomed["id"])
     assert (failed.status, failed.termination_reason) == (RunStatus.FAILED, "error")
-    assert failed.error_type == "InvalidMessage" and failed.waiting_turn == {}
+    assert (failed.error_type, failed.waiting_turn) == ("InvalidMessage", {})
     # It ended as every run ends: through the one transition, its end event logged.
     assert list(failed.events.values_list("type", flat=True)) == [RunEventType.RUN_FAILED]
     assert Run.objects.get(pk=after["id"]).status == RunStatus.COMPLETED
