@@ -28,9 +28,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.utils.encoders import JSONEncoder
 
-from llm_conversations.api.ai_sdk import PROTOCOL_HEADER
 from llm_conversations.api.errors import ApiError, as_api_error, error_body
-from llm_conversations.api.sse import RunStream, log_stream_response
+from llm_conversations.api.streams.formats import FORMATS
+from llm_conversations.api.streams.responses import RunStream, log_stream_response
 from llm_conversations.conversations import idempotency
 
 __all__ = ["HEADER", "IDEMPOTENCY_KEY", "idempotent"]
@@ -74,13 +74,16 @@ def _as_json(data: Any) -> Any:
     return json.loads(JSONRenderer().render(data))
 
 
+_STREAM_KEYS = {"stream", "format", "ai_sdk"}
+
+
 def _replay(request: Request, status: int, stored: Any) -> HttpResponseBase:
-    if isinstance(stored, dict) and "stream" in stored and set(stored) <= {"stream", "ai_sdk"}:
-        # A stream in the AI SDK's format is replayed in it, whatever the repeat asks.
-        ai_sdk_format = True if stored.get("ai_sdk") else None
-        return log_stream_response(
-            request._request, stored["stream"], 0, ai_sdk_format=ai_sdk_format
-        )
+    if isinstance(stored, dict) and "stream" in stored and set(stored) <= _STREAM_KEYS:
+        # A stream is replayed as the run's log in its format, whatever the repeat asks
+        # (a key stored before formats had names says "ai_sdk").
+        name = stored.get("format") or ("ai-sdk" if stored.get("ai_sdk") else "events")
+        fmt = FORMATS.get(name, FORMATS["events"])
+        return log_stream_response(request._request, stored["stream"], 0, fmt)
     return Response(stored, status=status)
 
 
@@ -109,9 +112,7 @@ def idempotent(request: Request, answer: Callable[[], HttpResponseBase]) -> Http
             idempotency.release(row)
         raise
     if isinstance(response, RunStream):
-        kept: dict[str, Any] = {"stream": str(response.run_id)}
-        if response.has_header(PROTOCOL_HEADER):
-            kept["ai_sdk"] = True
+        kept = {"stream": str(response.run_id), "format": response.stream_format}
         idempotency.complete(row, response.status_code, kept)
     elif isinstance(response, Response):
         idempotency.complete(row, response.status_code, _as_json(response.data))

@@ -20,7 +20,6 @@ from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerial
 from drf_spectacular.settings import spectacular_settings
 from rest_framework import serializers
 
-from llm_conversations.api.ai_sdk import AI_SDK_FORMAT, PROTOCOL_HEADER, PROTOCOL_VERSION
 from llm_conversations.api.serializers import (
     MessageContentField,
     MessageInputSerializer,
@@ -37,6 +36,7 @@ from llm_conversations.api.serializers.parameters import (
     StopField,
     ToolChoiceField,
 )
+from llm_conversations.api.streams.ai_sdk import AI_SDK_FORMAT, PROTOCOL_HEADER, PROTOCOL_VERSION
 from llm_conversations.conf import conf
 from llm_conversations.core.parameters import TOOL_CHOICE_MODES
 from llm_conversations.models import RunEventType

@@ -1,7 +1,7 @@
 """A stored conversation as the AI SDK's ``UIMessage[]``, for ``useChat({messages})``.
 
 The same message a client rebuilt from the run's UI message stream
-(:mod:`llm_conversations.api.ai_sdk`): a run is one assistant message whose id
+(:mod:`llm_conversations.api.streams.ai_sdk`): a run is one assistant message whose id
 is the run's id, with per assistant turn a ``step-start``, its text and a tool
 part per call (``tool-{name}``, in the state its result, the run's decision or
 its wait leaves it). User and system turns are one message each, with the id
@@ -24,8 +24,8 @@ from typing import Any
 
 from django.urls import reverse
 
-from llm_conversations.api.ai_sdk import reasoning_part_id, run_metadata
 from llm_conversations.api.representations import shown_reasoning
+from llm_conversations.api.streams.ai_sdk import reasoning_part_id, run_metadata
 from llm_conversations.core.messages import ChatMessage, Role
 from llm_conversations.core.stored_rows import chat_message_from_checked_row
 from llm_conversations.models import (

@@ -13,7 +13,7 @@ from django.test import AsyncClient
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
-from llm_conversations.api.ag_ui import AgUiStream
+from llm_conversations.api.streams.ag_ui import AgUiStream
 from llm_conversations.models import Conversation, Message, Run, RunEvent
 from llm_conversations.runs import ToolLoopService
 from llm_conversations.runs import event_reader as run_events

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from llm_conversations.api.ag_ui import AgUiStream
+from llm_conversations.api.streams.ag_ui import AgUiStream
 from llm_conversations.models import Conversation
 from llm_conversations.runs import event_reader as run_events
 from tests.api.test_ag_ui import parse_events

@@ -17,7 +17,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from llm_conversations.api.ai_sdk import SUPERSEDED, UIMessageStream
+from llm_conversations.api.streams.ai_sdk import SUPERSEDED, AiSdkStream
 from llm_conversations.conversations import create_conversation
 from llm_conversations.core.completions import CompletionResponse
 from llm_conversations.models import Conversation, Run, RunEvent, RunStatus
@@ -168,7 +168,7 @@ def test_a_live_ai_sdk_reader_is_told_the_lost_text_was_superseded(
     conversation: Conversation, stream: bool
 ) -> None:
     run = lose_attempt_one(conversation)
-    renderer = UIMessageStream(run.pk)
+    renderer = AiSdkStream(run.pk)
     # The reader had the lost half before attempt 2 began.
     seen = run_events.read_page(run.pk, 0)
     assert seen.superseded == frozenset()

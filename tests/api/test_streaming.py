@@ -11,7 +11,8 @@ from django.contrib.auth.models import User
 from django.test import AsyncClient
 from rest_framework.test import APIClient
 
-from llm_conversations.api.sse import AsyncEventStream, RunEventStream
+from llm_conversations.api.streams.events import EventsStream
+from llm_conversations.api.streams.responses import AsyncRunStream, ExecutingStream
 from llm_conversations.conversations import create_conversation, load_messages
 from llm_conversations.core.messages import Role, check_sequence
 from llm_conversations.models import Conversation, Message, Run, RunStatus
@@ -224,7 +225,7 @@ def test_asgi_stream_closed_early_finishes_the_run(conversation: Conversation) -
     )
 
     async def read_one_then_close() -> bytes:
-        iterator = aiter(AsyncEventStream(RunEventStream(service, run.pk)))
+        iterator = aiter(AsyncRunStream(ExecutingStream(service, run.pk, EventsStream(run.pk))))
         first = await anext(iterator)
         await iterator.aclose()  # Django's ASGI handler closes it when the client leaves
         return first

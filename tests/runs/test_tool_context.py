@@ -177,12 +177,12 @@ def test_a_bad_fraction_is_refused(fraction: Any) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_progress_is_in_the_run_s_event_stream() -> None:
-    from llm_conversations.api.sse import render_page
+    from llm_conversations.api.streams.events import EventsStream
     from llm_conversations.runs.event_reader import read_page
     from tests.api.conftest import parse_sse
 
     run = service().send(create_conversation(), calls_text(("c1", "slow_count", {"steps": 1})))
-    events = parse_sse(render_page(read_page(run.pk, 0)))
+    events = parse_sse(EventsStream(run.pk).render(read_page(run.pk, 0)))
     progress = [data for name, data in events if name == "tool_call.progress"]
     assert progress == [
         {

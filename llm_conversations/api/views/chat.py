@@ -29,7 +29,6 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from llm_conversations.api.ai_sdk import PROTOCOL_HEADER, PROTOCOL_VERSION
 from llm_conversations.api.idempotency import IDEMPOTENCY_KEY, idempotent
 from llm_conversations.api.serializers import (
     ChatRequestSerializer,
@@ -37,7 +36,9 @@ from llm_conversations.api.serializers import (
     RunSerializer,
     UIMessageChunkEventSerializer,
 )
-from llm_conversations.api.sse import EVENT_STREAM, event_stream_response, log_stream_response
+from llm_conversations.api.streams.ai_sdk import PROTOCOL_HEADER, PROTOCOL_VERSION, AiSdkStream
+from llm_conversations.api.streams.formats import EVENT_STREAM
+from llm_conversations.api.streams.responses import executing_stream_response, log_stream_response
 from llm_conversations.api.ui_messages import UI_MESSAGE_ID, active_stretch, ui_messages
 from llm_conversations.api.views.base import (
     BODY_ERRORS,
@@ -169,7 +170,7 @@ class ChatViewSet(RunViews[Conversation]):
         # The client's id for its message: the history endpoint answers with it.
         ui_id = last.get("id")
         metadata = {UI_MESSAGE_ID: ui_id} if ui_id else None
-        return self._start(request, text, body, stream=True, ai_sdk_format=True, metadata=metadata)
+        return self._start(request, text, body, stream=True, fmt=AiSdkStream, metadata=metadata)
 
     @extend_schema(
         summary="Chat history (AI SDK)",
@@ -200,7 +201,7 @@ class ChatViewSet(RunViews[Conversation]):
         if executing is None:
             return HttpResponse(status=204)
         run, paused = executing
-        return log_stream_response(request._request, run.pk, paused, ai_sdk_format=True)
+        return log_stream_response(request._request, run.pk, paused, AiSdkStream)
 
     @extend_schema(
         summary="Stop the chat's run (AI SDK)",
@@ -257,4 +258,4 @@ class ChatViewSet(RunViews[Conversation]):
             user=request.user,
             reasons=reasons,
         )
-        return event_stream_response(request._request, service, run.pk, ai_sdk_format=True)
+        return executing_stream_response(request._request, service, run.pk, AiSdkStream)

@@ -27,8 +27,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 
-from llm_conversations.api.ag_ui import AG_UI_STREAM_NOTE, AgUiRenderer
-from llm_conversations.api.ai_sdk import AiSdkRenderer
 from llm_conversations.api.errors import ApiError, failed_run_error
 from llm_conversations.api.idempotency import IDEMPOTENCY_KEY, idempotent
 from llm_conversations.api.schema import (
@@ -46,13 +44,17 @@ from llm_conversations.api.serializers import (
     SubmitToolOutputsSerializer,
     ToolDecisionSerializer,
 )
-from llm_conversations.api.sse import (
+from llm_conversations.api.streams.ag_ui import AG_UI_STREAM_NOTE
+from llm_conversations.api.streams.base import LogRenderer
+from llm_conversations.api.streams.formats import (
     EVENT_STREAM,
-    EventStreamRenderer,
-    event_stream_response,
-    log_stream_response,
+    STREAM_RENDERERS,
+    StreamNegotiation,
+    StreamRenderer,
+    stream_format,
     wants_stream,
 )
+from llm_conversations.api.streams.responses import executing_stream_response, log_stream_response
 from llm_conversations.api.throttling import RunStartThrottle
 from llm_conversations.api.views.base import (
     BODY_ERRORS,
@@ -185,7 +187,8 @@ class RunViews(RunStartingView, viewsets.GenericViewSet[_M], Generic[_M]):
     """
 
     schema = RunSchema()
-    renderer_classes = [JSONRenderer, EventStreamRenderer, AiSdkRenderer, AgUiRenderer]
+    renderer_classes = [JSONRenderer, *STREAM_RENDERERS]
+    content_negotiation_class = StreamNegotiation
 
     @classmethod
     def as_view(
@@ -199,7 +202,7 @@ class RunViews(RunStartingView, viewsets.GenericViewSet[_M], Generic[_M]):
     ) -> HttpResponseBase:
         response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[arg-type]
         if isinstance(response, Response) and isinstance(
-            response.accepted_renderer, EventStreamRenderer | AiSdkRenderer | AgUiRenderer
+            response.accepted_renderer, StreamRenderer
         ):
             # Only streams are event streams; errors and runs stay JSON.
             response.accepted_renderer = JSONRenderer()
@@ -228,7 +231,7 @@ class RunViews(RunStartingView, viewsets.GenericViewSet[_M], Generic[_M]):
         body: RunOptionsSerializer,
         *,
         stream: bool,
-        ai_sdk_format: bool | None = None,
+        fmt: type[LogRenderer] | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> HttpResponseBase:
         """Start a run of the URL's conversation for ``message``, with the options ``body``
@@ -238,9 +241,7 @@ class RunViews(RunStartingView, viewsets.GenericViewSet[_M], Generic[_M]):
         run = service.start(
             self.get_conversation(), message, user=request.user, metadata=metadata, **options
         )
-        return self._started(
-            request, service, run, stream, options["background"], ai_sdk_format=ai_sdk_format
-        )
+        return self._started(request, service, run, stream, options["background"], fmt=fmt)
 
     def _started(
         self,
@@ -250,20 +251,19 @@ class RunViews(RunStartingView, viewsets.GenericViewSet[_M], Generic[_M]):
         stream: bool,
         background: bool,
         *,
-        ai_sdk_format: bool | None = None,
+        fmt: type[LogRenderer] | None = None,
     ) -> HttpResponseBase:
         """The answer to a request that started ``run``: its stream (in the request's format
-        unless ``ai_sdk_format`` says), the queued run (``background``), or the run once
+        unless ``fmt`` says), the queued run (``background``), or the run once
         executed here. A run waiting behind the active one is answered as a background
         run: a task worker executes it when its turn comes."""
         background = background or run.status == RunStatus.WAITING
         if wants_stream(request, stream):
+            fmt = fmt or stream_format(request)
             if background:
                 # A worker executes it: follow its log from the start.
-                return log_stream_response(request._request, run.pk, 0, ai_sdk_format=ai_sdk_format)
-            return event_stream_response(
-                request._request, service, run.pk, ai_sdk_format=ai_sdk_format
-            )
+                return log_stream_response(request._request, run.pk, 0, fmt)
+            return executing_stream_response(request._request, service, run.pk, fmt)
         if background:
             return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
         done = service.execute(run.pk)
@@ -338,7 +338,7 @@ class RunViewSet(RunViews[Run]):
                 "not an event of this run: resume from an id its own stream sent.",
                 field="Last-Event-ID" if "Last-Event-ID" in request.headers else "after",
             )
-        return log_stream_response(request._request, run.pk, after)
+        return log_stream_response(request._request, run.pk, after, stream_format(request))
 
     @extend_schema(
         summary="Get a run",
@@ -371,7 +371,9 @@ class RunViewSet(RunViews[Run]):
         service = ToolLoopService()
         run = service.answer(run.pk, **answers, resume=not stream, user=request.user)
         if stream:
-            return event_stream_response(request._request, service, run.pk)
+            return executing_stream_response(
+                request._request, service, run.pk, stream_format(request)
+            )
         return self._answer(run)
 
     @extend_schema(

@@ -1,7 +1,7 @@
-"""Runs as AG-UI events (the Agent-User Interaction protocol, ``?format=ag-ui``).
+"""AG-UI events (the Agent-User Interaction protocol, ``?format=ag-ui``).
 
-A third rendering of a run's event log, beside :mod:`llm_conversations.api.sse`
-and :mod:`llm_conversations.api.ai_sdk`. Each logged event becomes zero or more
+A rendering of a run's log (:mod:`llm_conversations.api.streams`). Each logged
+event becomes zero or more
 AG-UI events, one SSE ``data:`` line each (JSON, as AG-UI's HTTP transport
 reads them). A response is one AG-UI run: ``threadId`` is the conversation's
 id, ``runId`` the run's.
@@ -41,16 +41,10 @@ continuing it.
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
-from django.http import HttpRequest
-from rest_framework.renderers import BaseRenderer
-from rest_framework.utils.encoders import JSONEncoder
-
-# One SSE message per event, `data:` line only: the same framing as the AI SDK's chunks.
-from llm_conversations.api.ai_sdk import chunk
+from llm_conversations.api.streams.base import LogRenderer, sse_message
 from llm_conversations.core.messages import Role
 from llm_conversations.models import (
     Decision,
@@ -61,16 +55,9 @@ from llm_conversations.models import (
     RunStatus,
     chat_message_from_row,
 )
-from llm_conversations.runs import event_reader as run_events
+from llm_conversations.runs.event_reader import Page
 
-__all__ = [
-    "AG_UI_FORMAT",
-    "AG_UI_STREAM_NOTE",
-    "NAMESPACE",
-    "AgUiRenderer",
-    "AgUiStream",
-    "wants_ag_ui",
-]
+__all__ = ["AG_UI_FORMAT", "AG_UI_STREAM_NOTE", "NAMESPACE", "AgUiStream"]
 
 AG_UI_FORMAT = "ag-ui"
 # What the OpenAPI schema says of the format, beside the default events.
@@ -81,27 +68,6 @@ AG_UI_STREAM_NOTE = (
 # The key of this app's own data in an event's ``metadata`` (``ag-ui`` is the protocol's).
 NAMESPACE = "llm_conversations"
 PROGRESS_EVENT = f"{NAMESPACE}.tool_call.progress"
-
-
-class AgUiRenderer(BaseRenderer):
-    """Lets ``?format=ag-ui`` through content negotiation; streams are built by the views."""
-
-    media_type = "text/event-stream"
-    format = AG_UI_FORMAT
-    charset = "utf-8"
-
-    def render(
-        self,
-        data: Any,
-        accepted_media_type: str | None = None,
-        renderer_context: Any = None,
-    ) -> bytes:
-        return json.dumps(data, cls=JSONEncoder).encode()
-
-
-def wants_ag_ui(request: HttpRequest) -> bool:
-    """``?format=ag-ui``."""
-    return request.GET.get("format") == AG_UI_FORMAT
 
 
 def _ours(**data: Any) -> dict[str, Any]:
@@ -144,16 +110,13 @@ def _tool_result(message: Message, run: Run | None) -> dict[str, Any]:
     return event
 
 
-class AgUiStream:
-    """The AG-UI events of one response: a renderer with the state of the open text message.
+class AgUiStream(LogRenderer):
+    """The AG-UI events of one response, with the state of the open text message."""
 
-    The same interface as the AI SDK's :class:`~llm_conversations.api.ai_sdk.UIMessageStream`:
-    :meth:`prime` when resuming after an event id, :meth:`render` pages,
-    :meth:`state` or :meth:`end` to close.
-    """
+    format = AG_UI_FORMAT
 
     def __init__(self, run_id: uuid.UUID | str) -> None:
-        self.run_id = str(run_id)
+        super().__init__(run_id)
         self.thread_id: str | None = None
         self.started = False
         self.finished = False
@@ -176,8 +139,7 @@ class AgUiStream:
         # This response owes its own start and end, and announces the open message again.
         self.started = self.finished = self.text_announced = False
 
-    def render(self, page: run_events.Page) -> bytes:
-        """The events of a page of logged events; no query (the page holds what they name)."""
+    def render(self, page: Page) -> bytes:
         out: list[bytes] = []
         for event in page.events:
             if event.id in page.superseded:
@@ -186,22 +148,20 @@ class AgUiStream:
             row = page.messages.get(str(logged.get("message")))
             items = self._advance(event.id, RunEventType(event.type), row, logged, page.run)
             for index, item in enumerate(items):
-                out.append(chunk(item, event.id if index == len(items) - 1 else None))
+                last = index == len(items) - 1
+                out.append(sse_message(item, event_id=event.id if last else None))
         return b"".join(out)
 
-    def state(self, run_id: Any) -> bytes:
-        """The end of a stream whose run stopped without logging its end in it (one query)."""
-        run = Run.objects.get(pk=run_id)
-        kind = RunStatus(run.status).end_event or RunEventType.RUN_REQUIRES_ACTION
-        return b"".join(chunk(item) for item in self._advance(None, kind, None, {}, run))
+    def ended(self, kind: RunEventType, run: Run) -> bytes:
+        return b"".join(sse_message(item) for item in self._advance(None, kind, None, {}, run))
 
     def end(self) -> bytes:
-        """What closes the response: a run left open (the stream stopped early) is finished."""
+        """A run left open (the stream stopped early) is finished."""
         if self.finished:
             return b""
         self.finished = True
         closing = [*self._close_text(), self._run_finished(None)]
-        return b"".join(chunk(item) for item in self._start(None) + closing)
+        return b"".join(sse_message(item) for item in self._start(None) + closing)
 
     # State ------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
-"""Runs as the AI SDK's UI message stream protocol (``x-vercel-ai-ui-message-stream: v1``).
+"""The AI SDK's UI message stream protocol (``x-vercel-ai-ui-message-stream: v1``).
 
-The second output format of a run's streams, rendered from the same event log
-as :mod:`llm_conversations.api.sse`. Each event becomes zero or more chunks,
+A rendering of a run's log (:mod:`llm_conversations.api.streams`), asked for
+with ``?format=ai-sdk`` or the protocol's header. Each event becomes zero or more chunks,
 one SSE ``data:`` line each (JSON), and the stream ends with ``data: [DONE]``.
 The whole run is one UI message whose id is the run's id:
 
@@ -39,15 +39,11 @@ open, and starts with ``start`` again.
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
-from django.http import HttpRequest
-from rest_framework.renderers import BaseRenderer
-from rest_framework.utils.encoders import JSONEncoder
-
 from llm_conversations.api.representations import shown_reasoning
+from llm_conversations.api.streams.base import LogRenderer, sse_message
 from llm_conversations.core.messages import Role
 from llm_conversations.core.reasoning import reasoning_from_list
 from llm_conversations.models import (
@@ -56,23 +52,21 @@ from llm_conversations.models import (
     Run,
     RunEvent,
     RunEventType,
-    RunStatus,
     TerminationReason,
     WaitReason,
     chat_message_from_row,
 )
 from llm_conversations.runs import event_reader as run_events
+from llm_conversations.runs.event_reader import Page
 
 __all__ = [
     "AI_SDK_FORMAT",
     "PROTOCOL_HEADER",
     "PROTOCOL_VERSION",
     "SUPERSEDED",
-    "AiSdkRenderer",
-    "UIMessageStream",
+    "AiSdkStream",
     "reasoning_part_id",
     "run_metadata",
-    "wants_ai_sdk",
 ]
 
 AI_SDK_FORMAT = "ai-sdk"
@@ -92,37 +86,6 @@ _FINISH_REASONS = {
     TerminationReason.CANCELLED: "other",
     TerminationReason.IMPORTED_UNFINISHED: "other",
 }
-
-
-class AiSdkRenderer(BaseRenderer):
-    """Lets ``?format=ai-sdk`` through content negotiation; streams are built by the views."""
-
-    media_type = "text/event-stream"
-    format = AI_SDK_FORMAT
-    charset = "utf-8"
-
-    def render(
-        self,
-        data: Any,
-        accepted_media_type: str | None = None,
-        renderer_context: Any = None,
-    ) -> bytes:
-        return json.dumps(data, cls=JSONEncoder).encode()
-
-
-def wants_ai_sdk(request: HttpRequest) -> bool:
-    """``?format=ai-sdk``, or the protocol's header (``x-vercel-ai-ui-message-stream: v1``)."""
-    return (
-        request.GET.get("format") == AI_SDK_FORMAT
-        or request.headers.get(PROTOCOL_HEADER) == PROTOCOL_VERSION
-    )
-
-
-def chunk(data: dict[str, Any], event_id: int | None = None) -> bytes:
-    """One SSE message holding one chunk; JSON escapes newlines, so it fits on one line."""
-    payload = json.dumps(data, cls=JSONEncoder, ensure_ascii=False, separators=(",", ":"))
-    head = f"id: {event_id}\n" if event_id is not None else ""
-    return f"{head}data: {payload}\n\n".encode()
 
 
 def _tool_inputs(message: Message) -> list[dict[str, Any]]:
@@ -199,16 +162,14 @@ def _tool_output(message: Message, run: Run | None) -> dict[str, Any]:
     return {"type": "tool-output-available", "toolCallId": call_id, "output": message.content}
 
 
-class UIMessageStream:
-    """The chunks of one response: a renderer with the state of the open step and text part.
+class AiSdkStream(LogRenderer):
+    """The chunks of one response, with the state of the open step and text part."""
 
-    Build one per response; :meth:`prime` it when the response resumes after
-    an event id; feed it pages (:meth:`render`); close with :meth:`end` (or
-    :meth:`state` when the run stopped without logging its end here).
-    """
+    format = AI_SDK_FORMAT
+    headers = {PROTOCOL_HEADER: PROTOCOL_VERSION}
 
     def __init__(self, run_id: uuid.UUID | str) -> None:
-        self.run_id = str(run_id)
+        super().__init__(run_id)
         self.started = False
         self.finished = False
         self.step_open = False
@@ -230,8 +191,7 @@ class UIMessageStream:
         # This response still owes its own start, and its end.
         self.started = self.finished = False
 
-    def render(self, page: run_events.Page) -> bytes:
-        """The chunks of a page of logged events; no query (the page holds what they name)."""
+    def render(self, page: Page) -> bytes:
         out: list[bytes] = []
         for event in page.events:
             if event.id in page.superseded:
@@ -241,20 +201,18 @@ class UIMessageStream:
             kind = RunEventType(event.type)
             chunks = self._advance(event.id, kind, row, logged, page.run)
             for index, item in enumerate(chunks):
-                out.append(chunk(item, event.id if index == len(chunks) - 1 else None))
+                last = index == len(chunks) - 1
+                out.append(sse_message(item, event_id=event.id if last else None))
         return b"".join(out)
 
-    def state(self, run_id: Any) -> bytes:
-        """The end of a stream whose run stopped without logging its end in it (one query)."""
-        run = Run.objects.get(pk=run_id)
-        kind = RunStatus(run.status).end_event or RunEventType.RUN_REQUIRES_ACTION
-        return b"".join(chunk(item) for item in self._advance(None, kind, None, {}, run))
+    def ended(self, kind: RunEventType, run: Run) -> bytes:
+        return b"".join(sse_message(item) for item in self._advance(None, kind, None, {}, run))
 
     def end(self) -> bytes:
-        """What closes the response: an unfinished message is finished, then ``[DONE]``."""
+        """An unfinished message is finished, then ``[DONE]``."""
         closing = [] if self.finished else [*self._close(), {"type": "finish"}]
         self.finished = True
-        return b"".join(chunk(item) for item in closing) + DONE
+        return b"".join(sse_message(item) for item in closing) + DONE
 
     # State ------------------------------------------------------------------------
 
