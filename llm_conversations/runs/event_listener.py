@@ -1,44 +1,97 @@
-"""Waking readers of run events: one shared ``LISTEN`` per process, and local wake-ups.
+"""Pushing run events to their readers: one shared ``LISTEN`` per process, and local pushes.
 
-On PostgreSQL every stored run event sends ``NOTIFY`` with its run's id
-(migration 0004, a trigger), delivered at commit. Instead of a connection per
-waiting reader, a process has one :class:`EventListener`: a thread that
-``LISTEN``\\s on a connection of its own while anyone waits and wakes the
-waiters of the run named. It starts with the first waiter and closes its
-connection when the last one leaves, so an idle process holds no connection.
+What the engine logs reaches the readers of a run without a query: a
+:class:`Pushed` batch, the events one transaction wrote and the id of the
+run's event before them (``after``, when the writer knows it), handed to each
+waiting reader once committed. Events this process logs are pushed in process
+(:func:`publish`, with the stored turns they name); on PostgreSQL every
+process's writes are also sent as ``NOTIFY`` with the batch as payload
+(:func:`notify_payload`), delivered at commit, and each process has one
+:class:`EventListener`: a thread that ``LISTEN``\\s on a connection of its
+own while anyone waits and pushes what another process wrote. It starts with
+the first waiter and closes its connection when the last one leaves, so an
+idle process holds no connection.
 
-Events logged by this process also wake its waiters once committed
-(:func:`wake`), on every database: a stream served by the process that
-executes the run does not wait for a poll.
-
-A waiter only learns that something may have been committed; it then reads
-the log. It must subscribe before it reads, so nothing committed between the
-read and the wait goes unnoticed; and it polls as well (``listening`` says how
-often it may), should the listening connection drop.
+The log stays the one durable source: a reader takes a pushed batch only when
+it continues exactly where the reader stands (``after`` is its last id), and
+reads the log otherwise: a batch whose writer did not know what came before,
+one that overtook another, a payload too large for ``NOTIFY``, a waiter that
+fell behind (:data:`MAX_PUSHES` batches), or a plain wake-up (listening
+started or stopped, so something may have been missed). A waiter must
+subscribe before it reads, so nothing committed between the read and the wait
+goes unnoticed; and it polls as well (``listening`` says how often it may).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 import selectors
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from django.db import connections, router
+from django.utils.dateparse import parse_datetime
+from rest_framework.utils.encoders import JSONEncoder
 
-__all__ = ["CHANNEL", "EventListener", "Waiter", "listen", "listener", "notifies", "wake"]
+if TYPE_CHECKING:
+    from llm_conversations.models import Message, Run, RunEvent
+
+__all__ = [
+    "CHANNEL",
+    "MAX_PUSHES",
+    "EventListener",
+    "Pushed",
+    "Waiter",
+    "from_payload",
+    "listen",
+    "listener",
+    "notifies",
+    "notify_payload",
+    "publish",
+    "wake",
+]
 
 logger = logging.getLogger("llm_conversations.events")
 
 CHANNEL = "llm_conversations_run_events"
-"""The channel of the trigger of migration 0004."""
+"""The channel run events are notified on."""
 RECONNECT_SECONDS = 1.0
+MAX_PUSHES = 256
+"""Batches a waiter holds before it is told to read the log instead."""
+# PostgreSQL refuses a NOTIFY payload of 8000 bytes or more.
+MAX_PAYLOAD_BYTES = 7900
+
+
+@dataclass(frozen=True)
+class Pushed:
+    """The events one committed transaction logged for a run, in id order.
+
+    ``after`` is the id of the run's event before them, or ``None`` when the
+    writer did not know it; ``messages`` the stored turns the events name, by
+    id, and ``run`` the run as the writer left it, where the writer had them
+    (in process; a reader reads what is missing).
+    """
+
+    run_id: str
+    after: int | None
+    events: Sequence[RunEvent]
+    messages: Mapping[str, Message] = field(default_factory=dict)
+    run: Run | None = None
+
+    @property
+    def last_id(self) -> int:
+        return self.events[-1].id
 
 
 class Waiter:
@@ -49,6 +102,29 @@ class Waiter:
         self._event = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._async_event: asyncio.Event | None = None
+        self._pushes: deque[Pushed] = deque()
+        self._read_wanted = False
+        self._lock = threading.Lock()
+
+    def push(self, batch: Pushed) -> None:
+        """Hand a committed batch over, and wake the reader (safe from any thread)."""
+        with self._lock:
+            if len(self._pushes) >= MAX_PUSHES:
+                # Fallen behind: what it missed is in the log.
+                self._pushes.clear()
+                self._read_wanted = True
+            elif not self._read_wanted:
+                self._pushes.append(batch)
+        self._signal()
+
+    def take(self) -> tuple[list[Pushed], bool]:
+        """The batches pushed since the last take, and whether the reader must read the
+        log (it was woken to, or fell behind)."""
+        with self._lock:
+            batches, read = list(self._pushes), self._read_wanted
+            self._pushes.clear()
+            self._read_wanted = False
+        return batches, read
 
     def bind(self) -> None:
         """Make the waiter awaitable from the running event loop."""
@@ -56,7 +132,12 @@ class Waiter:
         self._async_event = asyncio.Event()
 
     def wake(self) -> None:
-        """Safe from any thread."""
+        """Ask the reader to read the log (safe from any thread)."""
+        with self._lock:
+            self._read_wanted = True
+        self._signal()
+
+    def _signal(self) -> None:
         self._event.set()
         if self._loop is not None and self._async_event is not None:
             # A closed loop raises: nobody waits there any more.
@@ -64,7 +145,10 @@ class Waiter:
                 self._loop.call_soon_threadsafe(self._async_event.set)
 
     def clear(self) -> None:
-        """Forget earlier wake-ups; call it before reading."""
+        """Forget earlier wake-ups; call it before reading the log (batches pushed
+        meanwhile stay: the reader skips what its read held)."""
+        with self._lock:
+            self._read_wanted = False
         self._event.clear()
         if self._async_event is not None:
             self._async_event.clear()
@@ -87,6 +171,8 @@ class EventListener:
     """Waiters by run id, and the thread that ``LISTEN``\\s for them on PostgreSQL."""
 
     def __init__(self) -> None:
+        # Names this listener in the payloads of batches it was given in process.
+        self.origin = f"{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._lock = threading.Lock()
         self._waiters: dict[str, set[Waiter]] = {}
         self._thread: threading.Thread | None = None
@@ -119,14 +205,37 @@ class EventListener:
                     self._end()
 
     def wake(self, run_id: uuid.UUID | str | None = None) -> None:
-        """Wake the waiters of one run (all of them when ``None``)."""
+        """Wake the waiters of one run (all of them when ``None``): they read the log."""
+        for waiter in self._of(run_id):
+            waiter.wake()
+
+    def publish(self, batch: Pushed) -> None:
+        """Push a committed batch to the waiters of its run."""
+        for waiter in self._of(batch.run_id):
+            waiter.push(batch)
+
+    def _of(self, run_id: uuid.UUID | str | None) -> list[Waiter]:
         with self._lock:
             if run_id is None:
-                waiters = [w for group in self._waiters.values() for w in group]
-            else:
-                waiters = list(self._waiters.get(str(run_id), ()))
-        for waiter in waiters:
-            waiter.wake()
+                return [w for group in self._waiters.values() for w in group]
+            return list(self._waiters.get(str(run_id), ()))
+
+    def _notified(self, payload: str | None) -> None:
+        """What the ``LISTEN`` connection received: a batch another process wrote, or
+        ``None`` when listening started or ended (every waiter reads the log)."""
+        if payload is None:
+            self.wake()
+        elif not payload.startswith("{"):
+            self.wake(payload)  # a run's id: its batch did not fit
+        else:
+            try:
+                batch = from_payload(payload, self.origin)
+            except ValueError:
+                logger.warning("A run event notification could not be read; readers read the log")
+                self.wake()
+                return
+            if batch is not None:
+                self.publish(batch)
 
     # The listening thread ---------------------------------------------------
 
@@ -156,7 +265,7 @@ class EventListener:
         self, stop: threading.Event, wakeup: socket.socket, listening: threading.Event
     ) -> None:
         alias = router.db_for_read(_run_event_model())
-        listen(CHANNEL, alias, stop, wakeup, listening, self.wake)
+        listen(CHANNEL, alias, stop, wakeup, listening, self._notified)
 
 
 def listen(
@@ -213,7 +322,7 @@ def _run_event_model() -> Any:
 
 
 def _uses_notify() -> bool:
-    """Whether run events are notified (the trigger of migration 0004 sends them)."""
+    """Whether run events are notified (:func:`notify_payload`, sent by the log's writer)."""
     return notifies(router.db_for_read(_run_event_model()))
 
 
@@ -231,5 +340,49 @@ listener = EventListener()
 
 
 def wake(run_id: uuid.UUID | str) -> None:
-    """Wake this process's waiters of the run (events of it were just committed)."""
+    """Wake this process's waiters of the run: they read its log."""
     listener.wake(run_id)
+
+
+def publish(batch: Pushed) -> None:
+    """Push a batch this process committed to its waiters of the run."""
+    listener.publish(batch)
+
+
+def notify_payload(batch: Pushed) -> str:
+    """The ``NOTIFY`` payload of a batch: its events whole, or only the run's id when
+    they do not fit (readers then read the log)."""
+    events = [[e.id, e.type, e.data, e.created_at] for e in batch.events]
+    data = {"o": listener.origin, "r": batch.run_id, "a": batch.after, "e": events}
+    payload = json.dumps(data, cls=JSONEncoder, separators=(",", ":"))
+    return payload if len(payload.encode()) <= MAX_PAYLOAD_BYTES else batch.run_id
+
+
+def _moment(text: str) -> datetime:
+    moment = parse_datetime(text)
+    if moment is None:
+        raise ValueError(f"not a moment: {text!r}")
+    return moment
+
+
+def from_payload(payload: str, origin: str) -> Pushed | None:
+    """The batch a :func:`notify_payload` carries; ``None`` when the listener named
+    ``origin`` sent it (it was pushed in process already). ``ValueError`` for one it
+    cannot read."""
+    from llm_conversations.models import RunEvent
+
+    try:
+        data = json.loads(payload)
+        if data["o"] == origin:
+            return None
+        run_id = str(data["r"])
+        events = [
+            RunEvent(id=i, run_id=run_id, type=t, data=d, created_at=_moment(c))
+            for i, t, d, c in data["e"]
+        ]
+        after = data["a"]
+    except (KeyError, TypeError) as exc:
+        raise ValueError(str(exc)) from None
+    if not events or not (after is None or isinstance(after, int)):
+        raise ValueError("a notification without events")
+    return Pushed(run_id, after, events)

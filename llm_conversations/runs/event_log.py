@@ -8,32 +8,43 @@ Text arrives in many small pieces; :class:`TextBuffer` joins them so the log
 holds at most one event per ``TEXT_FLUSH_SECONDS`` (or ``TEXT_FLUSH_CHARS``
 characters), none of them late.
 
-Readers waiting in :mod:`llm_conversations.runs.event_reader` wake once the
-events are committed: those of this process through
-:func:`~llm_conversations.runs.event_listener.wake`, those of every
-process on PostgreSQL through the ``NOTIFY`` a trigger sends (migration 0004).
+Once committed, what a transaction logged is pushed to the run's readers
+(:mod:`llm_conversations.runs.event_listener`): to this process's in process,
+with the stored turns and the run state the writer holds, and on PostgreSQL to
+every process's listener through the ``NOTIFY`` sent in the same transaction.
+Each batch says which event it follows when the writer knows it (the
+execution that holds the run's lease knows its own log since its claim), so a
+reader takes it without reading the log.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import time
-import uuid
 from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, router, transaction
 from django.utils import timezone
 
-from llm_conversations.models import Run, RunEvent, RunEventType, RunStatus
-from llm_conversations.runs.event_listener import wake
+from llm_conversations.models import Message, Run, RunEvent, RunEventType, RunStatus
+from llm_conversations.runs.event_listener import (
+    CHANNEL,
+    Pushed,
+    notifies,
+    notify_payload,
+    publish,
+    wake,
+)
 
 __all__ = [
     "TEXT_FLUSH_CHARS",
     "TEXT_FLUSH_SECONDS",
     "EventItem",
     "TextBuffer",
+    "knows_log",
     "record",
     "record_live",
 ]
@@ -44,18 +55,53 @@ TEXT_FLUSH_SECONDS = 0.05
 EventItem = tuple[RunEventType, dict[str, Any]]
 """An event to log: its type and data."""
 
+# The id of the run's last event, kept on the Run instance of the execution
+# that writes its log (it knows the log from its claim on).
+_LOG_TAIL = "_llm_conversations_log_tail"
 
-def record(run_id: uuid.UUID, items: Sequence[EventItem]) -> list[RunEvent]:
+
+def knows_log(run: Run, last_id: int) -> None:
+    """``run`` (an instance) knows its log up to ``last_id``: the next batch it logs
+    says so, and readers take it without reading the log."""
+    setattr(run, _LOG_TAIL, last_id)
+
+
+def record(
+    run: Run,
+    items: Sequence[EventItem],
+    *,
+    messages: Sequence[Message] = (),
+    state: Run | None = None,
+) -> list[RunEvent]:
     """Append events; the caller's transaction holds the run's row lock.
 
-    Once committed, this process's readers of the run are woken; on
-    PostgreSQL a trigger also notifies every process's listener.
+    Once committed they are pushed to this process's readers of the run, with
+    ``messages`` (the stored turns they name) and ``state`` (the run as it now
+    stands) where the caller has them; on PostgreSQL every process's listener
+    gets them too, through the ``NOTIFY`` sent here.
     """
     rows = RunEvent.objects.bulk_create(
-        [RunEvent(run_id=run_id, type=kind, data=data) for kind, data in items]
+        [RunEvent(run_id=run.pk, type=kind, data=data) for kind, data in items]
     )
-    if rows:
-        transaction.on_commit(partial(wake, run_id))
+    if not rows:
+        return rows
+    if any(row.id is None for row in rows):
+        # A database that does not return inserted ids: readers read the log.
+        transaction.on_commit(partial(wake, run.pk))
+        return rows
+    batch = Pushed(
+        str(run.pk),
+        getattr(run, _LOG_TAIL, None),
+        rows,
+        {str(m.pk): m for m in messages},
+        None if state is None else copy.copy(state),
+    )
+    knows_log(run, rows[-1].id)
+    alias = router.db_for_write(RunEvent)
+    if notifies(alias):
+        with connections[alias].cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, notify_payload(batch)])
+    transaction.on_commit(partial(publish, batch))
     return rows
 
 
@@ -70,7 +116,7 @@ def record_live(run: Run, items: Sequence[EventItem]) -> list[RunEvent] | None:
             pk=run.pk, status=RunStatus.RUNNING, lease_owner=run.lease_owner
         ).update(updated_at=timezone.now()):
             return None
-        return record(run.pk, items)
+        return record(run, items)
 
 
 class TextBuffer:

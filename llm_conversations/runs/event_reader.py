@@ -36,7 +36,7 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 
 from llm_conversations.models import Message, Run, RunEvent, RunEventType, RunStatus
-from llm_conversations.runs.event_listener import listener
+from llm_conversations.runs.event_listener import Pushed, Waiter, listener
 
 __all__ = [
     "LISTEN_POLL_SECONDS",
@@ -49,6 +49,7 @@ __all__ = [
     "follow",
     "last_event_id",
     "messages_of",
+    "pushed_page",
     "read_page",
     "started_call_ids",
     "unstored_text",
@@ -193,6 +194,58 @@ def read_page(run_id: uuid.UUID | str, after_id: int, limit: int = PAGE_SIZE) ->
     )
 
 
+# Events a renderer draws from their own data and the turns they name; the
+# others (run.*) show the run as it stands.
+_SELF_CONTAINED = frozenset(
+    {
+        RunEventType.TEXT_DELTA,
+        RunEventType.TOOL_CALL_STARTED,
+        RunEventType.TOOL_CALL_PROGRESS,
+        RunEventType.MESSAGE_STORED,
+        RunEventType.TOOL_RESULT_STORED,
+    }
+)
+
+
+def _page_of(batch: Pushed, run: Run | None, messages: dict[str, Message]) -> Page:
+    events = list(batch.events)
+    ended = False
+    for index, event in enumerate(events):
+        if RunEventType(event.type).ends_stream:
+            events, ended = events[: index + 1], True
+            break
+    return Page(run=run, events=events, messages=messages, ended=ended)
+
+
+def _lacks(batch: Pushed) -> tuple[bool, bool]:
+    """Whether rendering a batch needs the run, and stored turns, that it lacks."""
+    needs_run = batch.run is None and any(
+        RunEventType(e.type) not in _SELF_CONTAINED for e in batch.events
+    )
+    named = {str(e.data.get("message")) for e in batch.events if isinstance(e.data, dict)}
+    named.discard("None")
+    return needs_run, not named <= set(batch.messages)
+
+
+def pushed_page(batch: Pushed) -> Page:
+    """The page of a pushed batch, with what rendering needs and the batch lacks read:
+    the run for ``run.*`` events (one query), the turns the events name (one query;
+    a batch pushed in process has them)."""
+    needs_run, needs_messages = _lacks(batch)
+    run = Run.objects.filter(pk=batch.run_id).first() if needs_run else batch.run
+    messages = dict(batch.messages)
+    if needs_messages:
+        messages.update(messages_of(batch.events))
+    return _page_of(batch, run, messages)
+
+
+def _pushed_page_in_pool(batch: Pushed) -> Page:
+    try:
+        return pushed_page(batch)
+    finally:
+        close_old_connections()
+
+
 class _Next(Enum):
     READ = "read"
     WAIT = "wait"
@@ -220,6 +273,22 @@ class _Cursor:
             return _Next.END
         return _Next.READ if page.full else _Next.WAIT
 
+    def take(self, waiter: Waiter) -> tuple[list[Pushed], bool]:
+        """The pushed batches that continue the log from here, in order, and whether
+        the log must be read: the waiter was woken to, or a batch does not continue
+        from where the last one ends (its writer did not know, or it overtook one)."""
+        batches, read = waiter.take()
+        taken: list[Pushed] = []
+        expected = self.after_id
+        for batch in batches:
+            if batch.last_id <= expected:
+                continue  # read already
+            if batch.after != expected:
+                return taken, True
+            taken.append(batch)
+            expected = batch.last_id
+        return taken, read
+
     @staticmethod
     def _poll() -> float:
         return LISTEN_POLL_SECONDS if listener.listening else POLL_SECONDS
@@ -231,10 +300,10 @@ class _Cursor:
             wait = min(wait, self._last + self._heartbeat - time.monotonic())
         return max(0.0, wait)
 
-    def read_due(self, woken: bool) -> bool:
-        """Whether to read after a wait: woken, or the poll is due. A wait that ended
-        for a heartbeat reads nothing: an idle stream costs no query for it."""
-        return woken or time.monotonic() - self._read_at >= self._poll()
+    def poll_due(self) -> bool:
+        """Whether the poll is due. A wait that ended for a heartbeat reads nothing:
+        an idle stream costs no query for it."""
+        return time.monotonic() - self._read_at >= self._poll()
 
     def beat(self) -> bool:
         """Whether a heartbeat is due now (it counts as sent)."""
@@ -254,9 +323,12 @@ def follow(
 ) -> Iterator[Page | None]:
     """Pages of the run's events after ``after_id`` as they are logged, waiting between them.
 
-    Yields ``None`` when ``heartbeat`` seconds passed without a page. Ends
-    after the page that ends a stream, or when the run no longer executes and
-    nothing is left to read.
+    What is pushed (:mod:`~llm_conversations.runs.event_listener`) is taken
+    as it comes, without reading the log; the log is read at the start, when a
+    push does not continue where the reader stands, and at each poll. Yields
+    ``None`` when ``heartbeat`` seconds passed without a page. Ends after the
+    page that ends a stream, or when the run no longer executes and nothing is
+    left to read.
     """
     cursor = _Cursor(after_id, heartbeat)
     with listener.subscribe(run_id) as waiter:
@@ -266,14 +338,20 @@ def follow(
             if page.events:
                 yield page
             following = cursor.advance(page)
-            if following is _Next.END:
-                return
             while following is _Next.WAIT:
-                woken = waiter.wait(cursor.wait_for())
+                waiter.wait(cursor.wait_for())
+                batches, read = cursor.take(waiter)
+                for batch in batches:
+                    page = pushed_page(batch)
+                    yield page
+                    if cursor.advance(page) is _Next.END:
+                        return
                 if cursor.beat():
                     yield None
-                if cursor.read_due(woken):
-                    break
+                if read or cursor.poll_due():
+                    following = _Next.READ
+            if following is _Next.END:
+                return
 
 
 def _read_page_in_pool(run_id: uuid.UUID | str, after_id: int, limit: int) -> Page:
@@ -295,9 +373,11 @@ async def afollow(
     """:func:`follow` for an event loop: no thread is held while it waits.
 
     Reads run on the event loop's shared thread pool rather than a thread of
-    the request's own, so many open streams share a few connections.
+    the request's own, so many open streams share a few connections; a pushed
+    batch that has what rendering needs is taken on the loop itself.
     """
     read = sync_to_async(_read_page_in_pool, thread_sensitive=False)
+    complete = sync_to_async(_pushed_page_in_pool, thread_sensitive=False)
     cursor = _Cursor(after_id, heartbeat)
     with listener.subscribe(run_id) as waiter:
         waiter.bind()
@@ -307,14 +387,24 @@ async def afollow(
             if page.events:
                 yield page
             following = cursor.advance(page)
-            if following is _Next.END:
-                return
             while following is _Next.WAIT:
-                woken = await waiter.await_(cursor.wait_for())
+                await waiter.await_(cursor.wait_for())
+                batches, must_read = cursor.take(waiter)
+                for batch in batches:
+                    lacking = any(_lacks(batch))
+                    if lacking:
+                        page = await complete(batch)
+                    else:
+                        page = _page_of(batch, batch.run, dict(batch.messages))
+                    yield page
+                    if cursor.advance(page) is _Next.END:
+                        return
                 if cursor.beat():
                     yield None
-                if cursor.read_due(woken):
-                    break
+                if must_read or cursor.poll_due():
+                    following = _Next.READ
+            if following is _Next.END:
+                return
 
 
 def started_call_ids(run_id: uuid.UUID | str) -> set[str]:

@@ -197,6 +197,6 @@ def record_fallback(
         if superseded is not None:
             data["superseded_after"] = superseded
             Run.objects.filter(pk=run.pk).update(superseded_text=True)
-        record(run.pk, [(RunEventType.RUN_FALLBACK, data)])
+        record(run, [(RunEventType.RUN_FALLBACK, data)])
     run.fallbacks += 1
     return FellBack(left, entry, data["reason"], superseded=superseded is not None)

@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from llm_conversations.conf import conf
 from llm_conversations.models import Run, RunEventType, RunStatus
-from llm_conversations.runs.event_log import record
+from llm_conversations.runs.event_log import knows_log, record
 from llm_conversations.runs.event_reader import unstored_text_after
 from llm_conversations.runs.live_connections import return_connection
 from llm_conversations.runs.transitions import lease_expiry
@@ -56,6 +56,8 @@ def claim(run: Run, owner: str) -> bool:
         | Q(status=RunStatus.RUNNING, lease_expires_at__isnull=True)
         | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
     )
+    # A run never started has logged nothing: its log is known from the start.
+    fresh = run.started_at is None
     with transaction.atomic():
         claimed = Run.objects.filter(claimable, pk=run.pk).update(
             status=RunStatus.RUNNING,
@@ -71,7 +73,10 @@ def claim(run: Run, owner: str) -> bool:
             if lost_text_after is not None:
                 data["superseded_after"] = lost_text_after
                 Run.objects.filter(pk=run.pk).update(superseded_text=True)
-            record(run.pk, [(RunEventType.RUN_RUNNING, data)])
+                run.superseded_text = True
+            if fresh:
+                knows_log(run, 0)
+            record(run, [(RunEventType.RUN_RUNNING, data)], state=run)
             # Which worker took which run: the one record of it once the run ends.
             logger.info("Run %s claimed by %s (attempt %d)", run.pk, owner, run.attempts)
     return bool(claimed)

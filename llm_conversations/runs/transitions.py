@@ -42,6 +42,7 @@ from llm_conversations.exceptions import (
 )
 from llm_conversations.models import (
     ENDED_RUN_STATUSES,
+    Decision,
     Message,
     PendingCall,
     Run,
@@ -98,9 +99,9 @@ def pause(run: Run, waiting: Sequence[PendingCall]) -> Run:
             pending_tool_calls=Run.stored_waiting(waiting),
             **_RELEASED,
         )
+        run.refresh_from_db()
         if paused:
-            record(run.pk, [(RunEventType.RUN_REQUIRES_ACTION, {})])
-    run.refresh_from_db()
+            record(run, [(RunEventType.RUN_REQUIRES_ACTION, {})], state=run)
     if paused:
         transaction.on_commit(partial(run_requires_action.send, sender=Run, run=run))
     return run
@@ -160,38 +161,47 @@ def finish(
         ended = Run.objects.filter(where or Q(), pk=run.pk, status__in=status.reached_from).update(
             **fields
         )
-        events: list[EventItem] = []
+        rows: list[Message] = []
         if ended and stored_turns:
-            events += _answer_left_calls(run, reason)
+            rows += _answer_left_calls(run, reason)
             if status is RunStatus.CANCELLED:
-                events += _keep_streamed_text(run)
+                rows += _keep_streamed_text(run)
+        run.refresh_from_db()
         if ended:
-            record(run.pk, [*events, (end_event, {})])
+            record(run, [*map(_stored_event, rows), (end_event, {})], messages=rows, state=run)
             if start_next and stored_turns:
                 _start_next(run.conversation_id)
-    run.refresh_from_db()
     if ended:
         transaction.on_commit(partial(run_finished.send, sender=Run, run=run))
     return run
 
 
-def _answer_left_calls(run: Run, reason: TerminationReason) -> list[EventItem]:
-    """Answer every call the conversation leaves unanswered with an error result."""
+def _answer_left_calls(run: Run, reason: TerminationReason) -> list[Message]:
+    """Answer every call the conversation leaves unanswered with an error result
+    (streams close these calls as they close any other)."""
     unanswered = pending_tool_call_ids(run.conversation_id)
     if not unanswered:
         return []
-    rows = append_messages(run.conversation_id, unanswered_results(unanswered, reason), run=run)
-    # Streams close these calls as they close any other.
-    return [(RunEventType.TOOL_RESULT_STORED, {"message": str(r.pk)}) for r in rows]
+    return append_messages(run.conversation_id, unanswered_results(unanswered, reason), run=run)
 
 
-def _keep_streamed_text(run: Run) -> list[EventItem]:
+def _keep_streamed_text(run: Run) -> list[Message]:
     """Store the text a cancelled run's model had streamed as its assistant turn."""
     streamed = unstored_text(run.pk)
     if not streamed:
         return []
-    row = append_cancelled_reply(run.conversation_id, streamed, run=run)
-    return [(RunEventType.MESSAGE_STORED, {"message": str(row.pk)})]
+    return [append_cancelled_reply(run.conversation_id, streamed, run=run)]
+
+
+def _stored_event(row: Message, *, denied: bool = False) -> EventItem:
+    """The event of a stored turn: a tool result (``denied``: the result of a call a
+    person denied, which streams show as such), or another turn."""
+    if row.role != "tool":
+        return (RunEventType.MESSAGE_STORED, {"message": str(row.pk)})
+    data: dict[str, Any] = {"message": str(row.pk)}
+    if denied:
+        data["denied"] = True
+    return (RunEventType.TOOL_RESULT_STORED, data)
 
 
 def _start_next(conversation_id: uuid.UUID) -> None:
@@ -267,13 +277,8 @@ def store_reply(
                 metadata=metadata,
                 cost=cost,
             )
-            record(
-                run.pk,
-                [
-                    (RunEventType.MESSAGE_STORED, {"message": str(row.pk)}),
-                    *started_events(starting),
-                ],
-            )
+            started = started_events(starting)
+            record(run, [_stored_event(row), *started], messages=[row])
         return row
 
     row = on_a_live_connection(write)
@@ -314,9 +319,11 @@ def store_results(
             rows = append_messages(
                 run.conversation_id, storable, run=run, metadata=metadata, history=history
             )
-            record(
-                run.pk, [(RunEventType.TOOL_RESULT_STORED, {"message": str(r.pk)}) for r in rows]
-            )
+            events = [
+                _stored_event(r, denied=run.decision(r.tool_call_id or "") is Decision.DENIED)
+                for r in rows
+            ]
+            record(run, events, messages=rows)
         return rows
 
     # A tool may take long: the connection may have been dropped meanwhile.
@@ -384,5 +391,5 @@ def store_repair_prompt(run: Run, prompt: ChatMessage) -> Message | None:
         ):
             return None
         row = append_messages(run.conversation_id, [prompt], run=run, metadata={"repair": True})[0]
-        record(run.pk, [(RunEventType.MESSAGE_STORED, {"message": str(row.pk)})])
+        record(run, [_stored_event(row)], messages=[row])
     return row

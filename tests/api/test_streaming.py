@@ -225,7 +225,7 @@ def test_asgi_stream_closed_early_finishes_the_run(conversation: Conversation) -
     )
 
     async def read_one_then_close() -> bytes:
-        iterator = aiter(AsyncRunStream(ExecutingStream(service, run.pk, EventsStream(run.pk))))
+        iterator = aiter(AsyncRunStream(ExecutingStream(service, run, EventsStream(run.pk))))
         first = await anext(iterator)
         await iterator.aclose()  # Django's ASGI handler closes it when the client leaves
         return first

@@ -11,9 +11,9 @@ import pytest
 from django.db import connection, connections, transaction
 
 from llm_conversations.conversations import create_conversation
-from llm_conversations.models import Run, RunEventType
+from llm_conversations.models import Run, RunEvent, RunEventType
 from llm_conversations.runs import event_reader
-from llm_conversations.runs.event_listener import CHANNEL, EventListener, listener
+from llm_conversations.runs.event_listener import CHANNEL, EventListener, from_payload, listener
 from llm_conversations.runs.event_log import record
 
 on_postgresql = pytest.mark.skipif(
@@ -51,7 +51,7 @@ def insert_event_elsewhere(run: Run) -> None:
     def work() -> None:
         try:
             with transaction.atomic():
-                record(run.pk, [(RunEventType.TEXT_DELTA, {"delta": "x"})])
+                record(run, [(RunEventType.TEXT_DELTA, {"delta": "x"})])
         finally:
             connections.close_all()
 
@@ -72,8 +72,13 @@ def test_a_committed_event_wakes_this_process_readers_of_its_run_only_after_comm
 ) -> None:
     run, other = make_run(), make_run()
     with listener.subscribe(run.pk) as waiter, listener.subscribe(other.pk) as bystander:
+        if connection.vendor == "postgresql":
+            # Listening starts by waking every reader (something may have been missed).
+            assert eventually(lambda: listener.listening)
+            waiter.clear()
+            bystander.clear()
         with django_capture_on_commit_callbacks(execute=True):
-            record(run.pk, [(RunEventType.TEXT_DELTA, {"delta": "x"})])
+            record(run, [(RunEventType.TEXT_DELTA, {"delta": "x"})])
             assert not waiter.wait(0)  # not before the commit
         assert waiter.wait(0)
         assert not bystander.wait(0)
@@ -128,7 +133,7 @@ def test_a_lost_listening_connection_wakes_every_reader_and_listens_again(
 
 @on_postgresql
 @pytest.mark.django_db(transaction=True)
-def test_the_trigger_notifies_with_the_run_id() -> None:
+def test_the_writer_notifies_each_batch_with_its_events() -> None:
     import psycopg
 
     run = make_run()
@@ -138,8 +143,20 @@ def test_the_trigger_notifies_with_the_run_id() -> None:
     with psycopg.connect(**params, autocommit=True) as listening:
         listening.execute(f"LISTEN {CHANNEL}")
         insert_event_elsewhere(run)
-        payloads = [n.payload for n in listening.notifies(timeout=5, stop_after=1)]
-    assert payloads == [str(run.pk)]
+        insert_event_elsewhere(run)
+        payloads = [n.payload for n in listening.notifies(timeout=5, stop_after=2)]
+    first, second = (from_payload(payload, "another process") for payload in payloads)
+    assert first is not None
+    assert second is not None
+    logged = list(RunEvent.objects.filter(run=run).order_by("id"))
+    assert [e.id for e in first.events + second.events] == [e.id for e in logged]
+    assert [(e.type, e.data) for e in first.events] == [("text.delta", {"delta": "x"})]
+    assert first.events[0].created_at == logged[0].created_at
+    # The first writer did not know the log before it (a reader reads it then); the
+    # second, the same run's instance, knows it follows the first.
+    assert (first.run_id, first.after, second.after) == (str(run.pk), None, logged[0].id)
+    # The listener that published a batch in process skips its own notification.
+    assert from_payload(payloads[0], listener.origin) is None
 
 
 @pytest.mark.django_db(transaction=True)
@@ -162,7 +179,7 @@ def test_an_async_follower_is_woken_from_another_thread(monkeypatch: pytest.Monk
         insert_event_elsewhere(run)
         time.sleep(0.3)
         with transaction.atomic():
-            record(run.pk, [(RunEventType.RUN_COMPLETED, {})])
+            record(run, [(RunEventType.RUN_COMPLETED, {})])
         connections.close_all()
 
     writer = threading.Thread(target=write_later)

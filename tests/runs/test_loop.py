@@ -521,7 +521,8 @@ def test_signals_report_messages_and_finished_runs(
 # Per round, two transactions: the reply (the run's conditional update, which
 # also renews the lease; the store's conditional update of the conversation;
 # the insert; the events: message.stored with tool_call.started), then the
-# tool results (the same four). The history is read once per execution.
+# tool results (the same four). The history is read once per execution. On
+# PostgreSQL each transaction also sends its events' NOTIFY (one statement).
 STATEMENTS_PER_TOOL_ROUND = 4 + 4
 TRANSACTIONS_PER_TOOL_ROUND = 2
 TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE SAVEPOINT")
@@ -565,7 +566,9 @@ def test_queries_per_round_are_constant() -> None:
         # 10 input and 5 output tokens a call at 2.50 and 10 dollars per million.
         assert Run.objects.get(pk=run.pk).cost == Decimal("0.000075") * (tool_rounds + 1)
         control = [q for q in captured if q["sql"].startswith(TRANSACTION_CONTROL)]
-        return len(captured) - len(control), len(control)
+        notifies = [q for q in captured if "pg_notify" in q["sql"]]
+        assert len(notifies) == (0 if connection.vendor != "postgresql" else len(control) // 2)
+        return len(captured) - len(control) - len(notifies), len(control)
 
     one, two, three = queries_for(1), queries_for(2), queries_for(3)
     assert two[0] - one[0] == three[0] - two[0] == STATEMENTS_PER_TOOL_ROUND

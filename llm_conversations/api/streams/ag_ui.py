@@ -44,10 +44,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from llm_conversations.api.streams.base import LogRenderer, sse_message
+from llm_conversations.api.streams.base import LogRenderer, denied, sse_message
 from llm_conversations.core.messages import Role
 from llm_conversations.models import (
-    Decision,
     Message,
     Run,
     RunEvent,
@@ -94,7 +93,7 @@ def _tool_calls(message: Message, parent_id: str) -> list[dict[str, Any]]:
     return events
 
 
-def _tool_result(message: Message, run: Run | None) -> dict[str, Any]:
+def _tool_result(message: Message, logged: dict[str, Any], run: Run | None) -> dict[str, Any]:
     call_id = message.tool_call_id or ""
     event: dict[str, Any] = {
         "type": "TOOL_CALL_RESULT",
@@ -103,7 +102,7 @@ def _tool_result(message: Message, run: Run | None) -> dict[str, Any]:
         "content": message.content,
         "role": "tool",
     }
-    if run is not None and run.decisions.get(call_id) == Decision.DENIED:
+    if denied(message, logged, run):
         event["metadata"] = _ours(denied=True)
     elif message.is_error:
         event["metadata"] = _ours(is_error=True)
@@ -232,7 +231,7 @@ class AgUiStream(LogRenderer):
             events.append({"type": "CUSTOM", "name": PROGRESS_EVENT, "value": logged})
         elif kind is RunEventType.TOOL_RESULT_STORED:
             if row is not None:
-                events.append(_tool_result(row, run))
+                events.append(_tool_result(row, logged, run))
         elif kind.ends_stream:
             events += self._finish(kind, run)
         return events

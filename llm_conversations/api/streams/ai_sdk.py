@@ -43,11 +43,10 @@ import uuid
 from typing import Any
 
 from llm_conversations.api.representations import shown_reasoning
-from llm_conversations.api.streams.base import LogRenderer, sse_message
+from llm_conversations.api.streams.base import LogRenderer, denied, sse_message
 from llm_conversations.core.messages import Role
 from llm_conversations.core.reasoning import reasoning_from_list
 from llm_conversations.models import (
-    Decision,
     Message,
     Run,
     RunEvent,
@@ -152,9 +151,9 @@ def _reasoning_chunks(message: Message) -> list[dict[str, Any]]:
     return chunks
 
 
-def _tool_output(message: Message, run: Run | None) -> dict[str, Any]:
+def _tool_output(message: Message, logged: dict[str, Any], run: Run | None) -> dict[str, Any]:
     call_id = message.tool_call_id or ""
-    if run is not None and run.decisions.get(call_id) == Decision.DENIED:
+    if denied(message, logged, run):
         # The SDK's own state for a call a person denied (its result says so to the model).
         return {"type": "tool-output-denied", "toolCallId": call_id}
     if message.is_error:
@@ -272,7 +271,7 @@ class AiSdkStream(LogRenderer):
             # In the step of its call; results of calls decided after a pause
             # come before the next step, outside any (as the AI SDK sends them).
             if row is not None:
-                chunks.append(_tool_output(row, run))
+                chunks.append(_tool_output(row, logged, run))
         elif kind.ends_stream:
             chunks += self._finish(kind, run)
         return chunks

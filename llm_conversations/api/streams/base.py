@@ -20,10 +20,10 @@ from typing import Any, ClassVar
 
 from rest_framework.utils.encoders import JSONEncoder
 
-from llm_conversations.models import Run, RunEventType, RunStatus
+from llm_conversations.models import Decision, Message, Run, RunEventType, RunStatus
 from llm_conversations.runs.event_reader import Page
 
-__all__ = ["LogRenderer", "sse_message"]
+__all__ = ["LogRenderer", "denied", "sse_message"]
 
 
 def sse_message(data: Any, *, event_id: int | None = None, name: str | None = None) -> bytes:
@@ -33,6 +33,14 @@ def sse_message(data: Any, *, event_id: int | None = None, name: str | None = No
     if name is not None:
         head += f"event: {name}\n"
     return f"{head}data: {payload}\n\n".encode()
+
+
+def denied(message: Message, logged: dict[str, Any], run: Run | None) -> bool:
+    """Whether a stored result answers a call a person denied: its event says so (in a
+    log written before events said it, the run's decisions do)."""
+    if logged.get("denied"):
+        return True
+    return run is not None and run.decisions.get(message.tool_call_id or "") == Decision.DENIED
 
 
 class LogRenderer:

@@ -22,14 +22,16 @@ Both end after the event that says where the run stopped: ``run.completed``,
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 import uuid
 from collections.abc import AsyncIterator, Generator, Iterator
 from typing import Any, cast
 
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
-from django.db import connections
+from django.db import connection, connections
 from django.http import HttpRequest, StreamingHttpResponse
 
 from llm_conversations.api.streams.base import LogRenderer
@@ -38,6 +40,7 @@ from llm_conversations.conf import conf
 from llm_conversations.models import Run, RunStatus
 from llm_conversations.runs import ToolLoopService, events
 from llm_conversations.runs import event_reader as run_events
+from llm_conversations.runs.event_listener import Waiter, listener
 
 __all__ = [
     "HEARTBEAT",
@@ -81,18 +84,41 @@ def _state(fmt: LogRenderer, run_id: Any) -> bytes:
     return fmt.state(Run.objects.get(pk=run_id))
 
 
-def _execute(
-    service: ToolLoopService, run_id: Any, fmt: LogRenderer
-) -> Generator[bytes, None, None]:
-    # Events logged before this request (an earlier part of the run) were sent by then.
-    after_id = run_events.last_event_id(run_id)
+def _steps(
+    run_id: Any, after_id: int, stream: Iterator[events.LoopEvent], waiter: Waiter
+) -> Iterator[run_events.Page]:
+    """The pages each step of the execution logged, as they were pushed in this thread
+    when committed; read from the log when a push is missing (the execution's writes
+    in an outer transaction, a test's, commit only at its end)."""
+    for _ in stream:
+        # The loop logged this step (and any before it) before yielding it.
+        batches, read = waiter.take()
+        for batch in batches:
+            if batch.last_id <= after_id:
+                continue
+            if batch.after != after_id:
+                read = True
+                break
+            page = run_events.pushed_page(batch)
+            after_id = page.events[-1].id
+            yield page
+        if read or connection.in_atomic_block:
+            for page in _logged(run_id, after_id):
+                after_id = page.events[-1].id
+                yield page
+
+
+def _execute(service: ToolLoopService, run: Run, fmt: LogRenderer) -> Generator[bytes, None, None]:
+    run_id = run.pk
+    # Events logged before this request (an earlier part of the run) were sent by
+    # then; a run never started has none.
+    after_id = 0 if run.started_at is None else run_events.last_event_id(run_id)
     fmt.prime(after_id)
     stream = cast(Generator[events.LoopEvent, None, None], service.events(run_id))
     try:
         ended = False
-        for _ in stream:
-            # The loop logged this step (and any before it) before yielding it.
-            for page in _logged(run_id, after_id):
+        with listener.subscribe(run_id) as waiter:
+            for page in _steps(run_id, after_id, stream, waiter):
                 after_id = page.events[-1].id
                 ended = ended or page.ended
                 yield fmt.render(page)
@@ -129,10 +155,10 @@ class ExecutingStream:
     on to its end first, whether or not iteration had started.
     """
 
-    def __init__(self, service: ToolLoopService, run_id: Any, fmt: LogRenderer) -> None:
+    def __init__(self, service: ToolLoopService, run: Run, fmt: LogRenderer) -> None:
         self._service = service
-        self._run_id = run_id
-        self._generator = _execute(service, run_id, fmt)
+        self._run_id = run.pk
+        self._generator = _execute(service, run, fmt)
         self._started = False
 
     def __iter__(self) -> ExecutingStream:
@@ -182,8 +208,20 @@ class AsyncRunStream:
             await sync_to_async(self.close, thread_sensitive=True)()
 
     def close(self) -> None:
-        """Close the generator; a run still executing goes on to its end first."""
-        self._iterator.close()
+        """Close the generator; a run still executing goes on to its end first.
+
+        Django's handler calls it from a thread; called on an event loop (a test
+        client does), it closes from a thread of its own, as the execution's
+        queries must not run on the loop.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self._iterator.close()
+            return
+        closing = threading.Thread(target=self._iterator.close, name="llm-conversations-close")
+        closing.start()
+        closing.join()
 
 
 class RunStream(StreamingHttpResponse):
@@ -204,14 +242,14 @@ class RunStream(StreamingHttpResponse):
 
 
 def executing_stream_response(
-    request: HttpRequest, service: ToolLoopService, run_id: Any, fmt: type[LogRenderer]
+    request: HttpRequest, service: ToolLoopService, run: Run, fmt: type[LogRenderer]
 ) -> RunStream:
     """A response executing the run while it streams in format ``fmt``, async under
     ASGI and sync under WSGI."""
-    renderer = fmt(run_id)
-    stream = ExecutingStream(service, run_id, renderer)
+    renderer = fmt(run.pk)
+    stream = ExecutingStream(service, run, renderer)
     content: Any = AsyncRunStream(stream) if isinstance(request, ASGIRequest) else stream
-    return RunStream(content, run_id, renderer)
+    return RunStream(content, run.pk, renderer)
 
 
 def _follow_log(run_id: uuid.UUID | str, after_id: int, fmt: LogRenderer) -> Iterator[bytes]:
@@ -226,9 +264,9 @@ def _release_connections() -> None:
     # The request's thread is done with the database (authentication, the
     # run's lookup): its connection goes back now (to the pool, or closed),
     # not when the stream ends minutes later.
-    for connection in connections.all(initialized_only=True):
-        if not connection.in_atomic_block:
-            connection.close()
+    for each in connections.all(initialized_only=True):
+        if not each.in_atomic_block:
+            each.close()
 
 
 async def _afollow_log(

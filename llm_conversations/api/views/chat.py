@@ -249,7 +249,7 @@ class ChatViewSet(RunViews[Conversation]):
                 field="messages",
             )
         service = ToolLoopService()
-        service.answer(
+        run = service.answer(
             run.pk,
             approve=approved,
             deny=denied,
@@ -258,4 +258,4 @@ class ChatViewSet(RunViews[Conversation]):
             user=request.user,
             reasons=reasons,
         )
-        return executing_stream_response(request._request, service, run.pk, AiSdkStream)
+        return executing_stream_response(request._request, service, run, AiSdkStream)

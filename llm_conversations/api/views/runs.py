@@ -263,7 +263,7 @@ class RunViews(RunStartingView, viewsets.GenericViewSet[_M], Generic[_M]):
             if background:
                 # A worker executes it: follow its log from the start.
                 return log_stream_response(request._request, run.pk, 0, fmt)
-            return executing_stream_response(request._request, service, run.pk, fmt)
+            return executing_stream_response(request._request, service, run, fmt)
         if background:
             return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
         done = service.execute(run.pk)
@@ -371,9 +371,7 @@ class RunViewSet(RunViews[Run]):
         service = ToolLoopService()
         run = service.answer(run.pk, **answers, resume=not stream, user=request.user)
         if stream:
-            return executing_stream_response(
-                request._request, service, run.pk, stream_format(request)
-            )
+            return executing_stream_response(request._request, service, run, stream_format(request))
         return self._answer(run)
 
     @extend_schema(
