@@ -8,6 +8,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+import httpx
 import pytest
 from django.db import connection, connections
 from django.utils import timezone
@@ -19,6 +20,7 @@ from llm_conversations.models import (
 from llm_conversations.runs.webhook_delivery import deliver, deliver_due
 from llm_conversations.runs.webhook_hosts import host_problem
 from llm_conversations.runs.webhooks import endpoint_problems
+from llm_conversations.tools.async_loop import submit
 from tests.support.http_server import serving
 from tests.support.webhook_receiver import SECRET, Clock, Receiver, hooks, queued, receiver
 
@@ -182,6 +184,21 @@ def test_a_removed_endpoint_fails_the_delivery(settings: Any) -> None:
     row = deliver(queued(settings).pk)
     assert row is not None
     assert (row.status, row.attempts) == ("failed", 1)
+
+
+def test_an_attempt_goes_through_the_client_it_is_given(settings: Any, hooks: Receiver) -> None:
+    sent: list[str] = []
+
+    async def note(request: httpx.Request) -> None:
+        sent.append(request.headers["webhook-id"])
+
+    client = httpx.AsyncClient(event_hooks={"request": [note]})
+    try:
+        row = deliver(queued(settings).pk, client=client)
+    finally:
+        submit(client.aclose()).result()
+    assert row is not None
+    assert (row.status, sent) == ("delivered", [row.message_id])
 
 
 def test_a_delivery_is_attempted_once_by_two_workers(settings: Any, hooks: Receiver) -> None:
