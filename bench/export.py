@@ -17,6 +17,7 @@ import resource
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -119,14 +120,14 @@ def rss_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
 
 
-def export_in_child(form: str, conversations: int) -> tuple[float, int, int]:
-    """Export the first ``conversations`` in a forked child to /dev/null:
-    (seconds, peak RSS KiB, growth KiB)."""
+def in_child(work: Callable[[], str]) -> str:
+    """Run ``work`` in a forked child, so the peak RSS it measures is its own; what it returns."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child
         os.close(read)
-        if connection.vendor == "postgresql":
+        in_memory = getattr(connection, "is_in_memory_db", None)  # SQLite's backend only
+        if not (callable(in_memory) and in_memory()):
             # A connection of its own. The parent's is dropped, not closed (closing
             # would end the parent's session too) and kept referenced until
             # os._exit, so no finaliser closes it either. An in-memory SQLite
@@ -134,6 +135,20 @@ def export_in_child(form: str, conversations: int) -> tuple[float, int, int]:
             for alias in connections:
                 INHERITED.append(connections[alias].connection)
                 connections[alias].connection = None
+        os.write(write, work().encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        text = pipe.read()
+    os.waitpid(pid, 0)
+    return text
+
+
+def export_in_child(form: str, conversations: int) -> tuple[float, int, int]:
+    """Export the first ``conversations`` in a forked child to /dev/null:
+    (seconds, peak RSS KiB, growth KiB)."""
+
+    def export() -> str:
         before = rss_kib()
         ids = select_conversations().values_list("pk", flat=True)[:conversations]
         chosen = select_conversations().filter(pk__in=list(ids))
@@ -144,13 +159,9 @@ def export_in_child(form: str, conversations: int) -> tuple[float, int, int]:
             else:
                 write_lines(FinetuneExport().records(chosen), sink)
         seconds = time.perf_counter() - started
-        os.write(write, f"{seconds} {rss_kib()} {rss_kib() - before}".encode())
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as pipe:
-        text = pipe.read()
-    os.waitpid(pid, 0)
-    seconds, peak, growth = text.split()
+        return f"{seconds} {rss_kib()} {rss_kib() - before}"
+
+    seconds, peak, growth = in_child(export).split()
     return float(seconds), int(peak), int(growth)
 
 

@@ -15,17 +15,19 @@ bytes. Other tools' files are read by the parsers of
 :mod:`~llm_conversations.conversations.import_formats` and stored for
 ``default_owner``.
 
-A conversation refused is reported (:class:`ImportProblem`: where, code,
-message, field) and the import goes on; ``strict`` stops at the first instead.
+A file is read a record at a time (:mod:`~llm_conversations.conversations.import_reading`:
+a line, or an item of a top-level array), so memory holds one conversation.
+A conversation refused, or a record that is not one (not JSON, not UTF-8, too
+deep), is reported (:class:`ImportProblem`: where, code, message, field) and
+the import goes on; ``strict`` stops at the first instead.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -43,12 +45,10 @@ from llm_conversations.conversations.import_attachments import (
 )
 from llm_conversations.conversations.import_formats import (
     FOREIGN_FORMATS,
+    ForeignFile,
     ForeignFormat,
-    conversations,
-    detect_format,
-    first_document,
-    read_document,
 )
+from llm_conversations.conversations.import_reading import ImportFile, Source
 from llm_conversations.conversations.import_records import Items, RecordReader
 from llm_conversations.conversations.import_shapes import check_storable
 from llm_conversations.conversations.store import insert_history
@@ -166,47 +166,52 @@ class Importer:
                 raise
             self.imported.problems.append(ImportProblem(where, exc.code, exc.message, exc.field))
 
-    def import_file(self, lines: Iterable[str], format: str = "ours") -> Imported:
+    def import_file(self, source: Source, format: str = "ours") -> Imported:
         """Import a file in ``format`` (one of :data:`FORMATS`, our export form by
-        default); ``auto`` tells ours by its first line and the others by their shape."""
+        default); ``auto`` tells ours by its first record and the others by their shape.
+
+        ``source`` is the file, opened as bytes (UTF-8; a bad byte is reported in
+        the record holding it) or text, or its lines. It is read a record at a
+        time, a top-level array an item at a time (``conversations/import_reading.py``).
+        """
         if format not in FORMATS:
             raise ValueError(f"format must be one of {', '.join(FORMATS)}")
-        lines = iter(lines)
-        if format == "auto":
-            head = []
-            for line in lines:
-                head.append(line)
-                if line.strip():
-                    break
-            lines = itertools.chain(head, lines)
-            format = "ours" if head and _is_ours(head[-1]) else format
         if format == "ours":
-            return self.import_lines(lines)
-        try:
-            documents = read_document(lines)
-            document = first_document(documents)
-            fmt = detect_format(document) if format == "auto" else FOREIGN_FORMATS[format]
-        except InvalidImport as exc:
-            if self.strict:
-                raise
-            self.imported.problems.append(ImportProblem("the file", exc.code, exc.message))
-            return self.imported
-        for where, item in conversations(fmt, documents):
-            if isinstance(item, InvalidImport):
-                self._each(where, partial(_raise, item))
-            else:
-                self._each(where, partial(self.import_foreign, item, fmt))
+            return self.import_lines(source)
+        foreign = ForeignFile(None if format == "auto" else FOREIGN_FORMATS[format])
+        ours = False
+        for record in ImportFile(source, whole_array=foreign.whole_array).records():
+            told = foreign.fmt is not None or isinstance(record.value, InvalidImport)
+            if ours or (not told and record.document and _is_ours(record.value)):
+                ours = True
+                self._each(record.where or "line 1", partial(self._import_value, record.value))
+                continue
+            try:
+                items = foreign.conversations(record)
+            except InvalidImport as exc:
+                if exc.code != "unknown_format":
+                    self._each(record.where or "the file", partial(_raise, exc))
+                    continue
+                # Not a format read here: nothing of the file is.
+                if self.strict:
+                    raise
+                self.imported.problems.append(ImportProblem("the file", exc.code, exc.message))
+                return self.imported
+            assert foreign.fmt is not None  # told by the record
+            for where, item in items:
+                self._each(where, partial(self.import_foreign, item, foreign.fmt))
         return self.imported
 
-    def import_lines(self, lines: Iterable[str]) -> Imported:
+    def import_lines(self, source: Source) -> Imported:
         """Import each non-blank line of our export form (see the class for errors)."""
-        for number, text in enumerate(lines, start=1):
-            if text.strip():
-                self._each(f"line {number}", partial(self._import_line, text))
+        for record in ImportFile(source, lines_only=True).records():
+            self._each(record.where, partial(self._import_value, record.value))
         return self.imported
 
-    def _import_line(self, text: str) -> None:
-        self.import_record(_json(text))
+    def _import_value(self, value: Any) -> None:
+        if isinstance(value, InvalidImport):
+            raise value
+        self.import_record(value)
 
     def import_record(self, record: Any) -> Conversation | None:
         """Import one line of our form; ``None`` when skipped because its id is taken."""
@@ -236,7 +241,7 @@ class Importer:
             read = fmt.parse(item)
         except LLMConversationsError:
             raise
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             # A shape the parser did not foresee: refused, never a crash.
             raise InvalidImport(
                 "invalid_import", f"unreadable {fmt.name} record ({exc})."
@@ -281,6 +286,12 @@ class Importer:
         self.imported.left_out += [
             ImportProblem(self.where, note.code, note.message, note.field) for note in read.left_out
         ]
+        if not items:
+            self.imported.left_out.append(
+                ImportProblem(
+                    self.where, "empty_conversation", "the record holds no message to import."
+                )
+            )
         return conversation
 
     def _save(
@@ -339,20 +350,9 @@ class Importer:
         self.imported.attachments += len(created)
 
 
-def _is_ours(line: str) -> bool:
-    """Whether a file's first line is a line of our export form."""
-    try:
-        value = json.loads(line)
-    except ValueError:
-        return False
+def _is_ours(value: Any) -> bool:
+    """Whether a file's first record is a line of our export form."""
     return isinstance(value, dict) and value.get("format") == FORMAT
-
-
-def _json(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise InvalidImport("invalid_import", f"not a JSON line: {exc}.") from None
 
 
 def _raise(error: LLMConversationsError) -> None:

@@ -4,9 +4,10 @@ A run that ends (``run_finished``) or pauses for action (``run_requires_action``
 both sent once committed, makes one :class:`WebhookDelivery` per endpoint that
 wants the event: each ``WEBHOOKS`` entry, and the active endpoints of the
 conversation's owner (one query). The deliveries are written in one
-``INSERT``, then sent by :mod:`llm_conversations.runs.webhook_delivery`: as
-tasks when ``BACKGROUND_RUNS`` is on, otherwise after the response (or at once
-outside a request). A failure here is logged and never reaches the run.
+``INSERT``, then sent by :mod:`llm_conversations.runs.webhook_delivery`: each
+as a task (``send_webhook``) queued once they are committed, whether the run
+executed in a worker or in a request, so no request's thread ever waits on a
+receiver. A failure here is logged and never reaches the run.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from llm_conversations.conf import conf
-from llm_conversations.conversations.after_response import after_response
 from llm_conversations.core.webhook_signing import secret_problem
 from llm_conversations.models import (
     Conversation,
@@ -30,7 +30,8 @@ from llm_conversations.models import (
     WebhookEndpoint,
     WebhookEvent,
 )
-from llm_conversations.runs.webhook_delivery import deliver, enqueue_delivery, url_problem
+from llm_conversations.runs.webhook_delivery import enqueue_delivery
+from llm_conversations.runs.webhook_hosts import url_problem
 
 __all__ = [
     "endpoint_problems",
@@ -54,8 +55,9 @@ _EVENTS = {
 def endpoint_problems(url: object, secret: object, events: object) -> list[str]:
     """The rules of an endpoint, from the settings or an owner's: what is wrong, if anything.
 
-    A URL is http(s) (whether its host may be reached is decided when sending,
-    by ``WEBHOOK_ALLOWED_HOSTS``), a secret is ``whsec_`` and base64, events a
+    A URL is http(s) (whether its host may be reached is decided by
+    ``runs/webhook_hosts.host_problem()``, when an owner writes an endpoint and
+    at every attempt), a secret is ``whsec_`` and base64, events a
     list of known event names (empty: all). Never quotes the secret.
     """
     problems = []
@@ -133,15 +135,8 @@ def queue_event(run: Run, event: WebhookEvent) -> list[WebhookDelivery]:
     ]
     created = WebhookDelivery.objects.bulk_create(rows)
     for row in created:
-        transaction.on_commit(partial(_schedule, str(row.pk)))
+        transaction.on_commit(partial(enqueue_delivery, str(row.pk)))
     return created
-
-
-def _schedule(delivery_id: str) -> None:
-    if conf.BACKGROUND_RUNS:
-        enqueue_delivery(delivery_id)
-    else:
-        after_response(deliver, delivery_id)
 
 
 def _on_event(run: Run) -> None:

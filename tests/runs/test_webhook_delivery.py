@@ -4,19 +4,23 @@ claims, and no transaction open across the request, over a real socket on 127.0.
 from __future__ import annotations
 
 import logging
+import time
 from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
-from django.db import connection
+from django.db import connection, connections
+from django.utils import timezone
 
 from llm_conversations.models import (
     DeliveryStatus,
     WebhookDelivery,
 )
-from llm_conversations.runs.webhook_delivery import deliver, deliver_due, host_problem
+from llm_conversations.runs.webhook_delivery import deliver, deliver_due
+from llm_conversations.runs.webhook_hosts import host_problem
 from llm_conversations.runs.webhooks import endpoint_problems
+from llm_conversations.tools.async_loop import submit
 from tests.support.http_server import serving
 from tests.support.webhook_receiver import SECRET, Clock, Receiver, hooks, queued, receiver
 
@@ -127,7 +131,7 @@ def test_private_addresses_are_refused_unless_allowed(settings: Any, hooks: Rece
     assert row is not None
     assert (row.status, row.last_error) == (
         "failed",
-        "the host has a private, loopback or reserved address",
+        "the host has a loopback address (127.0.0.1), not a public one",
     )
     assert hooks.requests == []
 
@@ -140,6 +144,17 @@ def test_private_addresses_are_refused_unless_allowed(settings: Any, hooks: Rece
         (["169.254.169.254"], None, True),
         (["::1"], None, True),
         (["fd00::1"], None, True),
+        (["64:ff9b::7f00:1"], None, True),  # NAT64 of 127.0.0.1
+        (["64:ff9b::5db8:d70e"], None, False),  # NAT64 of a public address
+        (["64:ff9b:1::a00:1"], None, True),  # local-use NAT64
+        (["2002:7f00:1::1"], None, True),  # 6to4
+        (["2002:5db8:d70e::1"], None, True),  # 6to4 of a public address: a relay decides
+        (["::ffff:127.0.0.1"], None, True),  # IPv4-mapped
+        (["::7f00:1"], None, True),  # IPv4-compatible
+        (["224.0.0.1"], None, True),  # multicast
+        (["ff0e::1"], None, True),  # global-scope multicast
+        (["2606:4700::1111", "2001:0:4136:e378:8000:63bf:3fff:fdd2"], None, True),  # Teredo
+        (["100.64.0.1"], None, True),  # shared (carrier-grade NAT)
         (["10.0.0.1"], ["hooks.internal"], False),
         (["93.184.215.14"], ["other.example"], True),
     ],
@@ -171,6 +186,21 @@ def test_a_removed_endpoint_fails_the_delivery(settings: Any) -> None:
     assert (row.status, row.attempts) == ("failed", 1)
 
 
+def test_an_attempt_goes_through_the_client_it_is_given(settings: Any, hooks: Receiver) -> None:
+    sent: list[str] = []
+
+    async def note(request: httpx.Request) -> None:
+        sent.append(request.headers["webhook-id"])
+
+    client = httpx.AsyncClient(event_hooks={"request": [note]})
+    try:
+        row = deliver(queued(settings).pk, client=client)
+    finally:
+        submit(client.aclose()).result()
+    assert row is not None
+    assert (row.status, sent) == ("delivered", [row.message_id])
+
+
 def test_a_delivery_is_attempted_once_by_two_workers(settings: Any, hooks: Receiver) -> None:
     delivery = queued(settings)
     assert deliver(delivery.pk) is not None
@@ -182,31 +212,56 @@ def test_a_delivery_is_attempted_once_by_two_workers(settings: Any, hooks: Recei
 def test_no_transaction_is_open_while_a_webhook_is_sent(settings: Any, hooks: Receiver) -> None:
     hooks.statuses = [500]
     seen: list[bool] = []
-
-    def check(request: httpx.Request) -> None:
-        seen.append(connection.in_atomic_block)
-
+    # The worker's own connection (this thread's), looked at while the receiver answers.
+    worker = connections["default"]
+    hooks.during = lambda: seen.append(worker.in_atomic_block)
     clock = Clock()
-    with httpx.Client(event_hooks={"request": [check]}) as client:
-        delivery = queued(settings)
-        deliver(delivery.pk, now=clock, client=client)
-        clock.now += timedelta(seconds=10)
-        deliver_due(now=clock, client=client)
+    delivery = queued(settings)
+    deliver(delivery.pk, now=clock)
+    clock.now += timedelta(seconds=10)
+    deliver_due(now=clock)
     assert seen == [False, False]
     assert WebhookDelivery.objects.get().status == DeliveryStatus.DELIVERED
 
 
-def test_a_delivery_in_flight_is_not_claimed_again(settings: Any, hooks: Receiver) -> None:
-    delivery = queued(settings)
-    during: list[Any] = []
-
-    def second_worker(request: httpx.Request) -> None:
-        during.append(deliver(delivery.pk))
-        during.append(deliver_due())
-
-    with httpx.Client(event_hooks={"request": [second_worker]}) as client:
-        row = deliver(delivery.pk, client=client)
-    assert during == [None, 0]
+def test_an_attempt_ends_at_its_deadline_however_slowly_the_receiver_drips(
+    settings: Any, hooks: Receiver
+) -> None:
+    settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "WEBHOOK_TIMEOUT": 0.5}
+    hooks.drip = 5  # a byte every 0.05 s: no read waits 0.5 s, the headers never end
+    started = time.monotonic()
+    row = deliver(queued(settings).pk)
+    took = time.monotonic() - started
     assert row is not None
-    assert (row.status, row.attempts) == ("delivered", 1)
+    assert (row.status, row.attempts, row.last_error) == ("pending", 1, "the request timed out")
+    assert took < 1.5, f"the attempt took {took:.1f} s"
     assert len(hooks.requests) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_delivery_in_flight_is_claimed_past_its_deadline(settings: Any, hooks: Receiver) -> None:
+    settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "WEBHOOK_TIMEOUT": 0.5}
+    hooks.drip = 5
+    delivery = queued(settings)
+    during: dict[str, Any] = {}
+
+    def second_worker() -> None:
+        # Another worker, in the receiver's thread, while the attempt waits.
+        try:
+            during["claimed_until"] = WebhookDelivery.objects.get().next_attempt_at
+            during["again"] = deliver(delivery.pk)
+            # A sweep once the attempt's deadline passed still finds it claimed.
+            during["swept"] = deliver_due(now=lambda: timezone.now() + timedelta(seconds=1))
+        finally:
+            connection.close()
+
+    hooks.during = second_worker
+    started = timezone.now()
+    row = deliver(delivery.pk)
+    ended = timezone.now()
+    assert (during["again"], during["swept"]) == (None, 0)
+    assert during["claimed_until"] >= started + timedelta(seconds=30.5)
+    assert ended - started < timedelta(seconds=1.5)
+    assert row is not None
+    assert (row.status, row.attempts, row.last_error) == ("pending", 1, "the request timed out")
+    assert (len(hooks.requests), hooks.most_at_once) == (1, 1)

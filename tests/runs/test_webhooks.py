@@ -178,10 +178,14 @@ def hooks_url(settings: Any) -> str:
     return str(settings.LLM_CONVERSATIONS["WEBHOOKS"]["ops"]["URL"])
 
 
-def test_with_background_runs_each_attempt_is_a_task(
-    settings: Any, hooks: Receiver, django_capture_on_commit_callbacks: Any
+@pytest.mark.parametrize("background_runs", [True, False])
+def test_each_attempt_is_a_task_wherever_the_run_executed(
+    settings: Any,
+    hooks: Receiver,
+    django_capture_on_commit_callbacks: Any,
+    background_runs: bool,
 ) -> None:
-    settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "BACKGROUND_RUNS": True}
+    settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "BACKGROUND_RUNS": background_runs}
     settings.TASKS = {"default": {"BACKEND": task_backend("dummy.DummyBackend")}}
     service = ToolLoopService(EchoProvider(), tools=loop_tools.registry())
     run = service.start(create_conversation(), ChatMessage.user("hello"))

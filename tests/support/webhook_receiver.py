@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler
@@ -26,19 +27,50 @@ OWNER_SECRET = new_secret()
 
 @dataclass
 class Receiver:
-    """What the receiver was sent, and the statuses it answers with, in order (then 200)."""
+    """What the receiver was sent, and the statuses it answers with, in order (then 200).
+
+    ``drip`` seconds: the response's headers trickle in a byte every 0.05 s for
+    that long, so no single read waits long enough to time out. ``arrived`` is
+    set when a request comes, ``most_at_once`` counts requests in flight together,
+    and ``during`` (if set) is called in the receiver's thread while a request waits.
+    """
 
     statuses: list[int] = field(default_factory=list)
     requests: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
     hang: bool = False
+    drip: float = 0.0
+    during: Callable[[], None] | None = None
+    arrived: threading.Event = field(default_factory=threading.Event)
+    in_flight: int = 0
+    most_at_once: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def respond(self, handler: BaseHTTPRequestHandler) -> None:
         with self.lock:
             self.requests.append(({k.lower(): v for k, v in handler.headers.items()}, handler.body))
             status = self.statuses.pop(0) if self.statuses else 200
+            self.in_flight += 1
+            self.most_at_once = max(self.most_at_once, self.in_flight)
+        self.arrived.set()
+        try:
+            self._answer(handler, status)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+    def _answer(self, handler: BaseHTTPRequestHandler, status: int) -> None:
+        if self.during is not None:
+            self.during()
         if self.hang:
             stop_event(handler).wait(5)
+            return
+        if self.drip:
+            handler.wfile.write(f"HTTP/1.0 {status} OK\r\nx-drip: ".encode())
+            ends = time.monotonic() + self.drip
+            while time.monotonic() < ends and not stop_event(handler).wait(0.05):
+                handler.wfile.write(b"z")
+                handler.wfile.flush()
+            handler.wfile.write(b"\r\ncontent-length: 0\r\n\r\n")
             return
         handler.send_response(status)
         if status == 302:

@@ -11,7 +11,12 @@ from rest_framework import serializers
 from llm_conversations.api.serializers.common import StrictTypes
 from llm_conversations.core.webhook_signing import SECRET_PATTERN, secret_problem
 from llm_conversations.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
-from llm_conversations.runs.webhook_delivery import url_problem
+from llm_conversations.runs.webhook_hosts import (
+    UNRESOLVED,
+    host_problem,
+    url_host,
+    url_problem,
+)
 from llm_conversations.runs.webhooks import events_problem
 
 __all__ = ["WebhookDeliverySerializer", "WebhookEndpointSerializer"]
@@ -41,13 +46,24 @@ class EventsField(serializers.ListField):
         super().__init__(child=serializers.CharField(allow_blank=True), **kwargs)
 
 
+def _reach_problem(host: str) -> str | None:
+    """Why no webhook could reach ``host`` now. A name that does not resolve yet
+    is accepted: every attempt checks its addresses again before connecting."""
+    problem = host_problem(host)
+    return None if problem == UNRESOLVED else problem
+
+
 class WebhookEndpointSerializer(
     StrictTypes[WebhookEndpoint], serializers.ModelSerializer[WebhookEndpoint]
 ):
     """One of the caller's endpoints. ``secret`` is accepted, never answered: the
     answer says only ``secret_set``."""
 
-    url = WebhookUrlField(max_length=2000, help_text="An http or https URL.")
+    url = WebhookUrlField(
+        max_length=2000,
+        help_text="An http or https URL whose host has public addresses only, "
+        "or is in `WEBHOOK_ALLOWED_HOSTS`; `invalid_url` says why not.",
+    )
     secret = SecretField(
         write_only=True,
         max_length=200,
@@ -79,6 +95,8 @@ class WebhookEndpointSerializer(
 
     def validate_url(self, value: str) -> str:
         problem = url_problem(value) or (None if re.match(URL_PATTERN, value) else "not a URL")
+        if problem is None:
+            problem = _reach_problem(url_host(value))
         if problem is not None:
             raise serializers.ValidationError(problem, code="invalid_url")
         return value

@@ -3,16 +3,17 @@
 Each module names its format (``NAME``), splits a parsed file into its
 conversations (``split``), says whether a file looks like it (``detect``) and
 reads one conversation into a :class:`~.records.ForeignConversation`
-(``parse``). The importer (``conversations/importing.py``) stores what they
-read through the store's rules, as it stores our own export.
+(``parse``). :class:`ForeignFile` gives the importer the conversations of the
+records ``conversations/import_reading.py`` reads, a file's top-level array an
+item at a time; the importer (``conversations/importing.py``) stores them
+through the store's rules, as it stores our own export.
 
 Pure: no Django, no database.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -23,18 +24,17 @@ from llm_conversations.conversations.import_formats.records import (
     ForeignMessage,
     LeftOut,
 )
+from llm_conversations.conversations.import_reading import Record
 from llm_conversations.exceptions import InvalidImport
 
 __all__ = [
     "FOREIGN_FORMATS",
     "ForeignConversation",
+    "ForeignFile",
     "ForeignFormat",
     "ForeignMessage",
     "LeftOut",
-    "conversations",
     "detect_format",
-    "first_document",
-    "read_document",
 ]
 
 
@@ -58,49 +58,45 @@ FOREIGN_FORMATS: dict[str, ForeignFormat] = {
 }
 
 
-def read_document(lines: Iterable[str]) -> list[tuple[str, Any]]:
-    """A foreign file: one JSON document, or else JSON Lines (one conversation a line).
+class ForeignFile:
+    """The conversations of one foreign file, a record at a time (``fmt``: the
+    file's format; ``None`` tells it from the first record that is JSON)."""
 
-    Returns the documents with where each starts (``""`` for the whole file,
-    ``"line 3"``), in file order; a line that is not JSON is an
-    :class:`InvalidImport` in its place, so it is reported and the others
-    still imported.
-    """
-    text = "".join(lines)
-    try:
-        return [("", json.loads(text))]
-    except ValueError:
-        pass
-    documents: list[tuple[str, Any]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                documents.append((f"line {number}", json.loads(line)))
-            except ValueError as exc:
-                error = InvalidImport("invalid_import", f"not a JSON line: {exc}.")
-                documents.append((f"line {number}", error))
-    if not documents:
-        raise InvalidImport("invalid_import", "the file holds no JSON.")
-    return documents
+    def __init__(self, fmt: ForeignFormat | None) -> None:
+        self.fmt = fmt
 
+    def whole_array(self, first: Any) -> bool:
+        """Whether the file's top-level array, whose first item is ``first``, is one
+        conversation (its messages) rather than a list of them: ``split`` of the
+        array cut to that item answers the array itself."""
+        probe = [first]
+        try:
+            fmt = self.fmt or detect_format(probe)
+            items = fmt.split(probe)
+        except InvalidImport:
+            return False
+        return len(items) == 1 and items[0][1] is probe
 
-def first_document(documents: list[tuple[str, Any]]) -> Any:
-    """The first document that is JSON (what detection looks at), or ``None``."""
-    return next((doc for _, doc in documents if not isinstance(doc, InvalidImport)), None)
-
-
-def conversations(
-    fmt: ForeignFormat, documents: list[tuple[str, Any]]
-) -> Iterable[tuple[str, Any]]:
-    """Each conversation of ``documents`` with where it is (``item 2``, ``line 3``);
-    a line that is not JSON stays in its place, an :class:`InvalidImport`."""
-    for start, document in documents:
-        if isinstance(document, InvalidImport):
-            yield start, document
-            continue
-        items = fmt.split(document)
-        for where, item in items:
-            yield (start if len(items) == 1 else f"{start} {where}".strip()) or where, item
+    def conversations(self, record: Record) -> list[tuple[str, Any]]:
+        """The conversations of ``record``, each with where it is (``item 2``,
+        ``line 3``, ``line 3 item 2``). Raises the record's :class:`InvalidImport`,
+        or why it holds no conversations of the format (``unknown_format`` when
+        the format is still to be told and this record fits none)."""
+        if isinstance(record.value, InvalidImport):
+            raise record.value
+        if self.fmt is None and not isinstance(record.value, list | Mapping):
+            # The format is told by the first conversation, not by a stray value.
+            raise InvalidImport("invalid_import", "the record is not a JSON object or array.")
+        if not record.document:  # an item of the file's array: one conversation
+            if self.fmt is None:
+                self.fmt = detect_format([record.value])
+            return [(record.where, record.value)]
+        if self.fmt is None:
+            self.fmt = detect_format(record.value)
+        items = self.fmt.split(record.value)
+        if len(items) == 1:
+            return [(record.where or items[0][0], items[0][1])]
+        return [(f"{record.where} {where}".strip(), item) for where, item in items]
 
 
 def detect_format(document: Any) -> ForeignFormat:

@@ -4,7 +4,9 @@ Each has ``title``, ``create_time`` / ``update_time`` (seconds since the
 epoch), ``mapping`` (node id → ``{"message", "parent", "children"}``) and
 ``current_node``. The branch imported is the one the user saw last: from
 ``current_node`` back to the root (regenerated answers and edited questions
-on other branches are left out). Along it, per message:
+on other branches are left out); a ``current_node`` or a ``parent`` the
+mapping does not hold, or parents in a cycle, refuse the conversation. Along
+it, per message:
 
 - left out, silently: nodes without a message, hidden messages
   (``metadata.is_visually_hidden_from_conversation``, system messages with
@@ -69,18 +71,29 @@ def detect(document: Any) -> bool:
 
 
 def _branch(conversation: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    """The nodes from the root to ``current_node``, in order."""
+    """The nodes from the root to ``current_node``, in order.
+
+    Without a current node, the branch ends at the last leaf written. A current
+    node the mapping does not hold, a parent it does not hold, or parents that
+    go round in a cycle refuse the conversation, naming the field.
+    """
     nodes = mapping(conversation.get("mapping"), "mapping")
     current = conversation.get("current_node")
-    if current not in nodes:
-        # Without a current node: the last leaf written.
+    if current is None:
         leaves = [key for key, node in nodes.items() if not (node or {}).get("children")]
         if not leaves:
-            return []
+            raise refuse("mapping", "has no last node (every node has children: a cycle)")
         current = max(leaves, key=lambda key: _created(nodes[key]))
+    elif not isinstance(current, str) or current not in nodes:
+        raise refuse("current_node", "names no node of the mapping")
     path: list[tuple[str, Mapping[str, Any]]] = []
     seen: set[str] = set()
-    while current is not None and current in nodes and current not in seen:
+    while current is not None:
+        child = path[-1][0] if path else None
+        if not isinstance(current, str) or current not in nodes:
+            raise refuse(f"mapping.{child}.parent", "names no node of the mapping")
+        if current in seen:
+            raise refuse(f"mapping.{child}.parent", f"goes round in a cycle (back to {current})")
         seen.add(current)
         node = mapping(nodes[current], f"mapping.{current}")
         path.append((current, node))
@@ -88,10 +101,12 @@ def _branch(conversation: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any
     return path[::-1]
 
 
-def _created(node: Any) -> float:
+def _created(node: Any) -> int | float:
+    """When a node's message was written, for ordering (0 when it says not); never
+    converted, so a number too large for a float still compares."""
     message = node.get("message") if isinstance(node, Mapping) else None
     value = message.get("create_time") if isinstance(message, Mapping) else None
-    return float(value) if isinstance(value, int | float) else 0.0
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else 0
 
 
 def parse(item: Any) -> ForeignConversation:

@@ -7,6 +7,8 @@ data exports' ``conversations.json``), or ``auto``. Each conversation is checked
 by the rules of the store and imported in its own transaction; one refused is
 reported on stderr with where it is, its error code and field, and the import
 goes on (``--strict`` stops at the first instead, those before it staying).
+The file is read as bytes, a record at a time (a conversation of a top-level
+array at a time), so memory holds one conversation, not the file.
 The command fails when it stops (``--strict``) or when conversations were
 refused and none imported.
 """
@@ -60,12 +62,15 @@ class Command(BaseCommand):
             strict=options["strict"],
         )
         try:
+            # Read as bytes: a byte that is not UTF-8 is reported in its record.
             if options["path"] == "-":
-                imported = importer.import_file(sys.stdin, options["format"])
+                imported = importer.import_file(sys.stdin.buffer, options["format"])
             else:
-                with open(options["path"], encoding="utf-8") as lines:
-                    imported = importer.import_file(lines, options["format"])
+                with open(options["path"], "rb") as source:
+                    imported = importer.import_file(source, options["format"])
         except LLMConversationsError as exc:
+            for problem in importer.imported.problems:
+                self.stderr.write(str(problem))
             done = importer.imported.conversations
             where = f" at {exc.field}" if exc.field else ""
             raise CommandError(
