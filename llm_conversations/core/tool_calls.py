@@ -6,6 +6,7 @@ This module imports nothing from Django and nothing from httpx.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +14,10 @@ from typing import Any
 from llm_conversations.core.text import json_problem
 from llm_conversations.exceptions import InvalidMessage
 
-__all__ = ["ToolCall", "check_tool_calls"]
+__all__ = ["CONTROL_CHARACTERS", "ToolCall", "check_tool_calls"]
+
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""What no tool name holds (C0 and C1 controls, DEL): a call naming one is refused."""
 
 
 def _encode_arguments(arguments: Mapping[str, Any]) -> str:
@@ -47,6 +51,12 @@ class ToolCall:
             raise InvalidMessage(
                 "invalid_tool_name",
                 "tool call function name must be a non-empty string.",
+                field="function.name",
+            )
+        if CONTROL_CHARACTERS.search(self.name):
+            raise InvalidMessage(
+                "invalid_tool_name",
+                "tool call function name must not contain control characters.",
                 field="function.name",
             )
         if self.type != "function":
