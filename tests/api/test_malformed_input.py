@@ -149,3 +149,11 @@ def test_a_schema_title_with_a_final_newline_is_not_used_as_its_name() -> None:
 def test_an_mcp_server_name_with_a_final_newline_is_e030() -> None:
     with override_settings(LLM_CONVERSATIONS={"MCP_SERVERS": {"docs\n": {"COMMAND": "x"}}}):
         assert [error.id for error in check_mcp_servers()] == ["llm_conversations.E030"]
+
+
+def test_a_page_past_the_last_is_not_found_however_large(
+    client: APIClient, conversation: Conversation
+) -> None:
+    # Schema-valid (no maximum): refused as a page that does not exist, not as malformed.
+    response = client.get("/api/conversations/", {"page": "23458780743149404697919488"})
+    assert response.status_code == 404

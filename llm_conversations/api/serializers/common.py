@@ -161,7 +161,7 @@ class MaxIterationsField(serializers.IntegerField):
         self.min_value, self.max_value = 1, conf.MAX_ITERATIONS_LIMIT
 
 
-_QUERY_INTEGER = re.compile(r"-?[0-9]{1,19}\Z")
+_QUERY_INTEGER = re.compile(r"-?[0-9]+\Z")
 
 
 class QueryIntegerField(serializers.IntegerField):
