@@ -55,7 +55,7 @@ BACKEND = {"default": {"BACKEND": "llm_conversations.celery_backend.CeleryBacken
 
 
 @pytest.fixture
-def celery_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def celery_settings() -> Iterator[None]:
     if connection.vendor != "postgresql":
         pytest.skip("Celery workers are separate processes: run with DATABASE_URL=postgres://...")
     problem = redis_problem(REDIS_URL)
@@ -63,11 +63,8 @@ def celery_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         pytest.fail(f"{problem}. CI=true: the Celery test may not be skipped.")
     if problem:
         pytest.skip(f"{problem} (skipped locally; under CI=true this fails)")
-    # project.celery defaults DJANGO_TASKS to celery for `celery -A project`; set here,
-    # it is undone after the test, so later workers started from this process are not
-    # given the Celery backend.
-    monkeypatch.setenv("DJANGO_TASKS", "celery")
-    # This process loaded its settings without DJANGO_TASKS: it is told the broker here.
+    # This process loaded its settings without DJANGO_TASKS=celery (the processes it
+    # starts have it): its app is told the broker here.
     from project import celery_app as app
 
     app.conf.broker_url = REDIS_URL
