@@ -17,7 +17,9 @@ from llm_conversations.exceptions import InvalidMessage
 __all__ = ["CONTROL_CHARACTERS", "ToolCall", "check_tool_calls"]
 
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-"""What no tool name holds (C0 and C1 controls, DEL): a call naming one is refused."""
+"""C0 and C1 controls and DEL: what no offered tool's name holds, so what the API
+refuses in a call's name and a provider's reply has replaced. Not a rule of
+``ToolCall`` itself: calls stored before it was a rule must stay readable."""
 
 
 def _encode_arguments(arguments: Mapping[str, Any]) -> str:
@@ -51,12 +53,6 @@ class ToolCall:
             raise InvalidMessage(
                 "invalid_tool_name",
                 "tool call function name must be a non-empty string.",
-                field="function.name",
-            )
-        if CONTROL_CHARACTERS.search(self.name):
-            raise InvalidMessage(
-                "invalid_tool_name",
-                "tool call function name must not contain control characters.",
                 field="function.name",
             )
         if self.type != "function":

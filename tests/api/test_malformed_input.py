@@ -12,6 +12,7 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from llm_conversations.checks import check_mcp_servers
+from llm_conversations.conversations import create_conversation
 from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.core.structured import ResponseFormat
 from llm_conversations.core.tool_specs import ToolSpec
@@ -49,13 +50,31 @@ def test_a_tool_call_naming_a_control_character_is_400_invalid_tool_name(
 
 
 @pytest.mark.parametrize("name", CONTROL_NAMES)
-def test_the_rules_refuse_control_characters_in_tool_names(name: str) -> None:
+def test_a_tool_spec_name_holds_no_control_character_not_even_a_final_newline(
+    name: str,
+) -> None:
+    # [A-Za-z0-9_-]{1,64} up to its very end ("$" also matched before a final newline).
     with pytest.raises(InvalidMessage) as refused:
-        ToolCall("c1", name)
-    assert refused.value.code == "invalid_tool_name"
-    # A spec's name is [A-Za-z0-9_-]{1,64} up to its very end: no final newline.
-    with pytest.raises(InvalidMessage):
         ToolSpec(name)
+    assert refused.value.code == "invalid_tool_name"
+
+
+def test_a_call_stored_before_the_rule_stays_readable(client: APIClient, user: Any) -> None:
+    # The rule is the API's, on input: ToolCall itself still builds such a call, so rows
+    # stored earlier load, and the conversation reads as before.
+    call = ToolCall("c1", "get\x07weather", raw_arguments="not json")
+    conversation = create_conversation(
+        owner=user,
+        messages=[
+            ChatMessage.user("hi"),
+            ChatMessage.assistant_tool_calls([call]),
+            ChatMessage.tool_result("c1", "error", is_error=True),
+        ],
+    )
+    response = client.get(f"/api/conversations/{conversation.pk}/messages/", {"order": "asc"})
+    assert response.status_code == 200
+    (stored,) = response.json()["data"][1]["tool_calls"]
+    assert stored["function"]["name"] == "get\x07weather"
 
 
 def test_a_models_call_naming_a_control_character_is_stored_as_an_unknown_tool() -> None:
