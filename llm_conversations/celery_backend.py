@@ -8,8 +8,9 @@ Celery's ``eta``. It sends with the project's Celery app, the one given to
 a web server's request threads it is Celery's unconfigured fallback (a broker
 at ``amqp://localhost``), where a run would stay queued. A project that never
 loaded its Celery app is told so (check ``llm_conversations.E092``, and
-:class:`~django.core.exceptions.ImproperlyConfigured` on enqueue). Nothing is read back from Celery's result backend: a run's
-row is its truth, so ``supports_get_result`` is False.
+:class:`~django.core.exceptions.ImproperlyConfigured` on enqueue). Nothing is
+read back from Celery's result backend: a run's row is its truth, so
+``supports_get_result`` is False.
 
 A Celery message may be delivered twice (``acks_late`` redelivers a message
 whose worker was lost); a run refuses a second execution by its own

@@ -1,5 +1,6 @@
 """RUN_START_CONCURRENCY: requests that start or resume runs take one of the
-process's slots before they touch the database; the rest of the site does not."""
+process's slots once authenticated and throttled, before their run's database
+work; the rest of the site does not."""
 
 from __future__ import annotations
 
