@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.core.checks import Tags, register
+from django.core.checks import register
 from django.core.signals import request_finished, request_started
 
 
@@ -20,15 +20,20 @@ class LLMConversationsConfig(AppConfig):
         from llm_conversations.runs import webhooks
         from llm_conversations.signals import run_finished, run_requires_action
 
-        register(Tags.compatibility)(checks.check_settings)
-        register(checks.check_providers)
-        register(Tags.compatibility)(checks.check_tools)
-        register(Tags.compatibility)(checks.check_mcp_servers)
-        register(Tags.compatibility)(checks.check_run_limits)
-        register(Tags.compatibility)(checks.check_attachments)
-        register(Tags.compatibility)(checks.check_webhooks)
-        register(Tags.compatibility)(checks.check_share_links)
-        register(Tags.compatibility)(checks.check_trash)
+        # Tagged, so that `manage.py check --tag llm_conversations` runs them alone.
+        for check in (
+            checks.check_settings,
+            checks.check_providers,
+            checks.check_tools,
+            checks.check_mcp_servers,
+            checks.check_run_limits,
+            checks.check_attachments,
+            checks.check_webhooks,
+            checks.check_share_links,
+            checks.check_trash,
+            checks.check_installation,
+        ):
+            register(check, checks.TAG)
         # Work that must not delay a response (automatic titles) runs after it.
         request_started.connect(
             after_response.open_scope,

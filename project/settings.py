@@ -14,7 +14,8 @@ Background runs go to a task worker: the database backend (``manage.py
 llm_worker``, started by ``make run``) unless ``DJANGO_TASKS=rq``, which queues
 them in Redis (``REDIS_URL``, default ``redis://127.0.0.1:6379/0``) for
 ``manage.py rqworker`` processes, or ``DJANGO_TASKS=celery``, which queues them for
-``celery -A project worker --pool threads`` (project/celery.py). See docs/deployment.md.
+``DJANGO_TASKS=celery celery -A project worker --pool threads`` (project/celery.py,
+loaded by project/__init__.py). See docs/deployment.md.
 """
 
 import os
@@ -200,7 +201,7 @@ if os.environ.get("DJANGO_TASKS") == "rq":
     RQ = {"JOB_CLASS": "django_tasks_rq.backend.Job"}
     TASKS = {"default": {"BACKEND": "django_tasks_rq.RQBackend", "QUEUES": ["default"]}}
 elif os.environ.get("DJANGO_TASKS") == "celery":
-    # Celery workers on Redis (`celery -A project worker --pool threads --concurrency 32`).
+    # Celery workers on Redis (`DJANGO_TASKS=celery celery -A project worker --pool threads`).
     CELERY_BROKER_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
     # The queue name of the Tasks framework is Celery's queue (`-Q default`).
     CELERY_TASK_DEFAULT_QUEUE = "default"

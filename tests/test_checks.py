@@ -20,6 +20,7 @@ from django.test import override_settings
 from llm_conversations import checks
 from llm_conversations.checks import (
     check_attachments,
+    check_installation,
     check_mcp_servers,
     check_providers,
     check_run_limits,
@@ -29,6 +30,7 @@ from llm_conversations.checks import (
     check_trash,
     check_webhooks,
 )
+from llm_conversations.checks.installation import CELERY_BACKEND
 from llm_conversations.providers import registry as provider_registry
 from llm_conversations.tools import mcp_config
 
@@ -127,6 +129,21 @@ BROKEN: dict[str, tuple[Any, bool]] = {
 }
 
 
+# Ids whose broken configuration is a project setting beside LLM_CONVERSATIONS.
+BROKEN_PROJECT: dict[str, dict[str, Any]] = {
+    # No Celery app configured in this process (see ``without_celery_app``).
+    "llm_conversations.E092": {"TASKS": {"default": {"BACKEND": CELERY_BACKEND}}},
+}
+
+
+@pytest.fixture
+def without_celery_app(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in a process whose project never loaded its Celery module."""
+    from llm_conversations import celery_backend
+
+    monkeypatch.setattr(celery_backend, "_configured", None)
+
+
 @pytest.fixture
 def without_sdk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """For E035, ``import mcp`` fails as where the extra is not installed."""
@@ -149,10 +166,13 @@ def without_sdk(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
         check_webhooks,
         check_share_links,
         check_trash,
+        check_installation,
     ],
 )
 def test_each_check_is_registered(check: Any) -> None:
     assert check in registry.get_checks()
+    # With the app's tag: `manage.py check --tag llm_conversations` selects them.
+    assert checks.TAG in check.tags
 
 
 def test_every_id_in_the_code_has_a_broken_setting_here() -> None:
@@ -164,7 +184,7 @@ def test_every_id_in_the_code_has_a_broken_setting_here() -> None:
     assert len(parts) > 1
     sources = (checks, *parts, provider_registry, mcp_config)
     source = "".join(inspect.getsource(module) for module in sources)
-    assert set(ID.findall(source)) == set(BROKEN)
+    assert set(ID.findall(source)) == set(BROKEN) | set(BROKEN_PROJECT)
 
 
 # Django 6.1 runs the model checks against the database (JSONField support).
@@ -192,6 +212,29 @@ def test_manage_py_check_reports_each_id(check_id: str) -> None:
         else:
             call_command("check", stderr=stderr)
             assert check_id in stderr.getvalue()
+
+
+# Django 6.1 runs the model checks against the database (JSONField support).
+@pytest.mark.django_db
+@pytest.mark.usefixtures("without_celery_app")
+@pytest.mark.parametrize("check_id", sorted(BROKEN_PROJECT))
+def test_manage_py_check_with_the_apps_tag_reports_each_project_id(check_id: str) -> None:
+    with (
+        override_settings(**BROKEN_PROJECT[check_id]),
+        pytest.raises(SystemCheckError, match=re.escape(check_id)),
+    ):
+        call_command("check", "--tag", checks.TAG)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("check_id", ["llm_conversations.E003", "llm_conversations.E015"])
+def test_manage_py_check_with_the_apps_tag_runs_the_apps_checks(check_id: str) -> None:
+    value, debug = BROKEN[check_id]
+    with (
+        override_settings(LLM_CONVERSATIONS=value, DEBUG=debug),
+        pytest.raises(SystemCheckError, match=re.escape(check_id)),
+    ):
+        call_command("check", "--tag", checks.TAG)
 
 
 # Django 6.1 runs the model checks against the database (JSONField support).

@@ -36,7 +36,7 @@ from llm_conversations.conversations.lifecycle import (
     unarchive_conversation,
 )
 from llm_conversations.conversations.search import unquote_term
-from llm_conversations.core.model_info import cost_text
+from llm_conversations.core.model_info import cost_shown
 from llm_conversations.exceptions import LLMConversationsError
 from llm_conversations.models import (
     Attachment,
@@ -188,7 +188,7 @@ class ConversationAdmin(_ModelAdmin):
 
     @admin.display(description=_("Cost (USD)"), ordering="cost")
     def cost(self, obj: Conversation) -> str:
-        return cost_text(getattr(obj, "cost", Decimal(0))) or "-"
+        return cost_shown(getattr(obj, "cost", Decimal(0)))
 
     @admin.display(description=_("Last run"), ordering="last_run_status")
     def last_run(self, obj: Conversation) -> SafeString | str:

@@ -21,6 +21,7 @@ from django.utils.translation import ngettext
 
 from llm_conversations.admin.conversations import status_badge
 from llm_conversations.admin.transcript import pretty_json
+from llm_conversations.core.model_info import cost_shown
 from llm_conversations.exceptions import LLMConversationsError
 from llm_conversations.models import ACTIVE_RUN_STATUSES, Message, Run, RunEvent, RunStatus
 
@@ -75,6 +76,11 @@ class HistoryAdmin(_ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+    @admin.display(description=_("Cost (USD)"), ordering="cost")
+    def cost_usd(self, obj: Message | Run) -> str:
+        """The row's cost as people read it (the exact value is in the API and the CSV)."""
+        return cost_shown(obj.cost)
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -131,11 +137,11 @@ class MessageAdmin(HistoryAdmin):
         "cached_tokens",
         "cache_write_tokens",
         "reasoning_tokens",
-        "cost",
+        "cost_usd",
         "metadata_pretty",
         "created_at",
     )
-    readonly_fields = ("tool_calls_pretty", "metadata_pretty")
+    readonly_fields = ("tool_calls_pretty", "metadata_pretty", "cost_usd")
 
     @admin.display(description=_("Content"))
     def summary(self, obj: Message) -> str:
@@ -174,7 +180,7 @@ class RunAdmin(HistoryAdmin):
         "iterations",
         "attempts",
         "total_tokens",
-        "cost",
+        "cost_usd",
         "provider",
         "model",
         "created_at",
@@ -211,7 +217,7 @@ class RunAdmin(HistoryAdmin):
         "cached_tokens",
         "cache_write_tokens",
         "reasoning_tokens",
-        "cost",
+        "cost_usd",
         "context_strategy",
         "context_first_position",
         "context_estimated_tokens",
@@ -227,6 +233,7 @@ class RunAdmin(HistoryAdmin):
         "events_table",
     )
     readonly_fields = (
+        "cost_usd",
         "conversation_link",
         "waits_for_link",
         "replaced_link",

@@ -28,7 +28,7 @@ from llm_conversations.conversations.usage import (
     usage_by_user,
     usage_window,
 )
-from llm_conversations.core.model_info import cost_text
+from llm_conversations.core.model_info import cost_shown, cost_text
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin
@@ -113,7 +113,7 @@ def totals(rows: Sequence[UsageRow]) -> list[Totals]:
         entry[6] += row.reasoning_tokens
     ranked = sorted(sums.items(), key=lambda item: (-item[1][3], -item[1][1] - item[1][2], item[0]))
     return [
-        Totals(k, t, i, o, cost_text(c) or "", cached, written, reasoning)
+        Totals(k, t, i, o, cost_shown(c), cached, written, reasoning)
         for k, (t, i, o, c, cached, written, reasoning) in ranked
     ]
 

@@ -53,6 +53,7 @@ PUBLIC_VALIDATION_CODES = frozenset(
         "invalid_number",
         "invalid_secret",
         "invalid_text",
+        "invalid_tool_name",
         "invalid_url",
         "too_deep",
         "too_large",

@@ -4,7 +4,9 @@
 ``too_large`` beyond), refuses nesting deeper than
 :data:`~llm_conversations.core.text.MAX_JSON_DEPTH` without recursing into it
 unprotected, and applies the one storable-text policy
-(:func:`check_text`) to the whole body.
+(:func:`check_text`) to the whole body. A body is read in the charset its
+``Content-Type`` names (UTF-8 without one); a charset that is no known text
+encoding is a 400 ``parse_error``.
 Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE`` applies too, when it is smaller.
 
 :class:`BodyRequest` hands the parser a body sent without a ``Content-Length``
@@ -24,6 +26,7 @@ from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpRequest
+from django.utils.http import parse_header_parameters
 from rest_framework.parsers import BaseParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -165,10 +168,21 @@ class BoundedJSONParser(BaseParser):
         if not raw:
             # As DRF reads a body of length 0.
             return {}
-        encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
+        # The charset as sent: Django drops one it does not know, which would read the
+        # body as UTF-8 whatever the client declared.
+        _, params = parse_header_parameters(media_type or "")
+        encoding = params.get("charset") or (parser_context or {}).get(
+            "encoding", settings.DEFAULT_CHARSET
+        )
         try:
             text = raw.decode(encoding)
-        except (UnicodeDecodeError, LookupError):
+        except LookupError:
+            raise ApiError(
+                400,
+                "parse_error",
+                f"The body's charset {encoding!r} is not a known text encoding.",
+            ) from None
+        except UnicodeDecodeError:
             raise ApiError(400, "parse_error", f"The body is not valid {encoding}.") from None
         try:
             data = json.loads(text, parse_constant=_any_constant)

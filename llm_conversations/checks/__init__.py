@@ -1,4 +1,5 @@
-"""System checks for ``settings.LLM_CONVERSATIONS``, registered in ``AppConfig.ready()``.
+"""System checks for ``settings.LLM_CONVERSATIONS``, registered in ``AppConfig.ready()``
+with the tag :data:`TAG` (``manage.py check --tag llm_conversations``).
 
 One function per concern, each id stable, in a module of this package named
 for what it checks (the kinds of value they share are in ``values``):
@@ -47,17 +48,26 @@ for what it checks (the kinds of value they share are in ``values``):
 - :func:`check_share_links` (``conversations``): E090 ``SHARE_RATE`` neither ``None`` nor a DRF rate.
 - :func:`check_trash` (``conversations``): E091 ``TRASH_RETENTION_DAYS`` neither ``None`` nor a
   positive integer.
+- :func:`check_installation` (``installation``): E092 a ``TASKS`` backend is
+  ``CeleryBackend`` but no Celery app was given to ``celery_backend.configure()``
+  (the project's Celery module is not loaded by its package's ``__init__.py``).
 """
 
 from llm_conversations.checks.conversations import check_attachments, check_share_links, check_trash
+from llm_conversations.checks.installation import check_installation
 from llm_conversations.checks.providers import check_providers
 from llm_conversations.checks.run_limits import check_run_limits
 from llm_conversations.checks.settings_values import check_settings
 from llm_conversations.checks.tools import check_mcp_servers, check_tools
 from llm_conversations.checks.webhooks import check_webhooks
 
+TAG = "llm_conversations"
+"""The tag of every check of the app."""
+
 __all__ = [
+    "TAG",
     "check_attachments",
+    "check_installation",
     "check_mcp_servers",
     "check_providers",
     "check_run_limits",

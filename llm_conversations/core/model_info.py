@@ -27,6 +27,7 @@ __all__ = [
     "ModelInfo",
     "Prices",
     "cost_of",
+    "cost_shown",
     "cost_text",
     "model_info_problems",
     "parse_model_info",
@@ -43,6 +44,8 @@ _ANTHROPIC_MODELS = ("claude-sonnet-4-5", "claude-haiku-4-5")
 COST_DECIMALS = 10
 COST_DIGITS = 20
 COST_PLACES = Decimal(1).scaleb(-COST_DECIMALS)
+# What the admin shows a cost to: a millionth of a dollar.
+SHOWN_PLACES = Decimal("0.000001")
 
 _MILLION = Decimal(1_000_000)
 
@@ -130,8 +133,21 @@ def cost_of(
 
 
 def cost_text(cost: Decimal | None) -> str | None:
-    """Dollars as shown: a decimal string with ten places, exact; ``None`` if unknown."""
+    """Dollars as the API and CSV give them: a decimal string with ten places, exact;
+    ``None`` if unknown."""
     return None if cost is None else f"{cost.quantize(COST_PLACES):f}"
+
+
+def cost_shown(cost: Decimal | None) -> str:
+    """Dollars for people to read (the admin): rounded to a millionth, trailing zeros
+    dropped down to cents (``0.000015``, ``1.20``); ``<0.000001`` for a cost above
+    zero but below that; ``-`` if unknown. :func:`cost_text` is the exact form."""
+    if cost is None:
+        return "-"
+    if 0 < cost < SHOWN_PLACES:
+        return f"<{SHOWN_PLACES:f}"
+    whole, _, places = f"{cost.quantize(SHOWN_PLACES, ROUND_HALF_UP):f}".partition(".")
+    return f"{whole}.{places.rstrip('0').ljust(2, '0')}"
 
 
 def _price(value: object) -> Decimal | None:

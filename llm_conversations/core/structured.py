@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 # OpenAI's rule for a schema name; a title that breaks it is not used as the name.
-_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
 DEFAULT_NAME = "response"
 # Problems quoted to the model and stored on the run are cut to this length.
 PROBLEM_LIMIT = 500

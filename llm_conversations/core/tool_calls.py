@@ -6,6 +6,7 @@ This module imports nothing from Django and nothing from httpx.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +14,12 @@ from typing import Any
 from llm_conversations.core.text import json_problem
 from llm_conversations.exceptions import InvalidMessage
 
-__all__ = ["ToolCall", "check_tool_calls"]
+__all__ = ["CONTROL_CHARACTERS", "ToolCall", "check_tool_calls"]
+
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""C0 and C1 controls and DEL: what no offered tool's name holds, so what the API
+refuses in a call's name and a provider's reply has replaced. Not a rule of
+``ToolCall`` itself: calls stored before it was a rule must stay readable."""
 
 
 def _encode_arguments(arguments: Mapping[str, Any]) -> str:

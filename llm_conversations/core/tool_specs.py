@@ -14,7 +14,8 @@ from llm_conversations.exceptions import InvalidMessage
 
 __all__ = ["ToolSpec"]
 
-_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# \Z, not $: "$" also matches before a final newline, which no provider accepts.
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
 
 
 def _empty_schema() -> dict[str, Any]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from llm_conversations.core.messages import ChatMessage, InvalidMessage, ToolCall
 from llm_conversations.core.text import json_problem, storable_text
+from llm_conversations.core.tool_calls import CONTROL_CHARACTERS
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.exceptions import UnsupportedContent
 
@@ -158,13 +159,15 @@ def storable_call(id: str, name: str, arguments: object) -> tuple[ToolCall, bool
     """A :class:`ToolCall` a database can store, and whether anything was changed.
 
     Every adapter's calls pass through here (via ``StreamAccumulator.call``).
-    Id and name get :func:`storable_text`. Arguments that decode to an object
+    Id and name get :func:`storable_text`; control characters in the name become ``_``. Arguments that decode to an object
     a JSON column refuses are kept as ``raw_arguments`` (the call is then
     ``malformed`` and answered with an error result): the text as received,
     or, for arguments sent already decoded, their JSON with every non-ASCII
     character escaped so the text itself is storable.
     """
-    clean_id, clean_name = storable_text(id), storable_text(name)
+    # A control character in a model's name would make the call unstorable; no offered
+    # tool has one, so the call still names an unknown tool and is answered as such.
+    clean_id, clean_name = storable_text(id), CONTROL_CHARACTERS.sub("_", storable_text(name))
     changed = (clean_id, clean_name) != (id, name)
     if isinstance(arguments, str) and arguments:
         try:

@@ -5,10 +5,13 @@ A burst of run starts (hundreds of clients within a second) would otherwise
 take every pooled database connection and most of the interpreter at once,
 and every other request of the process (reads, cancels, event streams) would
 wait for the whole burst: ``bench/load_runs.py`` measured reads waiting 2-3 s.
-A request that starts or resumes a run takes a slot before it touches the
-database, and gives it back when the run is claimed for execution (a
-foreground run executes without one) or when the request ends. A request that
-waits longer than ``RUN_START_WAIT_SECONDS`` is refused with
+A request that starts or resumes a run takes a slot once it is authenticated
+and throttled (a refused caller never holds one, however slow its password's
+hash), before its run's database work, and gives it back when the run is
+claimed for execution (a foreground run executes without one) or when the
+request ends. A request that waits for a slot gives its pooled connection back
+first (:func:`~llm_conversations.runs.live_connections.return_connection`). A
+request that waits longer than ``RUN_START_WAIT_SECONDS`` is refused with
 :class:`ServerBusy` (the API's 503 ``server_busy``), having stored nothing.
 """
 
@@ -19,6 +22,7 @@ from contextvars import ContextVar, Token
 
 from llm_conversations.conf import conf
 from llm_conversations.exceptions import ServerBusy
+from llm_conversations.runs.live_connections import return_connection
 
 __all__ = ["Slot", "StartSlots", "give_back", "slots"]
 
@@ -38,9 +42,13 @@ class StartSlots:
 
     def take(self) -> Slot:
         """A slot, once one is free (first come, first served); :class:`ServerBusy`
-        after ``RUN_START_WAIT_SECONDS``. The slot is also this context's, for
+        after ``RUN_START_WAIT_SECONDS``. A caller that has to wait first gives its
+        pooled connection back. The slot is also this context's, for
         :func:`give_back`."""
         size = conf.RUN_START_CONCURRENCY
+        if size is not None and self._taken >= size:
+            # About to wait: authentication's connection goes back to its pool meanwhile.
+            return_connection()
         with self._condition:
             if size is not None and not self._condition.wait_for(
                 lambda: self._taken < size, conf.RUN_START_WAIT_SECONDS

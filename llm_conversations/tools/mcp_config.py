@@ -43,9 +43,9 @@ __all__ = [
 
 # A server's name prefixes its tools' names (``everything__echo``): it must fit
 # the tool-name rule of tool_specs.py and leave room for the tool's own name.
-SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}\Z")
 SEPARATOR = "__"
-VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 # Options that apply to every tool of a server and may be set again per tool.
 TOOL_KEYS = frozenset({"REQUIRES_APPROVAL", "CLIENT_SIDE", "REPEATABLE", "TIMEOUT"})

@@ -61,7 +61,7 @@ def test_reaping_as_a_database_task() -> None:
     assert result.return_value == {"requeued": 0, "failed": 0, "reenqueued": 0}
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -104,7 +104,7 @@ def test_make_run_starts_server_worker_and_reaper_and_ctrl_c_stops_them(tmp_path
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120
     )
-    port = _free_port()
+    port = free_port()
     log = (tmp_path / "run.log").open("w+")
     launcher = subprocess.Popen(
         [sys.executable, "-m", "project.run", f"127.0.0.1:{port}"],

@@ -1,7 +1,9 @@
 """Background runs on two Celery worker processes (threads pool), Redis as the broker.
 
 Each worker is ``celery -A project worker --pool threads`` on the demo's
-settings with ``DJANGO_TASKS=celery``. Like project/tests/test_rq.py (whose
+settings with ``DJANGO_TASKS=celery``; one test starts the run through the demo's
+web server, started as documented (``manage.py runserver`` with the same
+environment), so the app the web process sends with is the project's own. Like project/tests/test_rq.py (whose
 helpers it uses), it needs PostgreSQL, skips on SQLite, and skips without Redis
 locally but fails under ``CI=true``.
 """
@@ -19,17 +21,20 @@ from functools import partial
 from pathlib import Path
 from typing import IO
 
+import httpx
 import pytest
 import redis
+from django.contrib.auth.models import User
 from django.db import connection
 from django.test import override_settings
 
 from llm_conversations.conversations import create_conversation, load_messages
-from llm_conversations.models import RunEvent, RunEventType
+from llm_conversations.models import Run, RunEvent, RunEventType
 from llm_conversations.runs import ToolLoopService
 from llm_conversations.runs.reaper import reap_runs
 from llm_conversations.runs.service import execute_run
 from project.tests.slow_provider import SlowProvider, assert_finished_without_charging_twice
+from project.tests.test_background import free_port
 from project.tests.test_rq import (
     CLAIMED,
     ROOT,
@@ -50,7 +55,7 @@ BACKEND = {"default": {"BACKEND": "llm_conversations.celery_backend.CeleryBacken
 
 
 @pytest.fixture
-def celery_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def celery_settings() -> Iterator[None]:
     if connection.vendor != "postgresql":
         pytest.skip("Celery workers are separate processes: run with DATABASE_URL=postgres://...")
     problem = redis_problem(REDIS_URL)
@@ -58,11 +63,9 @@ def celery_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         pytest.fail(f"{problem}. CI=true: the Celery test may not be skipped.")
     if problem:
         pytest.skip(f"{problem} (skipped locally; under CI=true this fails)")
-    # project.celery defaults DJANGO_TASKS to celery for `celery -A project`; set here,
-    # it is undone after the test, so later workers started from this process are not
-    # given the Celery backend.
-    monkeypatch.setenv("DJANGO_TASKS", "celery")
-    from project.celery import app
+    # This process loaded its settings without DJANGO_TASKS=celery (the processes it
+    # starts have it): its app is told the broker here.
+    from project import celery_app as app
 
     app.conf.broker_url = REDIS_URL
     with override_settings(TASKS=BACKEND):
@@ -73,7 +76,8 @@ def celery_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     redis.Redis.from_url(REDIS_URL).flushdb()
 
 
-def start_worker(name: str, log: IO[str], **extra: str) -> subprocess.Popen[str]:
+def start(command: list[str], log: IO[str], **extra: str) -> subprocess.Popen[str]:
+    """``command`` in the checkout, on the demo's settings with ``DJANGO_TASKS=celery``."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "project.settings",
@@ -83,8 +87,6 @@ def start_worker(name: str, log: IO[str], **extra: str) -> subprocess.Popen[str]
         "PYTHONUNBUFFERED": "1",
         **extra,
     }
-    command = [sys.executable, "-m", "celery", "-A", "project", "worker", "--pool", "threads"]
-    command += ["--concurrency", "8", "-Q", "default", "-n", f"{name}@%h", "-l", "INFO"]
     return subprocess.Popen(
         command,
         cwd=ROOT,
@@ -94,6 +96,56 @@ def start_worker(name: str, log: IO[str], **extra: str) -> subprocess.Popen[str]
         text=True,
         start_new_session=True,
     )
+
+
+def start_worker(name: str, log: IO[str], **extra: str) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "celery", "-A", "project", "worker", "--pool", "threads"]
+    command += ["--concurrency", "8", "-Q", "default", "-n", f"{name}@%h", "-l", "INFO"]
+    return start(command, log, **extra)
+
+
+def test_a_run_started_through_the_web_server_is_executed_by_a_worker(
+    celery_settings: None, tmp_path: Path
+) -> None:
+    """The web process loads the project's Celery app with Django, not by a test's
+    import: its request threads send to the configured broker, not Celery's default."""
+    user = User.objects.create_user("celery-web", password="celery-web-pw")
+    conversation = create_conversation(owner=user, title="celery web")
+    port = free_port()
+    logs = [tmp_path / "worker.log", tmp_path / "web.log"]
+    files = [log.open("w") for log in logs]
+    processes: list[subprocess.Popen[str]] = []
+    try:
+        processes.append(start_worker(f"llmconv-web-{uuid.uuid4().hex[:8]}", files[0]))
+        web = [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"]
+        processes.append(start(web, files[1]))
+
+        def serving() -> bool:
+            for process in processes:
+                assert process.poll() is None, "a process exited"
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/api/tools/", timeout=2)
+            except httpx.TransportError:
+                return False
+            return " ready." in logs[0].read_text()
+
+        wait_for(serving, "the worker and the web server", logs)
+        response = httpx.post(
+            f"http://127.0.0.1:{port}/api/conversations/{conversation.pk}/runs/",
+            json={"message": "hello", "background": True},
+            auth=("celery-web", "celery-web-pw"),
+            timeout=30,
+        )
+        assert response.status_code == 202, response.text
+        run_id = uuid.UUID(response.json()["id"])
+        wait_for(partial(runs_ended, [run_id]), "the run to end", logs)
+    finally:
+        stop(processes)
+        for file in files:
+            file.close()
+
+    assert Run.objects.get(pk=run_id).status == "completed"
+    assert [m.role for m in load_messages(conversation)] == ["user", "assistant"]
 
 
 def test_two_celery_workers_complete_each_run_exactly_once(

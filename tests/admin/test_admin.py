@@ -661,14 +661,21 @@ def test_costs_in_the_lists_the_run_timeline_and_the_transcript(staff_client: Cl
     response = staff_client.get(reverse(CHANGELIST))
     (row,) = response.context["cl"].result_list
     assert row.cost == Decimal("0.02")
-    assert '<td class="field-cost">0.0200000000</td>' in response.content.decode()
+    # Shown to a millionth, not the ten places a cost is stored to.
+    assert '<td class="field-cost">0.02</td>' in response.content.decode()
     html = staff_client.get(change_url(conversation)).content.decode()
     timeline = html[html.index('id="llmconv-runs"') : html.index('id="llmconv-transcript"')]
-    assert '<dd class="llmconv-cost">0.0200000000 USD</dd>' in timeline
+    assert '<dd class="llmconv-cost">0.02 USD</dd>' in timeline
     transcript = html[html.index('class="llmconv-msg llmconv-assistant"') :]
-    assert '<span class="llmconv-cost">0.0200000000 USD</span>' in transcript
+    assert '<span class="llmconv-cost">0.02 USD</span>' in transcript
     runs = staff_client.get(reverse("admin:llm_conversations_run_changelist"))
-    assert '<td class="field-cost">0.0200000000</td>' in runs.content.decode()
+    assert '<td class="field-cost_usd">0.02</td>' in runs.content.decode()
+    for page in (
+        reverse("admin:llm_conversations_run_change", args=[run.pk]),
+        reverse("admin:llm_conversations_message_change", args=[turn.pk]),
+    ):
+        assert '<div class="readonly">0.02</div>' in staff_client.get(page).content.decode()
+    assert "0.0200000000" not in html + runs.content.decode()
 
 
 def test_transcript_marks_where_a_fitted_run_cut_the_history(staff_client: Client) -> None:

@@ -1,8 +1,10 @@
 """RUN_START_CONCURRENCY: requests that start or resume runs take one of the
-process's slots before they touch the database; the rest of the site does not."""
+process's slots once authenticated and throttled, before their run's database
+work; the rest of the site does not."""
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
 import uuid
@@ -11,7 +13,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
@@ -281,3 +283,105 @@ def test_a_background_start_is_seven_statements(
     assert len(statements) == 7, statements
     assert len(callbacks) == 2  # message_appended, then the task
     assert Run.objects.get().enqueued_at is not None
+
+
+@pytest.fixture
+def long_wait(one_slot: dict[str, Any], settings: Any) -> None:
+    """A wait long enough that a request refused only after it would show."""
+    settings.LLM_CONVERSATIONS = {**one_slot, "RUN_START_WAIT_SECONDS": 5}
+
+
+def basic(username: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
+
+
+@pytest.mark.usefixtures("long_wait")
+def test_a_wrong_password_is_refused_without_waiting_for_a_slot(
+    conversation: Conversation, held: start_slots.Slot
+) -> None:
+    began = time.monotonic()
+    response = APIClient().post(
+        f"{base(conversation)}runs/",
+        {"message": "Hello"},
+        format="json",
+        HTTP_AUTHORIZATION=basic("alice", "wrong"),
+    )
+    # Refused by authentication at once, not after RUN_START_WAIT_SECONDS as server_busy.
+    assert time.monotonic() - began < 2
+    assert response.status_code in (401, 403), response.content
+    assert response.json()["error"]["code"] == "authentication_failed"
+    assert slots.taken == 1
+    assert not Run.objects.exists()
+
+
+@pytest.mark.usefixtures("long_wait", "empty_cache")
+def test_a_throttled_start_is_refused_without_waiting_for_a_slot(
+    client: APIClient, conversation: Conversation, settings: Any
+) -> None:
+    settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "RUN_RATE": "1/min"}
+    assert start(client, conversation, message="Hello").status_code == 201
+    slot = slots.take()  # another request preparing its run
+    try:
+        began = time.monotonic()
+        again = start(client, conversation, message="Again")
+        assert time.monotonic() - began < 2
+        assert (again.status_code, again.json()["error"]["code"]) == (429, "throttled")
+        assert slots.taken == 1
+    finally:
+        slot.close()
+    assert Run.objects.count() == 1
+
+
+@requires_postgresql
+def test_a_start_waiting_for_a_slot_gives_its_pooled_connection_back(
+    transactional_db: None, settings: Any
+) -> None:
+    settings.LLM_CONVERSATIONS = {
+        **API_SETTINGS,
+        "RUN_START_CONCURRENCY": 1,
+        "RUN_START_WAIT_SECONDS": 30,
+    }
+    user = User.objects.create_user("pooled", password="pooled-pw")
+    conversation = create_conversation(owner=user)
+    outcome: list[int] = []
+    pools: list[Any] = []
+
+    def request() -> None:
+        # This thread's connections come from a pool of their own (as under DJANGO_DB_POOL).
+        pooled = connections.create_connection(DEFAULT_DB_ALIAS)
+        pooled.settings_dict = {
+            **pooled.settings_dict,
+            "CONN_MAX_AGE": 0,
+            "OPTIONS": {**pooled.settings_dict["OPTIONS"], "pool": {"min_size": 0, "max_size": 2}},
+        }
+        connections[DEFAULT_DB_ALIAS] = pooled
+        pools.append(pooled.pool)
+        try:
+            response = APIClient().post(
+                f"{base(conversation)}runs/",
+                {"message": "Hello"},
+                format="json",
+                HTTP_AUTHORIZATION=basic("pooled", "pooled-pw"),
+            )
+            outcome.append(response.status_code)
+        finally:
+            pooled.close()
+            pooled.close_pool()
+
+    slot = slots.take()
+    thread = threading.Thread(target=request)
+    try:
+        thread.start()
+        # Authenticated (a query on a pooled connection), then waiting for the slot.
+        deadline = time.monotonic() + 10
+        while not pools or pools[0].get_stats().get("requests_num", 0) < 1:
+            assert time.monotonic() < deadline, "the request never authenticated"
+            time.sleep(0.01)
+        time.sleep(0.2)
+        stats = pools[0].get_stats()
+        assert outcome == []  # still waiting
+        assert stats["pool_size"] - stats["pool_available"] == 0, stats
+    finally:
+        slot.close()
+        thread.join(30)
+    assert outcome == [201]

@@ -12,6 +12,7 @@ from llm_conversations.core.model_info import (
     ModelInfo,
     Prices,
     cost_of,
+    cost_shown,
     model_info_problems,
 )
 from llm_conversations.providers.model_catalog import model_info
@@ -113,3 +114,20 @@ def test_a_cache_write_price_may_be_configured() -> None:
     assert info is not None
     assert info.prices is not None
     assert info.prices.cache_write == Decimal("2")
+
+
+@pytest.mark.parametrize(
+    ("cost", "shown"),
+    [
+        (None, "-"),
+        (Decimal(0), "0.00"),
+        (Decimal("0.0200000000"), "0.02"),
+        (Decimal("1.2000000000"), "1.20"),
+        (Decimal("0.0000150000"), "0.000015"),
+        (Decimal("0.0000004000"), "<0.000001"),
+        (Decimal("0.0000015000"), "0.000002"),
+        (Decimal("12345.6789012345"), "12345.678901"),
+    ],
+)
+def test_a_cost_is_shown_to_a_millionth_of_a_dollar(cost: Decimal | None, shown: str) -> None:
+    assert cost_shown(cost) == shown

@@ -294,7 +294,7 @@ def test_a_priced_run_prints_its_cost_and_an_unpriced_one_does_not() -> None:
     with override_settings(LLM_CONVERSATIONS=priced):
         out, _ = chat("Hello", "/quit")
     # 5 characters in and out at 1000 and 3000 dollars per million.
-    assert "(run cost: 0.0200000000 USD)" in out
+    assert "(run cost: 0.02 USD)" in out
     assert Run.objects.latest("created_at").cost == Decimal("0.02")
 
 

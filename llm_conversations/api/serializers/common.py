@@ -10,6 +10,7 @@ validation and the schema cannot disagree.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, ClassVar, TypeVar
@@ -158,6 +159,20 @@ class MaxIterationsField(serializers.IntegerField):
         super().__init__(**kwargs)
         # Set after DRF's own validators are built, so none is added for them.
         self.min_value, self.max_value = 1, conf.MAX_ITERATIONS_LIMIT
+
+
+_QUERY_INTEGER = re.compile(r"-?[0-9]+\Z")
+
+
+class QueryIntegerField(serializers.IntegerField):
+    """An integer query parameter written as digits (with a sign for a negative one,
+    which the field's bounds then refuse): DRF reads ``1.0``, ``+1`` and `` 1`` as 1,
+    which the schema's ``integer`` does not allow."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, str) and not _QUERY_INTEGER.match(data):
+            self.fail("invalid")
+        return int(super().to_internal_value(data))
 
 
 def background_default() -> bool:

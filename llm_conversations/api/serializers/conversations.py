@@ -9,7 +9,11 @@ from drf_spectacular.utils import extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from llm_conversations.api.representations import message_data, message_row
-from llm_conversations.api.serializers.common import MetadataField, StrictTypes
+from llm_conversations.api.serializers.common import (
+    MetadataField,
+    QueryIntegerField,
+    StrictTypes,
+)
 from llm_conversations.api.serializers.feedback import MessageFeedbackSerializer
 from llm_conversations.api.serializers.messages import ROLE_CHOICES
 from llm_conversations.conversations.lifecycle import HIDDEN_REASON_CHARS
@@ -251,8 +255,8 @@ class MessagePageSerializer(serializers.Serializer[Any]):
 class PageQuerySerializer(serializers.Serializer[Any]):
     """``?page=`` and ``?page_size=`` of a list of conversations, each valid when present."""
 
-    page = serializers.IntegerField(required=False, min_value=1, help_text="1-based page.")
-    page_size = serializers.IntegerField(
+    page = QueryIntegerField(required=False, min_value=1, help_text="1-based page.")
+    page_size = QueryIntegerField(
         required=False, min_value=1, max_value=100, help_text="Page size, 1-100 (default 20)."
     )
 
@@ -328,7 +332,7 @@ class MessageListQuerySerializer(serializers.Serializer[Any]):
     after = serializers.UUIDField(
         required=False, help_text="A message id: list the messages after it in `order`."
     )
-    limit = serializers.IntegerField(
+    limit = QueryIntegerField(
         required=False, default=20, min_value=1, max_value=100, help_text="Page size, 1-100."
     )
     order = serializers.ChoiceField(

@@ -22,6 +22,7 @@ from rest_framework.settings import api_settings
 from llm_conversations.api.serializers.common import Limit, NamesSentFields
 from llm_conversations.core.messages import Role
 from llm_conversations.core.text import json_problem
+from llm_conversations.core.tool_calls import CONTROL_CHARACTERS
 from llm_conversations.models import MAX_ID_CHARS
 
 __all__ = [
@@ -118,9 +119,20 @@ class CallTypeField(AsSentField):
     """A tool call's type."""
 
 
-@extend_schema_field({"type": "string"})
+def no_control_characters(value: Any) -> None:
+    """A tool call's name holds no control character (``invalid_tool_name``)."""
+    if isinstance(value, str) and CONTROL_CHARACTERS.search(value):
+        raise serializers.ValidationError(
+            "A tool name must not contain control characters.", code="invalid_tool_name"
+        )
+
+
+@extend_schema_field({"type": "string", "pattern": "^[^\\u0000-\\u001f\\u007f-\\u009f]+$"})
 class ToolNameField(AsSentField):
-    """The name of the tool a call names."""
+    """The name of the tool a call names: no control characters (the rest is the message
+    rules')."""
+
+    default_validators = [no_control_characters]
 
 
 @extend_schema_field({"type": "boolean"})

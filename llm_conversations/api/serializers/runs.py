@@ -12,6 +12,7 @@ from llm_conversations.api.serializers.common import (
     BackgroundField,
     MaxIterationsField,
     NamesSentFields,
+    QueryIntegerField,
     StrictTypes,
 )
 from llm_conversations.api.serializers.conversations import (
@@ -132,7 +133,7 @@ class RunListQuerySerializer(serializers.Serializer[Any]):
     cursor = serializers.CharField(
         required=False, help_text="The `next` or `previous` link's cursor."
     )
-    limit = serializers.IntegerField(
+    limit = QueryIntegerField(
         required=False, min_value=1, max_value=100, help_text="Runs per page: 1 to 100 (20)."
     )
 
@@ -140,7 +141,7 @@ class RunListQuerySerializer(serializers.Serializer[Any]):
 class RunEventsQuerySerializer(serializers.Serializer[Any]):
     """Query parameters of a run's event stream."""
 
-    after = serializers.IntegerField(
+    after = QueryIntegerField(
         required=False,
         min_value=0,
         max_value=2**63 - 1,

@@ -250,19 +250,20 @@ class ApiView(APIView):
 
 class RunStartingView(ApiView):
     """Base of views whose ``start_actions`` start or resume runs: each such request holds
-    one of the process's :mod:`~llm_conversations.runs.start_slots` from before it
-    authenticates (the first database query) until its run is claimed or the
-    request ends, so a burst of starts cannot take every connection and thread
-    the rest of the site needs."""
+    one of the process's :mod:`~llm_conversations.runs.start_slots` from once it is
+    authenticated, permitted, throttled and its body read, until its run is claimed
+    or the request ends, so a burst of starts cannot take every connection and
+    thread the rest of the site needs, and a caller who is refused (a wrong
+    password, over ``RUN_RATE``) never holds a slot while it is refused."""
 
     start_actions: ClassVar[frozenset[str]] = frozenset()
     _start_slot: Slot | None = None
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
         if getattr(self, "action", None) in self.start_actions:
             # Refused here (503 server_busy), the request has stored nothing.
             self._start_slot = slots.take()
-        super().initial(request, *args, **kwargs)
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
         try:

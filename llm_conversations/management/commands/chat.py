@@ -24,7 +24,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from llm_conversations.conf import conf
 from llm_conversations.conversations import create_conversation
 from llm_conversations.core.messages import ChatMessage, InvalidMessage, ToolCall
-from llm_conversations.core.model_info import cost_text
+from llm_conversations.core.model_info import cost_shown
 from llm_conversations.core.parameters import REASONING_EFFORTS, RunParameterInput, RunParameters
 from llm_conversations.exceptions import (
     ConversationBusy,
@@ -311,7 +311,7 @@ class Command(BaseCommand):
                     self.stdout.write(f"(run ended: {run.termination_reason})")
                 # Nothing for a model without prices, whose turns cost nothing known.
                 if run.cost:
-                    self.stdout.write(f"(run cost: {cost_text(run.cost)} USD)")
+                    self.stdout.write(f"(run cost: {cost_shown(run.cost)} USD)")
             elif isinstance(event, RunFailed):
                 run = event.run
                 self.stderr.write(f"Run failed: {run.error_type}: {run.error_message}")
