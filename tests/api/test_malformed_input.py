@@ -132,6 +132,18 @@ def test_an_events_resume_point_not_written_as_an_event_id_is_400(
     assert (error["code"], error["field"]) == ("invalid", "after")
 
 
+def test_a_bad_resume_point_beside_a_valid_last_event_id_is_400(
+    client: APIClient, conversation: Conversation, run: Run
+) -> None:
+    first = run.events.order_by("id").first()
+    assert first is not None
+    url = f"{runs_url(conversation)}{run.pk}/events/"
+    response = client.get(url, {"after": "-1"}, HTTP_LAST_EVENT_ID=str(first.pk))
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["code"], error["field"]) == ("invalid", "after")
+
+
 @pytest.mark.parametrize(
     ("path", "parameter"),
     [

@@ -7,6 +7,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from llm_conversations.api.serializers.common import QueryIntegerField
 from llm_conversations.api.serializers.runs import RunListQuerySerializer
 from llm_conversations.models import Decision, ToolDecision
 
@@ -46,6 +47,6 @@ class DecisionRecordSerializer(serializers.Serializer[ToolDecision]):
 class DecisionListQuerySerializer(RunListQuerySerializer):
     """Query parameters of a run's approvals trail."""
 
-    limit = serializers.IntegerField(
+    limit = QueryIntegerField(
         required=False, min_value=1, max_value=100, help_text="Decisions per page: 1 to 100 (50)."
     )

@@ -152,7 +152,9 @@ class RunPagination(CursorPagination):
 
 
 def _after_id(request: Request) -> int:
-    """Where a log stream resumes: ``Last-Event-ID``, else ``?after=``, else the start."""
+    """Where a log stream resumes: ``Last-Event-ID``, else ``?after=``, else the start.
+    The query is checked either way: a bad ``after`` is refused beside a header too."""
+    after: int | None = valid_query(RunEventsQuerySerializer, request).validated_data.get("after")
     header = request.headers.get("Last-Event-ID")
     if header is not None:
         if not (header.isascii() and header.isdigit() and len(header) <= 18):
@@ -163,7 +165,6 @@ def _after_id(request: Request) -> int:
                 field="Last-Event-ID",
             )
         return int(header)
-    after: int | None = valid_query(RunEventsQuerySerializer, request).validated_data.get("after")
     return after or 0
 
 
