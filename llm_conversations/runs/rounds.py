@@ -54,8 +54,8 @@ from llm_conversations.tools import ToolRegistry
 
 __all__ = ["Execution"]
 
-Reply = tuple[CompletionResponse, str]
-"""A model's reply and the ``PROVIDERS`` entry that gave it."""
+Reply = tuple[CompletionResponse, str, str]
+"""A model's reply, the ``PROVIDERS`` entry that gave it, and the model asked."""
 
 
 class Execution:
@@ -229,10 +229,12 @@ class Execution:
                 attempt.interrupted()  # cancelled or taken over
                 return None
             self.chain.succeeded(attempt)
-            return response, attempt.entry
+            return response, attempt.entry, attempt.parameters.model or attempt.provider.model
         return None  # the run stopped while a fallback was logged
 
-    def store_reply(self, response: CompletionResponse, entry: str, *, closing: bool) -> Steps:
+    def store_reply(
+        self, response: CompletionResponse, entry: str, model: str, *, closing: bool
+    ) -> Steps:
         """Store the model's reply; the run completes with a final one, and a final
         answer that does not match the ``response_format`` is repaired or fails it."""
         run, parameters = self.run, self.parameters
@@ -259,6 +261,7 @@ class Execution:
             starting=starting,
             context=fitted,
             entry=entry,
+            model=model,
             **final_answers.stored(verdict),
         )
         if reply is None:

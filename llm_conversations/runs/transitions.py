@@ -231,6 +231,7 @@ def store_reply(
     metadata: dict[str, Any] | None = None,
     context: Mapping[str, Any] | None = None,
     entry: str | None = None,
+    model: str | None = None,
 ) -> Message | None:
     """Count the model call and store its turn; ``None`` if the run stopped meanwhile.
 
@@ -241,7 +242,9 @@ def store_reply(
     ``metadata`` are what a judged final answer adds; ``context``, the ``Run``
     columns recording what the call sent (``ContextWindow.fields``), are set in
     the same update. ``entry`` is the ``PROVIDERS`` entry that answered (the
-    run's own when ``None``), whose prices apply, recorded as ``answered_by``.
+    run's own when ``None``), whose prices apply, recorded as ``answered_by``;
+    ``model`` the model that answered, recorded as the run's ``model`` (a
+    fallback answers with its own).
     """
     usage = response.usage
     answered_by = entry or run.provider
@@ -264,6 +267,7 @@ def store_reply(
                 cost=F("cost") + (cost or Decimal(0)),
                 lease_expires_at=lease_expiry(),
                 answered_by=answered_by,
+                **({"model": model} if model else {}),
                 **(context or {}),
             )
             if not counted:
@@ -286,6 +290,8 @@ def store_reply(
         return None
     run.iterations += 1
     run.answered_by = answered_by
+    if model:
+        run.model = model
     return row
 
 

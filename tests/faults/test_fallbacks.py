@@ -136,6 +136,8 @@ def test_a_failing_entry_falls_back_and_the_run_says_who_answered(
         "backup",
         1,
     )
+    # The model that answered, not the failed entry's.
+    assert result.run["model"] == "backup-model"
     reply = answer_of(result.run["id"])
     assert (reply.content, reply.provider) == (OK_TEXT, "anthropic")
     # The backup answered with its own model, not the run's.
