@@ -38,6 +38,7 @@ from llm_conversations.runs.event_listener import (
     publish,
     wake,
 )
+from llm_conversations.runs.live_connections import on_a_live_connection
 
 __all__ = [
     "TEXT_FLUSH_CHARS",
@@ -110,13 +111,19 @@ def record_live(run: Run, items: Sequence[EventItem]) -> list[RunEvent] | None:
     or another process took it over.
 
     A run cancelled meanwhile writes nothing more after its ``run.cancelled``.
+    Live events come after a wait (a model's silence, a tool): a connection the
+    database dropped meanwhile is made again and the write done once more.
     """
-    with transaction.atomic():
-        if not Run.objects.filter(
-            pk=run.pk, status=RunStatus.RUNNING, lease_owner=run.lease_owner
-        ).update(updated_at=timezone.now()):
-            return None
-        return record(run, items)
+
+    def write() -> list[RunEvent] | None:
+        with transaction.atomic():
+            if not Run.objects.filter(
+                pk=run.pk, status=RunStatus.RUNNING, lease_owner=run.lease_owner
+            ).update(updated_at=timezone.now()):
+                return None
+            return record(run, items)
+
+    return on_a_live_connection(write)
 
 
 class TextBuffer:

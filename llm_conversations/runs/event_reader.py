@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import partial
+from typing import TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from llm_conversations.models import Message, Run, RunEvent, RunEventType, RunStatus
 from llm_conversations.runs.event_listener import Pushed, Waiter, listener
@@ -56,7 +58,11 @@ __all__ = [
     "unstored_text_after",
 ]
 
+_T = TypeVar("_T")
+
 POLL_SECONDS = 0.2
+# How long a follower reads again while the database is unreachable.
+RECONNECT_SECONDS = 30.0
 # While the process listens, PostgreSQL delivers every committed NOTIFY, and a
 # dropped listening connection wakes every reader: the poll only guards against
 # the unforeseen. Each waiting stream reads once per poll, so 1,000 idle streams
@@ -164,6 +170,22 @@ def superseded_deltas(run: Run | None, events: list[RunEvent]) -> frozenset[int]
     return frozenset(d for d in deltas if any(after < d < until for after, until in spans))
 
 
+def _outliving_restarts(read: Callable[[], _T]) -> _T:
+    """``read()``, made again on a new connection while the database is unreachable
+    (a restart, a terminated session), for up to ``RECONNECT_SECONDS``: a follower
+    outlives it and ends with the run's end event. Inside an outer transaction (a
+    test's) nothing can be done again."""
+    give_up = time.monotonic() + RECONNECT_SECONDS
+    while True:
+        try:
+            return read()
+        except (OperationalError, InterfaceError):
+            if connection.in_atomic_block or time.monotonic() > give_up:
+                raise
+            connection.close()
+            time.sleep(0.5)
+
+
 def read_page(run_id: uuid.UUID | str, after_id: int, limit: int = PAGE_SIZE) -> Page:
     """The next events after ``after_id``, cut after the first one that ends a stream.
 
@@ -241,7 +263,7 @@ def pushed_page(batch: Pushed) -> Page:
 
 def _pushed_page_in_pool(batch: Pushed) -> Page:
     try:
-        return pushed_page(batch)
+        return _outliving_restarts(partial(pushed_page, batch))
     finally:
         close_old_connections()
 
@@ -334,7 +356,7 @@ def follow(
     with listener.subscribe(run_id) as waiter:
         while True:
             waiter.clear()  # before reading: a commit after the read wakes the wait
-            page = read_page(run_id, cursor.after_id, limit)
+            page = _outliving_restarts(partial(read_page, run_id, cursor.after_id, limit))
             if page.events:
                 yield page
             following = cursor.advance(page)
@@ -342,7 +364,7 @@ def follow(
                 waiter.wait(cursor.wait_for())
                 batches, read = cursor.take(waiter)
                 for batch in batches:
-                    page = pushed_page(batch)
+                    page = _outliving_restarts(partial(pushed_page, batch))
                     yield page
                     if cursor.advance(page) is _Next.END:
                         return
@@ -358,7 +380,7 @@ def _read_page_in_pool(run_id: uuid.UUID | str, after_id: int, limit: int) -> Pa
     # A pool thread serves many streams: its connection follows CONN_MAX_AGE
     # as a request's would, closed or kept after each read.
     try:
-        return read_page(run_id, after_id, limit)
+        return _outliving_restarts(partial(read_page, run_id, after_id, limit))
     finally:
         close_old_connections()
 

@@ -18,7 +18,7 @@ from llm_conversations.core.completions import CompletionResponse
 from llm_conversations.core.messages import ChatMessage, ToolCall, check_sequence
 from llm_conversations.exceptions import RunStateError
 from llm_conversations.models import Run, RunEvent, RunStatus
-from llm_conversations.providers import Provider
+from llm_conversations.providers import Provider, ResponseCompleted, StreamEvent, TextDelta
 from llm_conversations.runs import ToolLoopService, leases
 from llm_conversations.runs.leases import claim, new_owner
 from llm_conversations.runs.reaper import reap_runs
@@ -465,6 +465,48 @@ class TestHeartbeat:
         assert (run.status, run.termination_reason, run.attempts) == ("completed", "completed", 1)
         assert executed == ["pay"]
         assert [m.content for m in load_messages(conversation) if m.role == "tool"] == ["paid"]
+
+    @requires_postgresql
+    def test_a_streamed_reply_outlives_every_session_being_terminated(self) -> None:
+        # As a PostgreSQL restart would while the model streams: the loop's next
+        # write, the text it logs, reconnects instead of failing the run.
+
+        class Restarted(Provider):
+            backend = "restarted"
+            uses_http = False
+
+            def send_stream(self, request: Any) -> Iterator[StreamEvent]:
+                yield TextDelta("before ")
+                time.sleep(0.1)  # the loop has logged it
+                killer = threading.Thread(target=terminate_every_other_session)
+                killer.start()
+                killer.join()
+                yield TextDelta("after")
+                yield ResponseCompleted(CompletionResponse("before after"))
+
+        def terminate_every_other_session() -> None:
+            try:
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    )
+            finally:
+                connections.close_all()
+
+        loop = ToolLoopService(Restarted(model="r"), tools=ToolRegistry([]))
+        conversation = create_conversation()
+        worker = threading.Thread(
+            target=execute_closing, args=(loop, loop.start(conversation, "hi").pk)
+        )
+        worker.start()
+        worker.join(30)
+        connection.close()  # this thread's session was terminated too
+        run = Run.objects.get()
+        assert (run.status, run.termination_reason) == ("completed", "completed")
+        assert load_messages(conversation)[-1].content == "before after"
+        deltas = run.events.filter(type="text.delta").values_list("data", flat=True)
+        assert "".join(d["delta"] for d in deltas) == "before after"
 
 
 @pytest.mark.django_db

@@ -211,3 +211,50 @@ with transaction.atomic():
     assert deltas == [str(index) for index in range(30)]
     # The start (events, run), then the run for run.completed: 30 pieces cost nothing.
     assert reads(queries) <= 5, json.dumps([q["sql"][:80] for q in queries.captured_queries])
+
+
+@requires_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_a_follower_outlives_its_sessions_being_terminated_and_sees_the_end() -> None:
+    # As a PostgreSQL restart would: every other session (the follower's, its
+    # listener's) is terminated between two of the writer's events.
+    run = Run.objects.create(conversation=create_conversation(), status="running")
+    name = connection.settings_dict["NAME"]
+    script = f"""
+import django, time
+django.setup()
+from django.db import connection, transaction
+from llm_conversations.models import Run, RunEventType
+from llm_conversations.runs import event_log
+run = Run.objects.get(pk="{run.pk}")
+time.sleep(0.5)
+with transaction.atomic():
+    event_log.record(run, [(RunEventType.TEXT_DELTA, {{"delta": "before "}})])
+time.sleep(0.3)
+with connection.cursor() as cursor:
+    cursor.execute(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+time.sleep(0.3)
+with transaction.atomic():
+    event_log.record(run, [(RunEventType.TEXT_DELTA, {{"delta": "after"}})])
+    Run.objects.filter(pk=run.pk).update(status="completed")
+    event_log.record(run, [(RunEventType.RUN_COMPLETED, {{}})])
+"""
+    environment = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{name}",
+    }
+    writer = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=environment)
+    got: list[RunEvent] = []
+    try:
+        for page in event_reader.follow(run.pk, 0):
+            if page is not None:
+                got.extend(page.events)
+    finally:
+        assert writer.wait(30) == 0
+        connection.close()
+    assert [e.type for e in got] == ["text.delta", "text.delta", "run.completed"]
+    assert "".join(e.data.get("delta", "") for e in got) == "before after"
