@@ -34,6 +34,7 @@ from llm_conversations.conversations.usage import (
 )
 from llm_conversations.core.completions import CompletionResponse, Usage
 from llm_conversations.core.messages import ChatMessage
+from llm_conversations.core.model_info import cost_shown
 from llm_conversations.models import Message
 
 pytestmark = pytest.mark.django_db
@@ -264,7 +265,8 @@ def test_page_shows_the_totals_and_charts_in_four_queries(
             assert totals[key].turns == sum(r.turns for r in mine)
             assert totals[key].input_tokens == sum(r.input_tokens for r in mine)
             assert totals[key].output_tokens == sum(r.output_tokens for r in mine)
-            assert Decimal(totals[key].cost) == sum(r.cost for r in mine)
+            # Shown to a millionth of a dollar (core/model_info.cost_shown).
+            assert totals[key].cost == cost_shown(sum(r.cost for r in mine))
         spend, tokens = section["charts"]
         # One bar per day and key with a non-zero value.
         assert len(spend.bars) == sum(1 for r in expected if r.cost)
@@ -277,7 +279,7 @@ def test_page_shows_the_totals_and_charts_in_four_queries(
     )  # the unpriced llama3 turn has tokens, no spend
     assert "<td>gpt-4o (openai)</td>" in page
     assert (
-        '<td class="llmconv-num">0.0055950000</td>' in page
+        '<td class="llmconv-num">0.005595</td>' in page
     )  # gpt-4o: 0.0045 + 0.000045 + 0.00105
     assert "<script" not in page.split('id="content-main"')[1]
 
