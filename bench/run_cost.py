@@ -87,7 +87,10 @@ def stored_calls(message: dict[str, Any]) -> str | None:
         return None
     return json.dumps(
         [
-            {**c, "function": {**c["function"], "arguments": json.loads(c["function"]["arguments"])}}
+            {
+                **c,
+                "function": {**c["function"], "arguments": json.loads(c["function"]["arguments"])},
+            }
             for c in calls
         ]
     )
@@ -120,6 +123,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=40, help="runs of each variant")
     parser.add_argument("--pieces", type=int, default=3, help="text chunks of the answer")
     parser.add_argument("--sql", action="store_true", help="print one run's statements")
+    parser.add_argument("--profile", action="store_true", help="profile the not streamed runs")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -135,13 +139,13 @@ def main() -> None:
     )
     try:
         time.sleep(0.5)
-        measure(f"http://127.0.0.1:{port}/v1", args.runs, args.sql)
+        measure(f"http://127.0.0.1:{port}/v1", args.runs, args.sql, args.profile)
     finally:
         server.terminate()
         server.wait()
 
 
-def measure(base_url: str, runs: int, show_sql: bool) -> None:
+def measure(base_url: str, runs: int, show_sql: bool, profile: bool) -> None:
     import logging
 
     import django
@@ -194,9 +198,7 @@ def measure(base_url: str, runs: int, show_sql: bool) -> None:
             from llm_conversations.models import Message
 
             fields = [f for f in Message._meta.concrete_fields]
-            defaults = {
-                f.column: f.get_db_prep_save(f.get_default(), connection) for f in fields
-            }
+            defaults = {f.column: f.get_db_prep_save(f.get_default(), connection) for f in fields}
             defaults["created_at"] = defaults["created_at"] or "2026-01-01 00:00:00"
             columns = ", ".join(defaults)
             insert = (
@@ -246,6 +248,17 @@ def measure(base_url: str, runs: int, show_sql: bool) -> None:
             if show_sql:
                 for query in app_run(False)[1].captured_queries:
                     print(query["sql"][:150])
+            if profile:
+                import cProfile
+                import pstats
+
+                profiler = cProfile.Profile()
+                profiler.enable()
+                for _ in range(runs):
+                    app_run(False)
+                profiler.disable()
+                pstats.Stats(profiler).sort_stats("cumulative").print_stats(60)
+                return
             cpu: dict[str, list[float]] = {name: [] for name in variants}
             counted: dict[str, tuple[int, int]] = {}
             for _ in range(runs):
@@ -254,7 +267,10 @@ def measure(base_url: str, runs: int, show_sql: bool) -> None:
                     cpu[name].append(seconds)
                     sql = [q["sql"] for q in queries.captured_queries]
                     commits = sum(s.startswith("COMMIT") for s in sql)
-                    counted[name] = (sum(not s.startswith(TRANSACTION_CONTROL) for s in sql), commits)
+                    counted[name] = (
+                        sum(not s.startswith(TRANSACTION_CONTROL) for s in sql),
+                        commits,
+                    )
             report(cpu, counted)
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)

@@ -20,7 +20,6 @@ reader takes it without reading the log.
 from __future__ import annotations
 
 import copy
-import math
 import time
 from collections.abc import Sequence
 from functools import partial
@@ -129,15 +128,15 @@ def record_live(run: Run, items: Sequence[EventItem]) -> list[RunEvent] | None:
 class TextBuffer:
     """Joins text pieces into the run's ``text.delta`` events.
 
-    The rule: a piece that arrives when nothing was written for
-    ``TEXT_FLUSH_SECONDS`` is written at once (the reply's first piece, every
-    piece of a slow stream); pieces that follow faster are joined and written
-    together once ``TEXT_FLUSH_SECONDS`` have passed since the last write, or
-    sooner when ``TEXT_FLUSH_CHARS`` characters have gathered. So no piece
-    waits longer than ``TEXT_FLUSH_SECONDS`` (the caller writes on time, see
-    :meth:`due_in`), and a run writes at most about twenty text events a second
-    however fast its model streams: each write is a transaction, and every
-    follower reads it.
+    The rule: the pieces that arrive within ``TEXT_FLUSH_SECONDS`` of the first
+    one not written yet are joined and written together then (or sooner, once
+    ``TEXT_FLUSH_CHARS`` characters have gathered); what is left when the reply
+    ends is written with the stored turn, in its transaction (:meth:`take`). So
+    no piece waits longer than ``TEXT_FLUSH_SECONDS`` (the caller writes on
+    time, see :meth:`due_in`); a run writes at most about twenty text events a
+    second however fast its model streams (each write is a transaction, and
+    every follower reads it); and a reply that arrives within that time costs
+    no transaction of its own.
 
     Text is handed on only once written, so a reader of the log and a live
     stream see the same pieces, and nothing is sent after a cancel.
@@ -147,7 +146,7 @@ class TextBuffer:
         self._run = run
         self._pieces: list[str] = []
         self._size = 0
-        self._written_at = -math.inf
+        self._since = 0.0
         self.stopped = False
 
     def add(self, text: str) -> str | None:
@@ -155,6 +154,8 @@ class TextBuffer:
 
         Sets :attr:`stopped` (and writes nothing) once the run stopped running.
         """
+        if not self._pieces:
+            self._since = time.monotonic()
         self._pieces.append(text)
         self._size += len(text)
         if self._size >= TEXT_FLUSH_CHARS or self.due_in() == 0:
@@ -165,16 +166,20 @@ class TextBuffer:
         """Seconds until what is buffered must be written; ``None`` when nothing is."""
         if not self._pieces:
             return None
-        return max(0.0, self._written_at + TEXT_FLUSH_SECONDS - time.monotonic())
+        return max(0.0, self._since + TEXT_FLUSH_SECONDS - time.monotonic())
 
     def flush(self) -> str | None:
         """Write what is buffered; the text written, or ``None`` (nothing, or stopped)."""
         if not self._pieces or self.stopped:
             return None
-        text = "".join(self._pieces)
-        self._pieces, self._size = [], 0
-        self._written_at = time.monotonic()
+        text = self.take()
         if record_live(self._run, [(RunEventType.TEXT_DELTA, {"delta": text})]) is None:
             self.stopped = True
             return None
+        return text
+
+    def take(self) -> str:
+        """What is buffered, for the caller to write (with the stored turn)."""
+        text = "".join(self._pieces)
+        self._pieces, self._size = [], 0
         return text

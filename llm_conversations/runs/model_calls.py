@@ -104,7 +104,8 @@ def model_reply(
     """Ask ``provider`` for the reply to ``messages``, yielding text as it is logged.
 
     Returns the reply, or ``None`` when the run stopped running here meanwhile
-    (``text`` found it so, or its lease was ``lost``). Raises
+    (``text`` found it so, or its lease was ``lost``); text it did not log yet
+    stays in ``text``. Raises
     ``CallInterrupted`` (the run's deadline or stop) and ``ProviderError``.
     """
     offered = tools or None
@@ -131,8 +132,9 @@ def model_reply(
                 interrupt.check()
                 written = text.add(event.text)
             elif isinstance(event, ResponseCompleted):
+                # What is left is written with the stored turn (TextBuffer.take).
                 response = event.response
-                written = text.flush()
+                written = None
             elif event is QUIET:
                 written = text.flush()
             else:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import replace
+from typing import NamedTuple
 
 from llm_conversations.conf import conf
 from llm_conversations.conversations.history import load_history
@@ -44,6 +45,7 @@ from llm_conversations.runs.events import (
     RunCompleted,
     RunFailed,
     RunRequiresAction,
+    TextDelta,
     ToolCallStarted,
     ToolResultStored,
 )
@@ -54,8 +56,15 @@ from llm_conversations.tools import ToolRegistry
 
 __all__ = ["Execution"]
 
-Reply = tuple[CompletionResponse, str, str]
-"""A model's reply, the ``PROVIDERS`` entry that gave it, and the model asked."""
+
+class Reply(NamedTuple):
+    """A model's reply, the ``PROVIDERS`` entry and model that gave it, and its text
+    not logged yet (written with the stored turn)."""
+
+    response: CompletionResponse
+    entry: str
+    model: str
+    unlogged: str
 
 
 class Execution:
@@ -166,7 +175,7 @@ class Execution:
         reply = yield from self._reply(sent, offer, asked)
         if reply is None:
             return False
-        return (yield from self.store_reply(*reply, closing=closing))
+        return (yield from self.store_reply(reply, closing=closing))
 
     def _fitted(self, offer: list[ToolSpec], asked: RunParameters) -> list[ChatMessage]:
         """What the model is sent: the history fitted to the context window (the
@@ -229,15 +238,15 @@ class Execution:
                 attempt.interrupted()  # cancelled or taken over
                 return None
             self.chain.succeeded(attempt)
-            return response, attempt.entry, attempt.parameters.model or attempt.provider.model
+            model = attempt.parameters.model or attempt.provider.model
+            return Reply(response, attempt.entry, model, text.take())
         return None  # the run stopped while a fallback was logged
 
-    def store_reply(
-        self, response: CompletionResponse, entry: str, model: str, *, closing: bool
-    ) -> Steps:
-        """Store the model's reply; the run completes with a final one, and a final
-        answer that does not match the ``response_format`` is repaired or fails it."""
-        run, parameters = self.run, self.parameters
+    def store_reply(self, reply: Reply, *, closing: bool) -> Steps:
+        """Store the model's reply; the run completes with a final one, in the same
+        transaction, and a final answer that does not match the ``response_format``
+        is repaired or fails it."""
+        run, parameters, response = self.run, self.parameters, reply.response
         # Model calls that asked for tools (a repair round follows an answer).
         repairs = final_answers.repairs(parameters, self.history, run.iterations)
         cut_short = closing and (run.iterations > repairs or bool(response.tool_calls))
@@ -254,32 +263,35 @@ class Execution:
         calls = list(response.tool_calls)
         starting = [] if tool_answers.waiting_calls(calls, self.offered, run) else calls
         fitted = None if self.window is None else self.window.fields(response.usage.input_tokens)
-        reply = transitions.store_reply(
+        answered = final and (verdict is None or verdict.valid)
+        ending = _end_reason(response, cut_short) if answered else None
+        row = transitions.store_reply(
             run,
             response,
             history=self.history,
             starting=starting,
             context=fitted,
-            entry=entry,
-            model=model,
+            entry=reply.entry,
+            model=reply.model,
+            unlogged=reply.unlogged,
+            ending=ending,
             **final_answers.stored(verdict),
         )
-        if reply is None:
+        if row is None:
             return False
-        self.history.append(reply.to_chat_message())
+        self.history.append(row.to_chat_message())
         self.logged.update(call.id for call in starting)
-        yield MessageStored(reply)
+        if reply.unlogged:
+            yield TextDelta(reply.unlogged)
+        yield MessageStored(row)
+        if ending is not None:
+            yield RunCompleted(run)  # ended with its answer, in the same transaction
+            return False
         if verdict is not None and not verdict.valid:
             repaired = yield from final_answers.repair_or_fail(
                 run, verdict, repairs, where=self.mine
             )
             return self._reloaded(repaired)
-        if final:
-            reason = _end_reason(response, cut_short)
-            yield RunCompleted(
-                transitions.finish(run, RunStatus.COMPLETED, reason, where=self.mine)
-            )
-            return False
         return True
 
     def _reloaded(self, going_on: bool) -> bool:

@@ -146,17 +146,7 @@ def finish(
     if end_event is None or status not in ENDED_RUN_STATUSES:
         raise ValueError(f"{status!r} does not end a run.")
     stored_turns = run.status != RunStatus.WAITING
-    fields: dict[str, Any] = {
-        "status": status,
-        "termination_reason": reason,
-        "pending_tool_calls": [],
-        "waiting_turn": {},
-        "finished_at": timezone.now(),
-        **_RELEASED,
-    }
-    if error is not None:
-        fields["error_type"] = type(error).__name__
-        fields["error_message"] = error_text(error)
+    fields = _end_fields(status, reason, error)
     with transaction.atomic():
         ended = Run.objects.filter(where or Q(), pk=run.pk, status__in=status.reached_from).update(
             **fields
@@ -169,11 +159,34 @@ def finish(
         run.refresh_from_db()
         if ended:
             record(run, [*map(_stored_event, rows), (end_event, {})], messages=rows, state=run)
-            if start_next and stored_turns:
-                _start_next(run.conversation_id)
-    if ended:
-        transaction.on_commit(partial(run_finished.send, sender=Run, run=run))
+            _ended(run, start_next=start_next and stored_turns)
     return run
+
+
+def _end_fields(
+    status: RunStatus, reason: TerminationReason, error: BaseException | None = None
+) -> dict[str, Any]:
+    """What the update that ends a run sets."""
+    fields: dict[str, Any] = {
+        "status": status,
+        "termination_reason": reason,
+        "pending_tool_calls": [],
+        "waiting_turn": {},
+        "finished_at": timezone.now(),
+        **_RELEASED,
+    }
+    if error is not None:
+        fields["error_type"] = type(error).__name__
+        fields["error_message"] = error_text(error)
+    return fields
+
+
+def _ended(run: Run, *, start_next: bool) -> None:
+    """In the transaction that ended ``run`` (its end logged): the run waiting behind
+    it starts, and ``run_finished`` is sent once committed."""
+    if start_next:
+        _start_next(run.conversation_id)
+    transaction.on_commit(partial(run_finished.send, sender=Run, run=run))
 
 
 def _answer_left_calls(run: Run, reason: TerminationReason) -> list[Message]:
@@ -232,6 +245,8 @@ def store_reply(
     context: Mapping[str, Any] | None = None,
     entry: str | None = None,
     model: str | None = None,
+    unlogged: str = "",
+    ending: TerminationReason | None = None,
 ) -> Message | None:
     """Count the model call and store its turn; ``None`` if the run stopped meanwhile.
 
@@ -244,7 +259,10 @@ def store_reply(
     the same update. ``entry`` is the ``PROVIDERS`` entry that answered (the
     run's own when ``None``), whose prices apply, recorded as ``answered_by``;
     ``model`` the model that answered, recorded as the run's ``model`` (a
-    fallback answers with its own).
+    fallback answers with its own). ``unlogged`` is the reply's text not logged
+    yet, logged as its last ``text.delta``. With ``ending`` the turn is the run's
+    final answer: the same transaction completes the run (why: ``ending``), as
+    :func:`finish` would, and ``run`` is read back as it ended.
     """
     usage = response.usage
     answered_by = entry or run.provider
@@ -256,7 +274,9 @@ def store_reply(
         with transaction.atomic():
             # The conditional update locks the run; a run cancelled while the
             # provider answered matches nothing and keeps no late reply.
+            ended = {} if ending is None else _end_fields(RunStatus.COMPLETED, ending)
             counted = Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
+                **ended,
                 iterations=F("iterations") + 1,
                 input_tokens=F("input_tokens") + usage.input_tokens,
                 output_tokens=F("output_tokens") + usage.output_tokens,
@@ -265,10 +285,10 @@ def store_reply(
                 cache_write_tokens=F("cache_write_tokens") + (usage.cache_write_tokens or 0),
                 reasoning_tokens=F("reasoning_tokens") + (usage.reasoning_tokens or 0),
                 cost=F("cost") + (cost or Decimal(0)),
-                lease_expires_at=lease_expiry(),
                 answered_by=answered_by,
                 **({"model": model} if model else {}),
                 **(context or {}),
+                **({} if ending is not None else {"lease_expires_at": lease_expiry()}),
             )
             if not counted:
                 return None
@@ -281,13 +301,19 @@ def store_reply(
                 metadata=metadata,
                 cost=cost,
             )
-            started = started_events(starting)
-            record(run, [_stored_event(row), *started], messages=[row])
+            text = [(RunEventType.TEXT_DELTA, {"delta": unlogged})] if unlogged else []
+            events = [*text, _stored_event(row), *started_events(starting)]
+            if ending is None:
+                record(run, events, messages=[row])
+                return row
+            run.refresh_from_db()
+            record(run, [*events, (RunEventType.RUN_COMPLETED, {})], messages=[row], state=run)
+            _ended(run, start_next=True)
         return row
 
     row = on_a_live_connection(write)
-    if row is None:
-        return None
+    if row is None or ending is not None:
+        return row
     run.iterations += 1
     run.answered_by = answered_by
     if model:

@@ -278,9 +278,7 @@ def test_page_shows_the_totals_and_charts_in_four_queries(
         page.count('<rect class="llmconv-bar"') == 4 + 5 + 4 + 5
     )  # the unpriced llama3 turn has tokens, no spend
     assert "<td>gpt-4o (openai)</td>" in page
-    assert (
-        '<td class="llmconv-num">0.005595</td>' in page
-    )  # gpt-4o: 0.0045 + 0.000045 + 0.00105
+    assert '<td class="llmconv-num">0.005595</td>' in page  # gpt-4o: 0.0045 + 0.000045 + 0.00105
     assert "<script" not in page.split('id="content-main"')[1]
 
 
