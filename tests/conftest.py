@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterator
 from importlib.util import find_spec
 from typing import Any
 
 import pytest
 from django.db import connection, connections
+from django.test import client as client_module
 
 from llm_conversations.core.messages import ChatMessage, ToolCall
 from tests.support import title_server as titles
@@ -81,3 +83,23 @@ def title_server(settings: Any) -> titles.TitleServer:
     titles.current = titles.TitleServer()
     settings.LLM_CONVERSATIONS = titles.title_settings(settings.LLM_CONVERSATIONS)
     return titles.current
+
+
+@pytest.fixture(autouse=True)
+def close_streams(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Close each streamed test-client response a test left unread, as a server
+    closes every response: its follower stops listening (a left one would keep
+    the listener's connection open into later tests)."""
+    opened: list[Generator[Any, None, None]] = []
+    wrap = client_module.closing_iterator_wrapper
+
+    def tracked(iterable: Any, close: Callable[[], None]) -> Generator[Any, None, None]:
+        generator = wrap(iterable, close)
+        opened.append(generator)
+        return generator
+
+    monkeypatch.setattr(client_module, "closing_iterator_wrapper", tracked)
+    yield
+    for generator in opened:
+        with contextlib.suppress(ValueError):  # still read by a thread: it closes it
+            generator.close()

@@ -181,6 +181,11 @@ class EventListener:
         self._listening = threading.Event()  # the current thread's
 
     @property
+    def application_name(self) -> str:
+        """What its ``LISTEN`` connection is called in ``pg_stat_activity``."""
+        return f"llm_conversations listener {self.origin}"
+
+    @property
     def listening(self) -> bool:
         """Whether notifications arrive now (a waiter may then poll rarely)."""
         return self._listening.is_set()
@@ -265,7 +270,7 @@ class EventListener:
         self, stop: threading.Event, wakeup: socket.socket, listening: threading.Event
     ) -> None:
         alias = router.db_for_read(_run_event_model())
-        listen(CHANNEL, alias, stop, wakeup, listening, self._notified)
+        listen(CHANNEL, alias, stop, wakeup, listening, self._notified, self.application_name)
 
 
 def listen(
@@ -275,6 +280,7 @@ def listen(
     wakeup: socket.socket,
     listening: threading.Event,
     notified: Callable[[str | None], None],
+    application_name: str = "llm_conversations listener",
 ) -> None:
     """``LISTEN`` on ``channel`` over a connection of its own to database ``alias`` until
     ``stop`` is set (and ``wakeup`` written to, so it stops at once).
@@ -282,7 +288,8 @@ def listen(
     ``notified(payload)`` for each notification; ``notified(None)`` whenever
     listening starts or ends, because what was sent meanwhile was missed and
     must be found by a read. ``listening`` is set while notifications arrive.
-    A dropped connection is made again after ``RECONNECT_SECONDS``.
+    A dropped connection is made again after ``RECONNECT_SECONDS``. The
+    connection is called ``application_name`` where PostgreSQL lists sessions.
     """
     import psycopg
 
@@ -290,6 +297,7 @@ def listen(
         params = dict(connections[alias].get_connection_params())
         params.pop("cursor_factory", None)  # Django's cursor classes need its wrapper
         params.pop("context", None)
+        params["application_name"] = application_name
         with psycopg.connect(**params, autocommit=True) as conn:
             conn.execute(f"LISTEN {channel}")
             listening.set()

@@ -31,7 +31,7 @@ from llm_conversations.runs.event_reader import unstored_text_after
 from llm_conversations.runs.live_connections import return_connection
 from llm_conversations.runs.transitions import lease_expiry
 
-__all__ = ["Heartbeat", "claim", "new_owner", "release"]
+__all__ = ["Heartbeat", "claim", "claim_new", "holds", "log_claimed", "new_owner", "release"]
 
 logger = logging.getLogger("llm_conversations.leases")
 
@@ -80,6 +80,41 @@ def claim(run: Run, owner: str) -> bool:
             # Which worker took which run: the one record of it once the run ends.
             logger.info("Run %s claimed by %s (attempt %d)", run.pk, owner, run.attempts)
     return bool(claimed)
+
+
+# Marks the Run instance that took its own lease as it was stored (claim_new).
+_CLAIMED = "_llm_conversations_claimed"
+
+
+def claim_new(run: Run) -> None:
+    """Take a run being stored (not saved yet) as running here, so it is stored
+    claimed and logs ``run.running`` in its own transaction (:func:`log_claimed`):
+    a run started to be executed at once costs no claim of its own."""
+    now = timezone.now()
+    run.status, run.lease_owner, run.lease_expires_at = (
+        RunStatus.RUNNING,
+        new_owner(),
+        lease_expiry(),
+    )
+    run.attempts, run.started_at = 1, now
+    setattr(run, _CLAIMED, True)
+
+
+def log_claimed(run: Run) -> None:
+    """Log the ``run.running`` of a run :func:`claim_new` took, in the transaction
+    that stores it; its log is known from its start."""
+    knows_log(run, 0)
+    record(run, [(RunEventType.RUN_RUNNING, {"attempt": 1})], state=run)
+    logger.info("Run %s claimed by %s (attempt 1)", run.pk, run.lease_owner)
+
+
+def holds(run: Run, *, executing: bool = False) -> bool:
+    """Whether this instance is a run :func:`claim_new` took here, still to execute;
+    ``executing``: its execution starts now (the mark is used up)."""
+    held = bool(getattr(run, _CLAIMED, False))
+    if held and executing:
+        delattr(run, _CLAIMED)
+    return held
 
 
 def release(run: Run) -> None:

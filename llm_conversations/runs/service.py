@@ -139,6 +139,7 @@ class ToolLoopService:
         context_strategy: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         if_busy: str | None = None,
+        claim: bool = False,
         **parameters: Unpack[RunParameterInput],
     ) -> Run:
         """Store the user turn and a queued run, atomically; execute it with :meth:`execute`,
@@ -169,6 +170,11 @@ class ToolLoopService:
         ``background`` says; ``"interrupt"`` cancels the active run and starts
         this one (``replaced`` names it); ``"rollback"`` also removes the
         cancelled run's turns.
+
+        ``claim`` (not with ``background``) stores the run already running
+        here, for :meth:`execute` or :meth:`events` to execute at once with the
+        returned instance: one transaction fewer. A run so claimed that is never
+        executed is recovered as any whose worker died (leases, the reaper).
         """
         when_busy = busy.busy_strategy(if_busy)
         user_turn = _user_turn(message)
@@ -219,7 +225,9 @@ class ToolLoopService:
         tries = 3 if when_busy in busy.REPLACING else 1
         for attempt in range(1, tries + 1):
             try:
-                return _store_start(run, user_turn, when_busy, user, background, metadata)
+                return _store_start(
+                    run, user_turn, when_busy, user, background, metadata, claim=claim
+                )
             except ConversationBusy:
                 if attempt == tries:
                     raise
@@ -229,7 +237,7 @@ class ToolLoopService:
         self, conversation: ConversationRef, message: MessageInput | str, **kwargs: Any
     ) -> Run:
         """:meth:`start` then :meth:`execute`: one user turn, answered."""
-        return self.execute(self.start(conversation, message, **kwargs))
+        return self.execute(self.start(conversation, message, claim=True, **kwargs))
 
     # Executing -------------------------------------------------------------
 
@@ -250,9 +258,12 @@ class ToolLoopService:
         as it arrives. Queued runs and runs left running by a crash are
         executed; finished or waiting runs yield nothing.
         """
-        row = Run.objects.get(pk=_run_pk(run))
-        if not leases.claim(row, leases.new_owner()):
-            return
+        if isinstance(run, Run) and leases.holds(run, executing=True):
+            row = run  # stored claimed by this process: nothing to read or claim
+        else:
+            row = Run.objects.get(pk=_run_pk(run))
+            if not leases.claim(row, leases.new_owner()):
+                return
         # The request that prepared the run (if any) executes it without its start slot.
         start_slots.give_back()
         limit = conf.RUN_TIMEOUT
@@ -388,6 +399,8 @@ def _store_start(
     user: AnyUser | None,
     background: bool,
     metadata: Mapping[str, Any] | None,
+    *,
+    claim: bool = False,
 ) -> Run:
     """Store ``run`` (prepared, not saved) and its user turn, or its intent to wait,
     in one transaction, as ``when_busy`` says while another run is active."""
@@ -417,8 +430,13 @@ def _store_start(
             run.status, run.queued_at = RunStatus.QUEUED, now
             # Marked in the insert: enqueue_run need not update the row again.
             run.enqueued_at = now if background else None
+            claimed = claim and not background
+            if claimed:
+                leases.claim_new(run)
             run.save(force_insert=True)
             append_locked(conversation_id, count, [user_turn], run=run, metadata=metadata)
+            if claimed:
+                leases.log_claimed(run)
             if replaced is not None:
                 busy.succeed_replaced(replaced, run)
             if background:

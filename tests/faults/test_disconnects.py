@@ -177,10 +177,13 @@ def test_a_client_that_reattaches_mid_answer_gets_the_rest_live(
     )
     gate.set()  # the model goes on writing only now: what follows arrives live
     received = []
-    for chunk in response.streaming_content:
-        received.append((time.monotonic(), chunk))
-        if b"event: run.completed" in chunk:
-            break
+    try:
+        for chunk in response.streaming_content:
+            received.append((time.monotonic(), chunk))
+            if b"event: run.completed" in chunk:
+                break
+    finally:
+        response.close()  # as a server does: the follower stops listening
     thread.join(10)
     events = parse_sse(b"".join(chunk for _, chunk in received))
     assert events[-1][0] == "run.completed"

@@ -25,12 +25,14 @@ def make_run() -> Run:
     return Run.objects.create(conversation=create_conversation(), status="running")
 
 
-def listening_connections() -> int:
+def listening_connections(of: EventListener) -> int:
+    """How many sessions listen for ``of`` (the process's own listener may listen
+    too, for a reader another test left)."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND query = %s",
-            [f"LISTEN {CHANNEL}"],
+            " AND query = %s AND application_name = %s",
+            [f"LISTEN {CHANNEL}", of.application_name],
         )
         (count,) = cursor.fetchone()
     return int(count)
@@ -94,7 +96,7 @@ def test_one_connection_wakes_all_readers_of_a_run_elsewhere_and_closes_when_the
     waiters = [s.__enter__() for s in subscriptions]
     try:
         assert eventually(lambda: fresh_listener.listening)
-        assert listening_connections() == 1
+        assert listening_connections(fresh_listener) == 1
         for waiter in waiters:
             waiter.clear()
         started = time.monotonic()
@@ -105,7 +107,7 @@ def test_one_connection_wakes_all_readers_of_a_run_elsewhere_and_closes_when_the
     finally:
         for subscription in subscriptions:
             subscription.__exit__(None, None, None)
-    assert eventually(lambda: listening_connections() == 0)
+    assert eventually(lambda: listening_connections(fresh_listener) == 0)
     assert not fresh_listener.listening
 
 
@@ -120,11 +122,12 @@ def test_a_lost_listening_connection_wakes_every_reader_and_listens_again(
         waiter.clear()
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = %s",
-                [f"LISTEN {CHANNEL}"],
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE query = %s AND application_name = %s",
+                [f"LISTEN {CHANNEL}", fresh_listener.application_name],
             )
         assert waiter.wait(5)  # readers read again: something may have been missed
-        assert eventually(lambda: listening_connections() == 1)
+        assert eventually(lambda: listening_connections(fresh_listener) == 1)
         assert eventually(lambda: fresh_listener.listening)
         waiter.clear()
         insert_event_elsewhere(run)

@@ -38,7 +38,7 @@ from llm_conversations.api.streams.base import LogRenderer
 from llm_conversations.api.streams.formats import EVENT_STREAM
 from llm_conversations.conf import conf
 from llm_conversations.models import Run, RunStatus
-from llm_conversations.runs import ToolLoopService, events
+from llm_conversations.runs import ToolLoopService, events, leases
 from llm_conversations.runs import event_reader as run_events
 from llm_conversations.runs.event_listener import Waiter, listener
 
@@ -111,10 +111,11 @@ def _steps(
 def _execute(service: ToolLoopService, run: Run, fmt: LogRenderer) -> Generator[bytes, None, None]:
     run_id = run.pk
     # Events logged before this request (an earlier part of the run) were sent by
-    # then; a run never started has none.
-    after_id = 0 if run.started_at is None else run_events.last_event_id(run_id)
+    # then; a run never started, or started as it was stored, has none before.
+    fresh = run.started_at is None or leases.holds(run)
+    after_id = 0 if fresh else run_events.last_event_id(run_id)
     fmt.prime(after_id)
-    stream = cast(Generator[events.LoopEvent, None, None], service.events(run_id))
+    stream = cast(Generator[events.LoopEvent, None, None], service.events(run))
     try:
         ended = False
         with listener.subscribe(run_id) as waiter:
@@ -157,7 +158,7 @@ class ExecutingStream:
 
     def __init__(self, service: ToolLoopService, run: Run, fmt: LogRenderer) -> None:
         self._service = service
-        self._run_id = run.pk
+        self._run = run
         self._generator = _execute(service, run, fmt)
         self._started = False
 
@@ -172,7 +173,7 @@ class ExecutingStream:
         """Stop streaming; a run still executing goes on to its end first."""
         if not self._started:
             self._started = True
-            _go_on_unfollowed(self._service.events(self._run_id), self._run_id)
+            _go_on_unfollowed(self._service.events(self._run), self._run.pk)
         self._generator.close()
 
 

@@ -239,8 +239,15 @@ class RunViews(RunStartingView, viewsets.GenericViewSet[_M], Generic[_M]):
         validated (``metadata`` goes on the user turn), and answer with it (:meth:`_started`)."""
         service = ToolLoopService()
         options = body.start_options()
+        # A run this request executes is stored claimed: no claim of its own.
+        claim = not options["background"]
         run = service.start(
-            self.get_conversation(), message, user=request.user, metadata=metadata, **options
+            self.get_conversation(),
+            message,
+            user=request.user,
+            metadata=metadata,
+            claim=claim,
+            **options,
         )
         return self._started(request, service, run, stream, options["background"], fmt=fmt)
 
@@ -267,7 +274,7 @@ class RunViews(RunStartingView, viewsets.GenericViewSet[_M], Generic[_M]):
             return executing_stream_response(request._request, service, run, fmt)
         if background:
             return Response(RunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
-        done = service.execute(run.pk)
+        done = service.execute(run)
         if done.status in (RunStatus.QUEUED, RunStatus.RUNNING):
             # Another worker took the run over (this request's lease lapsed): it goes
             # on there, as a background run does.
