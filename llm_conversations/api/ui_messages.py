@@ -8,8 +8,9 @@ its wait leaves it). User and system turns are one message each, with the id
 the client gave them (``chat/`` keeps it in the turn's metadata) or else their
 stored id; images and files are ``file`` parts whose ``url`` is the
 attachment's ``content/`` endpoint. Reasoning text an end user may see
-(``SHOW_REASONING``) is a ``reasoning`` part after the turn's text, where the
-stream sends it (whole, once the turn is stored).
+(``SHOW_REASONING``) is a ``reasoning`` part before the turn's text, where
+the model wrote it and the stream sends it as it streams (a streamed part's id
+is the stream's own: ``reasoning-<id of its first event>``).
 
 Of the run executing now, the turns of its current stretch (stored after its
 last pause) are left out: the reconnect stream (``chat/{id}/stream``) sends
@@ -208,11 +209,11 @@ def _turn_parts(
         reasoning=row["reasoning"],
     )
     parts: list[dict[str, Any]] = [{"type": "step-start"}]
-    if message.content:
-        parts.append({"type": "text", "text": message.content, "state": "done"})
     for index, thought in enumerate(shown_reasoning(message.reasoning) or ()):
         part_id = reasoning_part_id(row["id"], index)
         parts.append({"type": "reasoning", "id": part_id, "text": thought["text"], "state": "done"})
+    if message.content:
+        parts.append({"type": "text", "text": message.content, "state": "done"})
     waiting: dict[str, WaitReason] = {}
     if run is not None and run.status == RunStatus.REQUIRES_ACTION:
         waiting = {pending.call.id: pending.reason for pending in run.waiting_calls}

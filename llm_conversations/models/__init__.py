@@ -20,7 +20,7 @@ from llm_conversations.models.message_rows import (
     conversation_history,
     conversation_messages,
 )
-from llm_conversations.models.run_events import RunEvent, RunEventType
+from llm_conversations.models.run_events import DELTAS, RunEvent, RunEventType
 from llm_conversations.models.runs import (
     ACTIVE_RUN_STATUSES,
     ENDED_RUN_STATUSES,
@@ -42,6 +42,7 @@ from llm_conversations.models.webhooks import (
 
 __all__ = [
     "ACTIVE_RUN_STATUSES",
+    "DELTAS",
     "ENDED_RUN_STATUSES",
     "MAX_COMMENT_CHARS",
     "MAX_ID_CHARS",

@@ -11,7 +11,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-__all__ = ["RunEvent", "RunEventType"]
+__all__ = ["DELTAS", "RunEvent", "RunEventType"]
 
 
 class RunEventType(models.TextChoices):
@@ -19,6 +19,7 @@ class RunEventType(models.TextChoices):
 
     RUN_RUNNING = "run.running", _("run started executing")
     RUN_FALLBACK = "run.fallback", _("a fallback provider entry answers")
+    REASONING_DELTA = "reasoning.delta", _("reasoning text")
     TEXT_DELTA = "text.delta", _("text")
     TOOL_CALL_STARTED = "tool_call.started", _("tool call started")
     TOOL_CALL_PROGRESS = "tool_call.progress", _("tool call progress")
@@ -30,10 +31,18 @@ class RunEventType(models.TextChoices):
     RUN_CANCELLED = "run.cancelled", _("run cancelled")
 
     @property
+    def is_delta(self) -> bool:
+        """Whether the event holds a piece of a reply being written (text or reasoning)."""
+        return self in DELTAS
+
+    @property
     def ends_stream(self) -> bool:
         """Whether the run stops executing after this event (it ended or waits)."""
         return self in _ENDING
 
+
+DELTAS = frozenset({RunEventType.REASONING_DELTA, RunEventType.TEXT_DELTA})
+"""The events that hold pieces of a reply as the model writes it."""
 
 _ENDING = frozenset(
     {
@@ -49,7 +58,7 @@ class RunEvent(models.Model):
     """One event of a run; ``id`` orders the events of a run and resumes a reader.
 
     ``data`` holds ids, not copies: ``{"message": <id>}`` for stored turns,
-    ``{"delta": <text>}`` for text, ``{"tool_call": <wire form>}`` for a call
+    ``{"delta": <text>}`` for text and reasoning text, ``{"tool_call": <wire form>}`` for a call
     about to run, ``{"tool_call_id": <id>, "text": <text>, "fraction": <0..1 or null>}``
     for a tool's progress report, ``{"attempt": n}`` when a worker starts executing,
     ``{"from_entry": <entry>, "to_entry": <entry>, "reason": <word>}`` when a model call moves

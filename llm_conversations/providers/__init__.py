@@ -21,7 +21,13 @@ from .ollama import OllamaProvider, to_ollama_request
 from .openai import OpenAIProvider
 from .openai_responses import OpenAIResponsesProvider
 from .registry import BACKENDS, build_provider, clear_provider_cache, get_provider
-from .stream_events import ResponseCompleted, StreamEvent, TextDelta, ToolCallCompleted
+from .stream_events import (
+    ReasoningDelta,
+    ResponseCompleted,
+    StreamEvent,
+    TextDelta,
+    ToolCallCompleted,
+)
 
 __all__ = [
     "BACKENDS",
@@ -41,6 +47,7 @@ __all__ = [
     "ProviderTimeout",
     "ProviderUnavailableError",
     "RateLimitError",
+    "ReasoningDelta",
     "ResponseCompleted",
     "StreamEvent",
     "TextDelta",

@@ -373,6 +373,8 @@ class AnthropicProvider(Provider):
                     block["partial"].append(piece)
                     block["size"] += len(piece)
                     self.check_size(block["size"], _DELTA_WHAT[delta["type"]])
+                    if delta["type"] == "thinking_delta" and (thought := reply.thought(piece)):
+                        yield thought
                 elif delta.get("type") == "signature_delta":
                     block = blocks[data["index"]]
                     block["signature"] = (block.get("signature") or "") + (

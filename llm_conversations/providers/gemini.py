@@ -405,7 +405,9 @@ class GeminiProvider(Provider):
             self._refuse_unusable(reason)
             for kind, thought, signature, call_id in reasoning:
                 reply.reason(kind, thought, signature, call_id=call_id)
-            self.check_size(reply.reasoning_chars, "reasoning")
+                self.check_size(reply.reasoning_chars, "reasoning")
+                if thinking := reply.thought(thought):
+                    yield thinking
             for piece in texts:
                 if text := reply.text(piece):
                     yield text

@@ -223,6 +223,8 @@ class OllamaProvider(Provider):
             message = chunk.get("message") or {}
             reply.reason(ReasoningKind.THINKING, message.get("thinking"))
             self.check_size(reply.reasoning_chars, "reasoning")
+            if thought := reply.thought(message.get("thinking")):
+                yield thought
             if text := reply.text(message.get("content")):
                 yield text
             for parts in function_calls(message.get("tool_calls"), ids):

@@ -285,8 +285,11 @@ class OpenAIProvider(Provider):
                 if choice.get("index", 0) != 0:
                     continue
                 delta = choice.get("delta") or {}
-                reply.reason(ReasoningKind.THINKING, reasoning_text(delta))
+                thinking = reasoning_text(delta)
+                reply.reason(ReasoningKind.THINKING, thinking)
                 self.check_size(reply.reasoning_chars, "reasoning")
+                if thought := reply.thought(thinking):
+                    yield thought
                 if text := reply.text(content_text(delta.get("content"))):
                     yield text
                 for fragment in delta.get("tool_calls") or ():

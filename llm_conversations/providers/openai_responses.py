@@ -288,6 +288,8 @@ class OpenAIResponsesProvider(Provider):
             elif kind == "response.reasoning_summary_text.delta":
                 summary_chars += len(data.get("delta") or "")
                 self.check_size(summary_chars, "reasoning")
+                if thought := reply.thought(data.get("delta")):
+                    yield thought
             elif kind == "response.output_item.done":
                 index = data.get("output_index")
                 done.add(index)

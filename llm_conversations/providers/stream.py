@@ -11,7 +11,7 @@ from llm_conversations.core.reasoning import Reasoning, ReasoningKind
 from llm_conversations.core.text import storable_text
 
 from ._wire import storable_call
-from .stream_events import ResponseCompleted, TextDelta, ToolCallCompleted
+from .stream_events import ReasoningDelta, ResponseCompleted, TextDelta, ToolCallCompleted
 
 if TYPE_CHECKING:
     from .base import Provider
@@ -63,6 +63,13 @@ class StreamAccumulator:
         self.sanitized |= clean != piece
         self.texts.append(clean)
         return TextDelta(clean)
+
+    @staticmethod
+    def thought(piece: str | None) -> ReasoningDelta | None:
+        """The event of a piece of reasoning text as it streams (``None`` for an
+        empty piece); the adapter adds the part itself with :meth:`reason`, whole
+        or in the same pieces."""
+        return ReasoningDelta(piece) if isinstance(piece, str) and piece else None
 
     def call(self, id: str, name: str, arguments: object) -> ToolCallCompleted:
         """Add a complete tool call as the provider sent it; the event to yield.

@@ -4,9 +4,9 @@ Every writer holds the run's row lock in the transaction that writes: the state
 changes in :mod:`llm_conversations.runs.transitions` lock it already, and live
 events (text, calls about to run) take it with a conditional update that also
 says whether the run still runs. So the events of one run commit in id order.
-Text arrives in many small pieces; :class:`TextBuffer` joins them so the log
-holds at most one event per ``TEXT_FLUSH_SECONDS`` (or ``TEXT_FLUSH_CHARS``
-characters), none of them late.
+Text and reasoning text arrive in many small pieces; :class:`DeltaBuffer`
+joins them so the log takes at most one write per ``TEXT_FLUSH_SECONDS`` (or
+``TEXT_FLUSH_CHARS`` characters), none of it late.
 
 Once committed, what a transaction logged is pushed to the run's readers
 (:mod:`llm_conversations.runs.event_listener`): to this process's in process,
@@ -42,8 +42,8 @@ from llm_conversations.runs.live_connections import on_a_live_connection
 __all__ = [
     "TEXT_FLUSH_CHARS",
     "TEXT_FLUSH_SECONDS",
+    "DeltaBuffer",
     "EventItem",
-    "TextBuffer",
     "knows_log",
     "record",
     "record_live",
@@ -125,42 +125,44 @@ def record_live(run: Run, items: Sequence[EventItem]) -> list[RunEvent] | None:
     return on_a_live_connection(write)
 
 
-class TextBuffer:
-    """Joins text pieces into the run's ``text.delta`` events.
+class DeltaBuffer:
+    """Joins the pieces of a reply being written into the run's delta events:
+    ``text.delta``, and ``reasoning.delta`` for reasoning text.
 
     The rule: the pieces that arrive within ``TEXT_FLUSH_SECONDS`` of the first
-    one not written yet are joined and written together then (or sooner, once
+    one not written yet are joined (consecutive pieces of one kind into one
+    event) and written together then, in one transaction (or sooner, once
     ``TEXT_FLUSH_CHARS`` characters have gathered); what is left when the reply
     ends is written with the stored turn, in its transaction (:meth:`take`). So
     no piece waits longer than ``TEXT_FLUSH_SECONDS`` (the caller writes on
-    time, see :meth:`due_in`); a run writes at most about twenty text events a
-    second however fast its model streams (each write is a transaction, and
-    every follower reads it); and a reply that arrives within that time costs
-    no transaction of its own.
+    time, see :meth:`due_in`); a run writes at most about twenty delta
+    transactions a second however fast its model streams (each is a
+    transaction, and every follower reads it); and a reply that arrives within
+    that time costs no transaction of its own.
 
-    Text is handed on only once written, so a reader of the log and a live
+    Pieces are handed on only once written, so a reader of the log and a live
     stream see the same pieces, and nothing is sent after a cancel.
     """
 
     def __init__(self, run: Run) -> None:
         self._run = run
-        self._pieces: list[str] = []
+        self._pieces: list[tuple[RunEventType, str]] = []
         self._size = 0
         self._since = 0.0
         self.stopped = False
 
-    def add(self, text: str) -> str | None:
-        """Buffer ``text``; the joined text when it was written, else ``None``.
+    def add(self, text: str, kind: RunEventType = RunEventType.TEXT_DELTA) -> list[EventItem]:
+        """Buffer ``text`` (a piece of ``kind``); the events written, if it was time.
 
         Sets :attr:`stopped` (and writes nothing) once the run stopped running.
         """
         if not self._pieces:
             self._since = time.monotonic()
-        self._pieces.append(text)
+        self._pieces.append((kind, text))
         self._size += len(text)
         if self._size >= TEXT_FLUSH_CHARS or self.due_in() == 0:
             return self.flush()
-        return None
+        return []
 
     def due_in(self) -> float | None:
         """Seconds until what is buffered must be written; ``None`` when nothing is."""
@@ -168,18 +170,23 @@ class TextBuffer:
             return None
         return max(0.0, self._since + TEXT_FLUSH_SECONDS - time.monotonic())
 
-    def flush(self) -> str | None:
-        """Write what is buffered; the text written, or ``None`` (nothing, or stopped)."""
+    def flush(self) -> list[EventItem]:
+        """Write what is buffered; the events written (none: nothing, or stopped)."""
         if not self._pieces or self.stopped:
-            return None
-        text = self.take()
-        if record_live(self._run, [(RunEventType.TEXT_DELTA, {"delta": text})]) is None:
+            return []
+        items = self.take()
+        if record_live(self._run, items) is None:
             self.stopped = True
-            return None
-        return text
+            return []
+        return items
 
-    def take(self) -> str:
-        """What is buffered, for the caller to write (with the stored turn)."""
-        text = "".join(self._pieces)
+    def take(self) -> list[EventItem]:
+        """What is buffered, as the events to write (with the stored turn)."""
+        items: list[EventItem] = []
+        for kind, text in self._pieces:
+            if items and items[-1][0] is kind:
+                items[-1] = (kind, {"delta": items[-1][1]["delta"] + text})
+            else:
+                items.append((kind, {"delta": text}))
         self._pieces, self._size = [], 0
-        return text
+        return items

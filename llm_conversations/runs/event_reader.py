@@ -37,7 +37,7 @@ from typing import TypeVar
 from asgiref.sync import sync_to_async
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
-from llm_conversations.models import Message, Run, RunEvent, RunEventType, RunStatus
+from llm_conversations.models import DELTAS, Message, Run, RunEvent, RunEventType, RunStatus
 from llm_conversations.runs.event_listener import Pushed, Waiter, listener
 
 __all__ = [
@@ -121,20 +121,22 @@ def messages_of(events: Iterable[RunEvent]) -> dict[str, Message]:
 
 
 def unstored_text_after(run_id: uuid.UUID | str) -> int | None:
-    """When the log ends in text deltas no stored turn followed: the id before them.
+    """When the log ends in deltas (text or reasoning) no stored turn followed: the id
+    before them.
 
-    ``None`` when the log does not end in text. Read by the claim of a new
+    ``None`` when the log does not end in deltas. Read by the claim of a new
     attempt (rare: only after a lost one), so two small queries are enough.
     """
     log = RunEvent.objects.filter(run_id=run_id).order_by("-id")
-    if log.values_list("type", flat=True).first() != RunEventType.TEXT_DELTA:
+    if log.values_list("type", flat=True).first() not in DELTAS:
         return None
-    before = log.exclude(type=RunEventType.TEXT_DELTA).values_list("id", flat=True).first()
+    before = log.exclude(type__in=DELTAS).values_list("id", flat=True).first()
     return before or 0
 
 
 def unstored_text(run_id: uuid.UUID | str) -> str:
-    """The text the log ends in that no stored turn holds ("" when it ends otherwise)."""
+    """The text the log ends in that no stored turn holds ("" when it ends otherwise);
+    reasoning text is not part of it."""
     after = unstored_text_after(run_id)
     if after is None:
         return ""
@@ -149,14 +151,14 @@ def unstored_text(run_id: uuid.UUID | str) -> str:
 
 
 def superseded_deltas(run: Run | None, events: list[RunEvent]) -> frozenset[int]:
-    """Ids of the text deltas among ``events`` that a later attempt's ``run.running``
-    or a ``run.fallback`` superseded.
+    """Ids of the deltas (text and reasoning) among ``events`` that a later attempt's
+    ``run.running`` or a ``run.fallback`` superseded.
 
     One query when the events hold text and the run's log holds superseded
     text (``Run.superseded_text``: it lost an attempt, or fell back after a
     stream broke); none for every other run.
     """
-    deltas = [e.id for e in events if e.type == RunEventType.TEXT_DELTA]
+    deltas = [e.id for e in events if e.type in DELTAS]
     if run is None or not deltas or not run.superseded_text:
         return frozenset()
     restarts = RunEvent.objects.filter(
@@ -220,7 +222,7 @@ def read_page(run_id: uuid.UUID | str, after_id: int, limit: int = PAGE_SIZE) ->
 # others (run.*) show the run as it stands.
 _SELF_CONTAINED = frozenset(
     {
-        RunEventType.TEXT_DELTA,
+        *DELTAS,
         RunEventType.TOOL_CALL_STARTED,
         RunEventType.TOOL_CALL_PROGRESS,
         RunEventType.MESSAGE_STORED,

@@ -10,18 +10,20 @@ are passed as ``Message`` and ``Run`` objects.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from llm_conversations.core.messages import ToolCall
 from llm_conversations.models import Message, Run, RunEventType
 
-# The provider's own event: a piece of the assistant's text as it streams.
-from llm_conversations.providers.stream_events import TextDelta
+# The provider's own events: a piece of the assistant's text, or of its
+# reasoning text, as it streams.
+from llm_conversations.providers.stream_events import ReasoningDelta, TextDelta
 
 __all__ = [
     "FellBack",
     "LoopEvent",
     "MessageStored",
+    "ReasoningDelta",
     "RunCompleted",
     "RunEnded",
     "RunFailed",
@@ -29,6 +31,7 @@ __all__ = [
     "TextDelta",
     "ToolCallStarted",
     "ToolResultStored",
+    "delta_event",
     "log_type",
 ]
 
@@ -98,7 +101,8 @@ class RunFailed(RunEnded):
 
 
 LoopEvent = (
-    TextDelta
+    ReasoningDelta
+    | TextDelta
     | FellBack
     | ToolCallStarted
     | ToolResultStored
@@ -110,6 +114,7 @@ LoopEvent = (
 """Any event the loop yields."""
 
 _LOG_TYPES: Final[dict[type[LoopEvent], RunEventType]] = {
+    ReasoningDelta: RunEventType.REASONING_DELTA,
     TextDelta: RunEventType.TEXT_DELTA,
     FellBack: RunEventType.RUN_FALLBACK,
     ToolCallStarted: RunEventType.TOOL_CALL_STARTED,
@@ -124,3 +129,10 @@ _LOG_TYPES: Final[dict[type[LoopEvent], RunEventType]] = {
 def log_type(event: LoopEvent) -> RunEventType:
     """The type under which the run's log records what ``event`` says."""
     return _LOG_TYPES[type(event)]
+
+
+def delta_event(item: tuple[RunEventType, dict[str, Any]]) -> TextDelta | ReasoningDelta:
+    """The loop's event of a logged delta (``text.delta`` or ``reasoning.delta``)."""
+    kind, data = item
+    text = str(data.get("delta", ""))
+    return ReasoningDelta(text) if kind is RunEventType.REASONING_DELTA else TextDelta(text)

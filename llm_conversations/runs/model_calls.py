@@ -3,7 +3,7 @@
 The provider's stream is read on a thread of its own (:class:`StreamReader`),
 so the loop's thread, which writes the run's log, can write buffered text on
 time while the stream is silent: a piece of text waits at most
-``TEXT_FLUSH_SECONDS`` before followers see it (:class:`~.event_log.TextBuffer`).
+``TEXT_FLUSH_SECONDS`` before followers see it (:class:`~.event_log.DeltaBuffer`).
 The reading thread writes nothing (a provider of the project's own that reads
 the database has that connection closed when the call ends); the loop's
 thread gives its connection back to its pool while it waits.
@@ -20,18 +20,23 @@ from typing import Any, Final
 
 from django.db import connections
 
+from llm_conversations.conf import conf
 from llm_conversations.conversations.attachments import load_attachment_data
 from llm_conversations.core.completions import CompletionResponse
 from llm_conversations.core.messages import ChatMessage
 from llm_conversations.core.parameters import RunParameters
 from llm_conversations.core.tool_specs import ToolSpec
+from llm_conversations.models import RunEventType
 from llm_conversations.providers import Provider, ResponseCompleted
 from llm_conversations.providers.interrupts import Interrupt
-from llm_conversations.providers.stream_events import StreamEvent, TextDelta
-from llm_conversations.runs.event_log import TextBuffer
+from llm_conversations.providers.stream_events import ReasoningDelta, StreamEvent, TextDelta
+from llm_conversations.runs.event_log import DeltaBuffer, EventItem
+from llm_conversations.runs.events import delta_event
 from llm_conversations.runs.live_connections import return_connection
 
 __all__ = ["QUIET", "StreamReader", "model_reply"]
+
+_KINDS = {TextDelta: RunEventType.TEXT_DELTA, ReasoningDelta: RunEventType.REASONING_DELTA}
 
 
 class _Quiet:
@@ -98,13 +103,14 @@ def model_reply(
     tools: list[ToolSpec],
     parameters: RunParameters,
     interrupt: Interrupt,
-    text: TextBuffer,
+    text: DeltaBuffer,
     lost: threading.Event,
-) -> Generator[TextDelta, None, CompletionResponse | None]:
-    """Ask ``provider`` for the reply to ``messages``, yielding text as it is logged.
+) -> Generator[TextDelta | ReasoningDelta, None, CompletionResponse | None]:
+    """Ask ``provider`` for the reply to ``messages``, yielding text (and reasoning
+    text, where ``SHOW_REASONING`` lets end users see it) as it is logged.
 
     Returns the reply, or ``None`` when the run stopped running here meanwhile
-    (``text`` found it so, or its lease was ``lost``); text it did not log yet
+    (``text`` found it so, or its lease was ``lost``); what it did not log yet
     stays in ``text``. Raises
     ``CallInterrupted`` (the run's deadline or stop) and ``ProviderError``.
     """
@@ -123,26 +129,31 @@ def model_reply(
             interrupt=replace(interrupt, stops=(*interrupt.stops, given_up)),
         )
     )
+    # Reasoning nobody may be shown is stored with the turn, never logged.
+    shows_reasoning = conf.SHOW_REASONING
     response: CompletionResponse | None = None
     try:
         while (event := reader.next(text.due_in())) is not None:
-            if isinstance(event, TextDelta):
+            written: list[EventItem]
+            if isinstance(event, TextDelta) or (
+                isinstance(event, ReasoningDelta) and shows_reasoning
+            ):
                 # A provider without HTTP is checked here, as its text arrives;
                 # a whole reply that arrived is kept, deadline or not.
                 interrupt.check()
-                written = text.add(event.text)
+                written = text.add(event.text, _KINDS[type(event)])
             elif isinstance(event, ResponseCompleted):
-                # What is left is written with the stored turn (TextBuffer.take).
+                # What is left is written with the stored turn (DeltaBuffer.take).
                 response = event.response
-                written = None
+                written = []
             elif event is QUIET:
                 written = text.flush()
             else:
                 continue
             if text.stopped or lost.is_set():
                 return None
-            if written:
-                yield TextDelta(written)
+            for item in written:
+                yield delta_event(item)
             return_connection()
     finally:
         reader.close()

@@ -45,9 +45,9 @@ from llm_conversations.runs.events import (
     RunCompleted,
     RunFailed,
     RunRequiresAction,
-    TextDelta,
     ToolCallStarted,
     ToolResultStored,
+    delta_event,
 )
 from llm_conversations.runs.fallbacks import ProviderChain
 from llm_conversations.runs.final_answers import Steps
@@ -58,13 +58,13 @@ __all__ = ["Execution"]
 
 
 class Reply(NamedTuple):
-    """A model's reply, the ``PROVIDERS`` entry and model that gave it, and its text
-    not logged yet (written with the stored turn)."""
+    """A model's reply, the ``PROVIDERS`` entry and model that gave it, and the deltas
+    of its text not logged yet (written with the stored turn)."""
 
     response: CompletionResponse
     entry: str
     model: str
-    unlogged: str
+    unlogged: list[event_log.EventItem]
 
 
 class Execution:
@@ -214,7 +214,7 @@ class Execution:
         for attempt in self.chain.attempts(self.run, asked):
             if attempt.fell_back is not None:
                 yield attempt.fell_back
-            text = event_log.TextBuffer(self.run)
+            text = event_log.DeltaBuffer(self.run)
             try:
                 response = yield from model_reply(
                     attempt.provider,
@@ -281,8 +281,8 @@ class Execution:
             return False
         self.history.append(row.to_chat_message())
         self.logged.update(call.id for call in starting)
-        if reply.unlogged:
-            yield TextDelta(reply.unlogged)
+        for item in reply.unlogged:
+            yield delta_event(item)
         yield MessageStored(row)
         if ending is not None:
             yield RunCompleted(run)  # ended with its answer, in the same transaction

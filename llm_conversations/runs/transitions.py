@@ -245,7 +245,7 @@ def store_reply(
     context: Mapping[str, Any] | None = None,
     entry: str | None = None,
     model: str | None = None,
-    unlogged: str = "",
+    unlogged: Sequence[EventItem] = (),
     ending: TerminationReason | None = None,
 ) -> Message | None:
     """Count the model call and store its turn; ``None`` if the run stopped meanwhile.
@@ -259,8 +259,8 @@ def store_reply(
     the same update. ``entry`` is the ``PROVIDERS`` entry that answered (the
     run's own when ``None``), whose prices apply, recorded as ``answered_by``;
     ``model`` the model that answered, recorded as the run's ``model`` (a
-    fallback answers with its own). ``unlogged`` is the reply's text not logged
-    yet, logged as its last ``text.delta``. With ``ending`` the turn is the run's
+    fallback answers with its own). ``unlogged``: the deltas of the reply's text
+    not logged yet, logged before the turn. With ``ending`` the turn is the run's
     final answer: the same transaction completes the run (why: ``ending``), as
     :func:`finish` would, and ``run`` is read back as it ended.
     """
@@ -301,8 +301,7 @@ def store_reply(
                 metadata=metadata,
                 cost=cost,
             )
-            text = [(RunEventType.TEXT_DELTA, {"delta": unlogged})] if unlogged else []
-            events = [*text, _stored_event(row), *started_events(starting)]
+            events = [*unlogged, _stored_event(row), *started_events(starting)]
             if ending is None:
                 record(run, events, messages=[row])
                 return row

@@ -15,8 +15,10 @@ from llm_conversations.providers import EchoProvider, StreamEvent, TextDelta
 from llm_conversations.tools import tool
 
 PASSWORD = "browser-pass"
-# Each word is logged when the next arrives: the stream halts with "Once upon " shown.
+# Each word is logged within TEXT_FLUSH_SECONDS of arriving: the stream halts
+# with the whole of HALTED_AT shown.
 STORY = ["Once ", "upon ", "a "]
+HALTED_AT = "".join(STORY)
 STORY_PROMPT = "Tell me a story."
 gate = threading.Event()
 
@@ -36,7 +38,7 @@ class Storyteller(EchoProvider):
             yield from super().send_stream(request)
             return
         for word in STORY:
-            time.sleep(0.1)  # past TEXT_FLUSH_SECONDS: the word before is logged now
+            time.sleep(0.1)  # past TEXT_FLUSH_SECONDS: each word is logged alone
             yield TextDelta(word)
         # Halted until the gate opens, or until the run is cancelled: a real
         # provider's call is interrupted then (its connection is closed).

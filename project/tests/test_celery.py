@@ -26,7 +26,7 @@ import pytest
 import redis
 from django.contrib.auth.models import User
 from django.db import connection
-from django.test import override_settings
+from django.test import Client, override_settings
 
 from llm_conversations.conversations import create_conversation, load_messages
 from llm_conversations.models import Run, RunEvent, RunEventType
@@ -104,6 +104,18 @@ def start_worker(name: str, log: IO[str], **extra: str) -> subprocess.Popen[str]
     return start(command, log, **extra)
 
 
+def signed_in(user: User) -> dict[str, dict[str, str]]:
+    """The cookies and header of a browser signed in as ``user``: the demo's API takes
+    the session (and its CSRF token, any 32 characters the cookie repeats)."""
+    client = Client()
+    client.force_login(user)
+    token = uuid.uuid4().hex
+    return {
+        "cookies": {"sessionid": client.cookies["sessionid"].value, "csrftoken": token},
+        "headers": {"X-CSRFToken": token},
+    }
+
+
 def test_a_run_started_through_the_web_server_is_executed_by_a_worker(
     celery_settings: None, tmp_path: Path
 ) -> None:
@@ -133,8 +145,8 @@ def test_a_run_started_through_the_web_server_is_executed_by_a_worker(
         response = httpx.post(
             f"http://127.0.0.1:{port}/api/conversations/{conversation.pk}/runs/",
             json={"message": "hello", "background": True},
-            auth=("celery-web", "celery-web-pw"),
             timeout=30,
+            **signed_in(user),
         )
         assert response.status_code == 202, response.text
         run_id = uuid.UUID(response.json()["id"])

@@ -18,6 +18,7 @@ from llm_conversations.conversations import create_conversation
 from llm_conversations.core.messages import ChatMessage
 from llm_conversations.models import Message, Run
 from project.tests.live_runs import (
+    HALTED_AT,
     PASSWORD,
     STORY_PROMPT,
     calls,
@@ -95,14 +96,14 @@ def test_a_long_conversation_opens_at_its_newest_message_and_pages_back(
 def test_stop_keeps_the_text_shown_as_the_answer(signed_in: Any) -> None:
     page = signed_in
     send(page, STORY_PROMPT)
-    page.locator(".msg.assistant", has_text="upon").wait_for()
+    page.locator(".msg.assistant", has_text=HALTED_AT.strip()).wait_for()
     page.click("#stop")
     page.locator("#status", has_text="Run cancelled").wait_for()
     answer = Message.objects.get(role="assistant")
-    assert (answer.content, answer.finish_reason) == ("Once upon ", "cancelled")
+    assert (answer.content, answer.finish_reason) == (HALTED_AT, "cancelled")
     bubble = page.locator(f".msg.assistant[data-message-id='{answer.pk}']")
     assert "stopped" in (bubble.locator(".role").text_content() or "")
-    assert bubble.text_content().endswith("Once upon ")
+    assert bubble.text_content().endswith(HALTED_AT)
     assert Run.objects.get().status == "cancelled"
 
 

@@ -17,6 +17,7 @@ from django.contrib.auth import get_user_model
 
 from llm_conversations.models import Conversation, Message, Run
 from project.tests.live_runs import (
+    HALTED_AT,
     PASSWORD,
     STORY_PROMPT,
     calls,
@@ -91,7 +92,7 @@ def test_a_reload_mid_run_resumes_the_stream_without_calling_the_model_again(
 def test_stop_keeps_the_text_shown_as_the_answer(opened: Any) -> None:
     page = opened
     send(page, STORY_PROMPT)
-    page.locator(".msg.assistant .text", has_text="upon").wait_for()
+    page.locator(".msg.assistant .text", has_text=HALTED_AT.strip()).wait_for()
     page.click("#stop")
     page.locator("#status[data-status=ready]").wait_for()
     shown = page.locator(".msg.assistant .text").all_text_contents()
@@ -104,7 +105,7 @@ def test_stop_keeps_the_text_shown_as_the_answer(opened: Any) -> None:
     assert run.status == "cancelled"
     answer = Message.objects.get(role="assistant")
     assert answer.finish_reason == "cancelled"
-    assert shown == [answer.content] == ["Once upon "]
+    assert shown == [answer.content] == [HALTED_AT]
     # Reopened, the page shows the kept text: what the user saw is what is stored.
     page.reload()
     page.locator(".msg.assistant .text").wait_for()

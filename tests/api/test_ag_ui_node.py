@@ -227,3 +227,25 @@ def test_resuming_from_every_last_event_id(live_server: Any, owner: User) -> Non
     for event_id in sorted({i for i in full["ids"] if i is not None})[:-1]:
         resumed = read(live_server, run, last_event_id=event_id)
         assert resumed["events"][-1] == full["events"][-1], event_id
+
+
+def test_streamed_reasoning_is_a_reasoning_message_the_agent_keeps(
+    live_server: Any, owner: User, settings: Any
+) -> None:
+    from tests.api.test_reasoning_shown import THOUGHT, configure
+
+    configure(settings, show=True)
+    run = run_of(owner, "Hi", provider="thinker")
+    result = read(live_server, run)
+    assert kinds(result)[1:9] == [
+        "STATE_SNAPSHOT",
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_END",
+        "REASONING_END",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+    ]
+    roles = [(m["role"], m.get("content")) for m in result["messages"]]
+    assert roles == [("reasoning", THOUGHT), ("assistant", "Hello!")]

@@ -17,6 +17,7 @@ from llm_conversations.exceptions import (
 from llm_conversations.providers import (
     OpenAIProvider,
     OpenAIResponsesProvider,
+    ReasoningDelta,
     ResponseCompleted,
     TextDelta,
     ToolCallCompleted,
@@ -475,13 +476,25 @@ def streamed_tool_turn() -> list[tuple[str, dict]]:
     ]
 
 
-def test_a_stream_yields_text_then_the_call_and_ends_with_the_whole_reply(make_provider):
+def test_a_stream_yields_reasoning_text_then_the_call_and_ends_with_the_whole_reply(
+    make_provider,
+):
     provider, recorder = provider_for(make_provider, sse(*streamed_tool_turn()))
     events = list(provider.stream([ChatMessage.user("Weather?")], tools=TOOLS[:1]))
     assert recorder.body["stream"] is True
-    assert [type(e) for e in events] == [TextDelta, TextDelta, ToolCallCompleted, ResponseCompleted]
+    assert [type(e) for e in events] == [
+        ReasoningDelta,
+        ReasoningDelta,
+        TextDelta,
+        TextDelta,
+        ToolCallCompleted,
+        ResponseCompleted,
+    ]
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Let me check."
-    call = events[2].tool_call
+    # The summary as it streamed is the summary stored.
+    thought = "".join(e.text for e in events if isinstance(e, ReasoningDelta))
+    assert thought == "Need the weather." == events[-1].response.reasoning[0].text
+    call = events[4].tool_call
     assert (call.id, call.name, call.arguments) == ("call_9", "get_weather", {"city": "Paris"})
     final = events[-1].response
     assert final.content == "Let me check."

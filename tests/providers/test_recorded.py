@@ -28,6 +28,7 @@ from llm_conversations.providers import (
     OpenAIProvider,
     OpenAIResponsesProvider,
     Provider,
+    ReasoningDelta,
     ResponseCompleted,
     TextDelta,
     ToolCallCompleted,
@@ -182,6 +183,8 @@ def replay(adapter: str, exchange: Exchange) -> CompletionResponse:
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == reply.content
     calls = tuple(e.tool_call for e in events if isinstance(e, ToolCallCompleted))
     assert calls == reply.tool_calls
+    thought = "".join(e.text for e in events if isinstance(e, ReasoningDelta))
+    assert thought == "".join(part.text for part in reply.reasoning)
     return reply
 
 

@@ -15,6 +15,11 @@ id, ``runId`` the run's.
   ``TEXT_MESSAGE_END``, sent when the turn is stored, carries the stored id in
   ``metadata.llm_conversations.message_id``. A turn stored without streamed
   text is sent whole under its stored id;
+- ``reasoning.delta`` (with ``SHOW_REASONING``): ``REASONING_START`` and
+  ``REASONING_MESSAGE_START`` (role ``reasoning``) on the first, then
+  ``REASONING_MESSAGE_CONTENT``; ``REASONING_MESSAGE_END`` and
+  ``REASONING_END`` when the text begins or the turn is stored. Its id is
+  ``<run id>:<id of its first delta>`` as a streamed text message's;
 - ``message.stored`` of an assistant turn: per call ``TOOL_CALL_START``
   (``parentMessageId``: the turn's message), ``TOOL_CALL_ARGS`` (the
   arguments as the model wrote them) and ``TOOL_CALL_END``;
@@ -44,7 +49,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from llm_conversations.api.streams.base import LogRenderer, denied, sse_message
+from llm_conversations.api.streams.base import LogRenderer, denied, shown, sse_message
 from llm_conversations.core.messages import Role
 from llm_conversations.models import (
     Message,
@@ -119,8 +124,9 @@ class AgUiStream(LogRenderer):
         self.thread_id: str | None = None
         self.started = False
         self.finished = False
-        # The open text message, and whether this response has announced it.
+        # The open text or reasoning message, and whether this response announced it.
         self.text_id: str | None = None
+        self.reasoning = False
         self.text_announced = False
 
     def prime(self, after_id: int) -> None:
@@ -132,6 +138,8 @@ class AgUiStream(LogRenderer):
         rows = logged.values_list("id", "type", "data", "run__conversation_id")
         for event_id, kind, data, conversation_id in rows:
             self.thread_id = str(conversation_id)
+            if not shown(RunEventType(kind)):
+                continue
             self._advance(
                 event_id, RunEventType(kind), None, data if isinstance(data, dict) else {}
             )
@@ -140,9 +148,7 @@ class AgUiStream(LogRenderer):
 
     def render(self, page: Page) -> bytes:
         out: list[bytes] = []
-        for event in page.events:
-            if event.id in page.superseded:
-                continue  # a lost attempt's text, answered again by a later one
+        for event in self.rendered(page):
             logged = event.data if isinstance(event.data, dict) else {}
             row = page.messages.get(str(logged.get("message")))
             items = self._advance(event.id, RunEventType(event.type), row, logged, page.run)
@@ -179,21 +185,44 @@ class AgUiStream(LogRenderer):
         return self.thread_id or self.run_id
 
     def _announce(self) -> list[dict[str, Any]]:
-        """The open text message's start, unless this response sent it."""
+        """The open message's start, unless this response sent it."""
         if self.text_id is None or self.text_announced:
             return []
         self.text_announced = True
-        return [{"type": "TEXT_MESSAGE_START", "messageId": self.text_id, "role": "assistant"}]
+        message_id = self.text_id
+        if self.reasoning:
+            return [
+                {"type": "REASONING_START", "messageId": message_id},
+                {"type": "REASONING_MESSAGE_START", "messageId": message_id, "role": "reasoning"},
+            ]
+        return [{"type": "TEXT_MESSAGE_START", "messageId": message_id, "role": "assistant"}]
 
     def _close_text(self, metadata: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """End the open message (``metadata``: on its last event)."""
         if self.text_id is None:
             return []
         events = self._announce()
-        end: dict[str, Any] = {"type": "TEXT_MESSAGE_END", "messageId": self.text_id}
+        message_id = self.text_id
+        if self.reasoning:
+            events.append({"type": "REASONING_MESSAGE_END", "messageId": message_id})
+            end: dict[str, Any] = {"type": "REASONING_END", "messageId": message_id}
+        else:
+            end = {"type": "TEXT_MESSAGE_END", "messageId": message_id}
         if metadata:
             end["metadata"] = metadata
-        self.text_id = None
+        self.text_id, self.reasoning = None, False
         return [*events, end]
+
+    def _delta(self, event_id: int | None, kind: RunEventType, delta: str) -> list[dict[str, Any]]:
+        """A piece of text or reasoning text, in the open message of its kind."""
+        reasoning = kind is RunEventType.REASONING_DELTA
+        events = self._close_text() if self.text_id and self.reasoning != reasoning else []
+        if self.text_id is None:
+            self.text_id, self.text_announced = f"{self.run_id}:{event_id}", False
+            self.reasoning = reasoning
+        events += self._announce()
+        name = "REASONING_MESSAGE_CONTENT" if reasoning else "TEXT_MESSAGE_CONTENT"
+        return [*events, {"type": name, "messageId": self.text_id, "delta": delta}]
 
     def _advance(
         self,
@@ -216,14 +245,8 @@ class AgUiStream(LogRenderer):
                 "attempt": logged.get("attempt"),
             }
             events.append({"type": "STATE_SNAPSHOT", "snapshot": snapshot})
-        elif kind is RunEventType.TEXT_DELTA:
-            if self.text_id is None:
-                self.text_id, self.text_announced = f"{self.run_id}:{event_id}", False
-            events += self._announce()
-            delta = str(logged.get("delta", ""))
-            events.append(
-                {"type": "TEXT_MESSAGE_CONTENT", "messageId": self.text_id, "delta": delta}
-            )
+        elif kind.is_delta:
+            events += self._delta(event_id, kind, str(logged.get("delta", "")))
         elif kind is RunEventType.MESSAGE_STORED:
             events += self._stored_turn(row)
         elif kind is RunEventType.TOOL_CALL_PROGRESS:
@@ -239,20 +262,21 @@ class AgUiStream(LogRenderer):
     def _stored_turn(self, row: Message | None) -> list[dict[str, Any]]:
         if row is None:
             # Priming (no rows are read): a stored turn ends its text.
-            self.text_id = None
+            self.text_id, self.reasoning = None, False
             return []
         if row.role != Role.ASSISTANT:
             return []
         message_id = str(row.pk)
+        # Reasoning that streamed ends here; so does text, named by the stored id.
+        events = self._close_text() if self.reasoning else []
         if self.text_id is not None:
             parent = self.text_id
-            events = self._close_text(_ours(message_id=message_id))
+            events += self._close_text(_ours(message_id=message_id))
         else:
             parent = message_id
-            events = []
             if row.content:
-                # Nothing was streamed for this turn: its stored text, whole.
-                events = [
+                # No text was streamed for this turn: its stored text, whole.
+                events += [
                     {"type": "TEXT_MESSAGE_START", "messageId": message_id, "role": "assistant"},
                     {"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": row.content},
                     {"type": "TEXT_MESSAGE_END", "messageId": message_id},

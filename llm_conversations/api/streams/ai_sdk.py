@@ -7,12 +7,13 @@ The whole run is one UI message whose id is the run's id:
 
 - ``run.running`` (first one of a response): ``start`` with ``messageId`` and
   ``messageMetadata`` ``{"run_id", "conversation_id"}``;
-- a model round (its ``text.delta`` events and the ``message.stored`` of its
-  assistant turn) opens a step: ``start-step``, ``text-start`` /
-  ``text-delta`` / ``text-end`` (the stored text when no delta was logged),
-  then the turn's reasoning text when ``SHOW_REASONING`` is on
-  (``reasoning-start`` / ``reasoning-delta`` / ``reasoning-end`` per part,
-  whole), then per call ``tool-input-start`` and ``tool-input-available`` (or
+- a model round (its ``reasoning.delta`` and ``text.delta`` events and the
+  ``message.stored`` of its assistant turn) opens a step: ``reasoning-start``
+  / ``reasoning-delta`` / ``reasoning-end`` as the reasoning text streams
+  (with ``SHOW_REASONING``), ``text-start`` / ``text-delta`` / ``text-end``
+  as the text does (the stored text when no delta was logged), the turn's
+  reasoning text whole when none streamed (with ``SHOW_REASONING``, one part
+  each, before the whole text, or after text that streamed), then per call ``tool-input-start`` and ``tool-input-available`` (or
   ``tool-input-error`` for arguments that were not a JSON object);
 - ``tool_result.stored``: ``tool-output-available`` (the stored text),
   ``tool-output-error`` (``is_error``) or ``tool-output-denied`` (a call a
@@ -22,8 +23,8 @@ The whole run is one UI message whose id is the run's id:
   approval (``approvalId`` is the call's id), then the end below with
   ``finishReason: "tool-calls"``;
 - ``run.running`` of an attempt that answers again after a lost one
-  (``superseded_after``): the lost attempt's text part, if this response sent
-  it, ends with ``providerMetadata`` ``{"llm_conversations": {"superseded":
+  (``superseded_after``): the lost attempt's open text or reasoning part, if
+  this response sent it, ends with ``providerMetadata`` ``{"llm_conversations": {"superseded":
   true}}`` and its step is finished; the answer follows in a new step. A
   response that reads the log after the fact never sends that text;
 - the end: ``finish-step``, ``error`` (failed runs; the run's error message) or
@@ -43,7 +44,7 @@ import uuid
 from typing import Any
 
 from llm_conversations.api.representations import shown_reasoning
-from llm_conversations.api.streams.base import LogRenderer, denied, sse_message
+from llm_conversations.api.streams.base import LogRenderer, denied, shown, sse_message
 from llm_conversations.core.messages import Role
 from llm_conversations.core.reasoning import reasoning_from_list
 from llm_conversations.models import (
@@ -129,16 +130,14 @@ def run_metadata(run: Run) -> dict[str, Any]:
 
 
 def reasoning_part_id(message_id: Any, index: int) -> str:
-    """The id of a turn's reasoning part, the same in a stream and in the history."""
+    """The id of a stored turn's reasoning part: in the history, and in a stream that
+    sends it whole (reasoning that streamed is named by its first event)."""
     return f"reasoning-{message_id}-{index}"
 
 
 def _reasoning_chunks(message: Message) -> list[dict[str, Any]]:
-    """The turn's reasoning text an end user may see (``SHOW_REASONING``), one part each.
-
-    Sent whole once the turn is stored, after its text (whose deltas may have
-    streamed before): the history endpoint puts the parts in the same place.
-    """
+    """The turn's reasoning text an end user may see (``SHOW_REASONING``), one part each,
+    whole: for a turn whose reasoning did not stream as it was written."""
     chunks: list[dict[str, Any]] = []
     parts = shown_reasoning(reasoning_from_list(message.reasoning or ()))
     for index, part in enumerate(parts or ()):
@@ -174,8 +173,11 @@ class AiSdkStream(LogRenderer):
         self.step_open = False
         # The open step's model turn is stored: the next model output opens another step.
         self.turn_stored = False
+        # The open text or reasoning part (one at a time), and what the step streamed.
         self.text_id: str | None = None
+        self.reasoning_id: str | None = None
         self.text_sent = False
+        self.reasoning_sent = False
 
     def prime(self, after_id: int) -> None:
         """Take the state left by the events up to ``after_id``, which were sent before."""
@@ -183,6 +185,8 @@ class AiSdkStream(LogRenderer):
             return
         logged = RunEvent.objects.filter(run_id=self.run_id, id__lte=after_id).order_by("id")
         for event_id, kind, data in logged.values_list("id", "type", "data"):
+            if not shown(RunEventType(kind)):
+                continue
             # The chunks were sent before; only the state they left is wanted.
             self._advance(
                 event_id, RunEventType(kind), None, data if isinstance(data, dict) else {}
@@ -192,9 +196,7 @@ class AiSdkStream(LogRenderer):
 
     def render(self, page: Page) -> bytes:
         out: list[bytes] = []
-        for event in page.events:
-            if event.id in page.superseded:
-                continue  # a lost attempt's text, answered again by a later one
+        for event in self.rendered(page):
             logged = event.data if isinstance(event.data, dict) else {}
             row = page.messages.get(str(logged.get("message")))
             kind = RunEventType(event.type)
@@ -229,17 +231,39 @@ class AiSdkStream(LogRenderer):
         if self.step_open and not self.turn_stored:
             return []
         chunks = self._close()
-        self.step_open, self.text_sent, self.turn_stored = True, False, False
+        self.step_open, self.turn_stored = True, False
+        self.text_sent = self.reasoning_sent = False
         return [*chunks, {"type": "start-step"}]
 
-    def _close_text(self) -> list[dict[str, Any]]:
+    def _close_parts(self, metadata: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """End the open text or reasoning part (``metadata``: its ``providerMetadata``)."""
+        chunks = []
+        for kind, part_id in (("text-end", self.text_id), ("reasoning-end", self.reasoning_id)):
+            if part_id is not None:
+                end = {"type": kind, "id": part_id}
+                chunks.append({**end, "providerMetadata": metadata} if metadata else end)
+        self.text_id = self.reasoning_id = None
+        return chunks
+
+    def _delta(self, event_id: int | None, kind: RunEventType, delta: str) -> list[dict[str, Any]]:
+        """A piece of text or reasoning text, in the part of its kind (opened here)."""
+        chunks = self._step()
+        if kind is RunEventType.REASONING_DELTA:
+            if self.reasoning_id is None:
+                chunks += self._close_parts()
+                self.reasoning_id = f"reasoning-{event_id}"
+                chunks.append({"type": "reasoning-start", "id": self.reasoning_id})
+            self.reasoning_sent = True
+            return [*chunks, {"type": "reasoning-delta", "id": self.reasoning_id, "delta": delta}]
         if self.text_id is None:
-            return []
-        text_id, self.text_id = self.text_id, None
-        return [{"type": "text-end", "id": text_id}]
+            chunks += self._close_parts()
+            self.text_id = f"text-{event_id}"
+            chunks.append({"type": "text-start", "id": self.text_id})
+        self.text_sent = True
+        return [*chunks, {"type": "text-delta", "id": self.text_id, "delta": delta}]
 
     def _close(self) -> list[dict[str, Any]]:
-        chunks = self._close_text()
+        chunks = self._close_parts()
         if self.step_open:
             self.step_open = False
             chunks.append({"type": "finish-step"})
@@ -257,14 +281,8 @@ class AiSdkStream(LogRenderer):
         chunks = self._start(run)
         if kind in run_events.SUPERSEDING and "superseded_after" in logged:
             chunks += self._supersede()
-        elif kind is RunEventType.TEXT_DELTA:
-            chunks += self._step()
-            if self.text_id is None:
-                self.text_id = f"text-{event_id}"
-                chunks.append({"type": "text-start", "id": self.text_id})
-            self.text_sent = True
-            delta = logged.get("delta", "")
-            chunks.append({"type": "text-delta", "id": self.text_id, "delta": delta})
+        elif kind.is_delta:
+            chunks += self._delta(event_id, kind, str(logged.get("delta", "")))
         elif kind is RunEventType.MESSAGE_STORED:
             chunks += self._stored_turn(event_id, row)
         elif kind is RunEventType.TOOL_RESULT_STORED:
@@ -278,36 +296,37 @@ class AiSdkStream(LogRenderer):
 
     def _supersede(self) -> list[dict[str, Any]]:
         """A new attempt answers again: the text sent of the lost one is marked and closed."""
-        chunks: list[dict[str, Any]] = []
-        if self.text_id is not None and not self.turn_stored:
-            chunks.append({"type": "text-end", "id": self.text_id, "providerMetadata": SUPERSEDED})
-            self.text_id = None
+        chunks = [] if self.turn_stored else self._close_parts(SUPERSEDED)
         chunks += self._close()
-        self.text_sent = False
+        self.text_sent = self.reasoning_sent = False
         return chunks
 
     def _stored_turn(self, event_id: int | None, row: Message | None) -> list[dict[str, Any]]:
         if row is not None and row.role != Role.ASSISTANT:
             return []
-        chunks = self._step()
+        chunks = self._step() + self._close_parts()
+        # Reasoning that did not stream comes whole, before the text as the history
+        # has it (after it, when the text streamed already).
+        whole = [] if row is None or self.reasoning_sent else _reasoning_chunks(row)
         if row is not None and row.content and not self.text_sent:
-            # Nothing was streamed for this turn: its stored text, whole.
+            # No text was streamed for this turn: its stored text, whole.
             text_id = f"text-{event_id}"
+            chunks += whole
+            whole = []
             chunks += [
                 {"type": "text-start", "id": text_id},
                 {"type": "text-delta", "id": text_id, "delta": row.content},
                 {"type": "text-end", "id": text_id},
             ]
-        chunks += self._close_text()
         self.turn_stored = True
         if row is not None:
-            chunks += _reasoning_chunks(row)
+            chunks += whole
             chunks += _tool_inputs(row)
         return chunks
 
     def _finish(self, kind: RunEventType, run: Run | None) -> list[dict[str, Any]]:
         self.finished = True
-        chunks = self._close_text()
+        chunks = self._close_parts()
         reason = "other"
         if kind is RunEventType.RUN_REQUIRES_ACTION:
             reason = "tool-calls"

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from rest_framework.utils.encoders import JSONEncoder
 
-from llm_conversations.models import Decision, Message, Run, RunEventType, RunStatus
+from llm_conversations.conf import conf
+from llm_conversations.models import Decision, Message, Run, RunEvent, RunEventType, RunStatus
 from llm_conversations.runs.event_reader import Page
 
-__all__ = ["LogRenderer", "denied", "sse_message"]
+__all__ = ["LogRenderer", "denied", "shown", "sse_message"]
 
 
 def sse_message(data: Any, *, event_id: int | None = None, name: str | None = None) -> bytes:
@@ -43,6 +45,12 @@ def denied(message: Message, logged: dict[str, Any], run: Run | None) -> bool:
     return run is not None and run.decisions.get(message.tool_call_id or "") == Decision.DENIED
 
 
+def shown(kind: RunEventType) -> bool:
+    """Whether end users see events of ``kind``: reasoning text only with
+    ``SHOW_REASONING`` (a log written while it was on keeps its reasoning)."""
+    return kind is not RunEventType.REASONING_DELTA or conf.SHOW_REASONING
+
+
 class LogRenderer:
     """The rendering of a run's log in one format, for one response."""
 
@@ -60,6 +68,14 @@ class LogRenderer:
     def render(self, page: Page) -> bytes:
         """The messages of a page of logged events."""
         raise NotImplementedError
+
+    @staticmethod
+    def rendered(page: Page) -> Iterator[RunEvent]:
+        """The events of ``page`` a response renders: not a lost attempt's text that a
+        later one answered again, not what end users may not see (:func:`shown`)."""
+        for event in page.events:
+            if event.id not in page.superseded and shown(RunEventType(event.type)):
+                yield event
 
     def state(self, run: Run) -> bytes:
         """The end of a response whose run stopped without logging its end in it: what

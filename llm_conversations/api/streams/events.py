@@ -1,7 +1,8 @@
 """The default format: each logged event as one Server-Sent Event of its own type.
 
 ``id: <RunEvent id>``, ``event: <type>`` and one ``data:`` line holding a JSON
-object that always includes ``run_id``: the text of a ``text.delta``, the call
+object that always includes ``run_id``: the text of a ``text.delta`` (and of a
+``reasoning.delta``, the model's reasoning text, with ``SHOW_REASONING``), the call
 of a ``tool_call.started``, the report of a ``tool_call.progress``, the stored
 turn of a ``message.stored`` or ``tool_result.stored``, and the run as it
 stands with every ``run.*`` event. A client that loses a stream reattaches
@@ -37,13 +38,11 @@ class EventsStream(LogRenderer):
     def render(self, page: Page) -> bytes:
         chunks = []
         run_data: Any = None
-        for event in page.events:
-            if event.id in page.superseded:
-                continue  # a lost attempt's text, answered again by a later one
+        for event in self.rendered(page):
             name = RunEventType(event.type)
             data: dict[str, Any] = {"run_id": self.run_id}
             logged = event.data if isinstance(event.data, dict) else {}
-            if name is RunEventType.TEXT_DELTA:
+            if name.is_delta:
                 data["delta"] = logged.get("delta", "")
             elif name is RunEventType.TOOL_CALL_STARTED:
                 data["tool_call"] = logged.get("tool_call")
