@@ -181,11 +181,12 @@ def _end_fields(
     return fields
 
 
-def _ended(run: Run, *, start_next: bool) -> None:
+def _ended(run: Run, *, start_next: bool, count: int | None = None) -> None:
     """In the transaction that ended ``run`` (its end logged): the run waiting behind
-    it starts, and ``run_finished`` is sent once committed."""
+    it starts, and ``run_finished`` is sent once committed. ``count``: the messages
+    of the conversation, whose row this transaction locked already."""
     if start_next:
-        _start_next(run.conversation_id)
+        _start_next(run.conversation_id, count)
     transaction.on_commit(partial(run_finished.send, sender=Run, run=run))
 
 
@@ -217,10 +218,11 @@ def _stored_event(row: Message, *, denied: bool = False) -> EventItem:
     return (RunEventType.TOOL_RESULT_STORED, data)
 
 
-def _start_next(conversation_id: uuid.UUID) -> None:
+def _start_next(conversation_id: uuid.UUID, count: int | None = None) -> None:
     """Queue the oldest run waiting behind the one that ended; one whose user turn can
     no longer be stored fails with the reason, and the next one is tried."""
-    while (oldest := waiting_runs.queue_oldest(conversation_id)) is not None:
+    while (oldest := waiting_runs.queue_oldest(conversation_id, count)) is not None:
+        count = None  # read again under the lock after a refused one
         waiting, refused = oldest
         if refused is None:
             return
@@ -274,9 +276,7 @@ def store_reply(
         with transaction.atomic():
             # The conditional update locks the run; a run cancelled while the
             # provider answered matches nothing and keeps no late reply.
-            ended = {} if ending is None else _end_fields(RunStatus.COMPLETED, ending)
             counted = Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
-                **ended,
                 iterations=F("iterations") + 1,
                 input_tokens=F("input_tokens") + usage.input_tokens,
                 output_tokens=F("output_tokens") + usage.output_tokens,
@@ -288,7 +288,7 @@ def store_reply(
                 answered_by=answered_by,
                 **({"model": model} if model else {}),
                 **(context or {}),
-                **({} if ending is not None else {"lease_expires_at": lease_expiry()}),
+                lease_expires_at=lease_expiry(),
             )
             if not counted:
                 return None
@@ -305,9 +305,12 @@ def store_reply(
             if ending is None:
                 record(run, events, messages=[row])
                 return row
+            # Ended after the append, which checks that the run is still active
+            # (and locks the conversation: the run waiting behind it is seen).
+            Run.objects.filter(pk=run.pk).update(**_end_fields(RunStatus.COMPLETED, ending))
             run.refresh_from_db()
             record(run, [*events, (RunEventType.RUN_COMPLETED, {})], messages=[row], state=run)
-            _ended(run, start_next=True)
+            _ended(run, start_next=True, count=row.position + 1)
         return row
 
     row = on_a_live_connection(write)

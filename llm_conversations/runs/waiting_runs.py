@@ -55,15 +55,20 @@ def last_in_line(conversation_id: uuid.UUID, active: uuid.UUID) -> uuid.UUID:
     return waiting[0] if waiting else active
 
 
-def queue_oldest(conversation_id: uuid.UUID) -> tuple[Run, InvalidMessage | None] | None:
+def queue_oldest(
+    conversation_id: uuid.UUID, count: int | None = None
+) -> tuple[Run, InvalidMessage | None] | None:
     """In the transaction that ended the conversation's active run (so none is active):
     queue the oldest waiting run and store its user turn; ``None`` when none waits.
+    ``count``: the conversation's messages, when the transaction holds its row lock
+    already (a run that started waiting meanwhile committed before it was taken).
 
     ``(run, None)`` once queued; ``(run, error)`` when its turn can no longer be
     stored (an attachment it named was deleted meanwhile): it is left waiting,
     for the caller to end.
     """
-    count = lock_conversation(conversation_id)
+    if count is None:
+        count = lock_conversation(conversation_id)
     waiting = Run.objects.filter(
         conversation_id=conversation_id, status=RunStatus.WAITING
     ).order_by("created_at", "pk")

@@ -237,13 +237,12 @@ def test_unique_items_of_many_objects_are_judged_in_one_pass() -> None:
     # jsonschema compares unhashable items pairwise: 3,000 objects took 18 s.
     judged = ResponseFormat(schema_with(a={"type": "array", "uniqueItems": True}))
     many = [{"k": i} for i in range(5_000)]
-    started = time.monotonic()
+    # Pairwise, 5,000 objects take about a minute: far past the judge's own
+    # deadline (VALIDATION_SECONDS), which would say timed_out.
     assert judged.judge(json.dumps({"a": many})).valid
     duplicated = judged.judge(json.dumps({"a": [*many, {"k": 7}]}))
     assert not duplicated.timed_out
     assert duplicated.problem == "at /a: has non-unique elements: item 5000 repeats an earlier one."
-    # Pairwise, 5,000 objects take about a minute (with room for a slow machine).
-    assert time.monotonic() - started < VALIDATION_SECONDS * 5
 
 
 @pytest.mark.parametrize(
