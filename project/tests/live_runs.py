@@ -15,8 +15,9 @@ from llm_conversations.providers import EchoProvider, StreamEvent, TextDelta
 from llm_conversations.tools import tool
 
 PASSWORD = "browser-pass"
-# Each word is logged when the next arrives: the stream halts with "Once upon " shown.
+# Each word is logged within TEXT_FLUSH_SECONDS: the stream halts with "Once upon a " shown.
 STORY = ["Once ", "upon ", "a "]
+HALTED = "".join(STORY)
 STORY_PROMPT = "Tell me a story."
 gate = threading.Event()
 
@@ -36,7 +37,7 @@ class Storyteller(EchoProvider):
             yield from super().send_stream(request)
             return
         for word in STORY:
-            time.sleep(0.1)  # past TEXT_FLUSH_SECONDS: the word before is logged now
+            time.sleep(0.1)  # past TEXT_FLUSH_SECONDS: the word before is logged by now
             yield TextDelta(word)
         # Halted until the gate opens, or until the run is cancelled: a real
         # provider's call is interrupted then (its connection is closed).

@@ -17,6 +17,7 @@ import sys
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import IO
@@ -54,8 +55,10 @@ REDIS_URL = os.environ.get("CELERY_TEST_REDIS_URL") or "redis://127.0.0.1:6379/5
 BACKEND = {"default": {"BACKEND": "llm_conversations.celery_backend.CeleryBackend"}}
 
 
-@pytest.fixture
-def celery_settings() -> Iterator[None]:
+@contextmanager
+def celery_broker() -> Iterator[None]:
+    """Background runs sent to Celery on Redis for the block; skips (fails under CI)
+    where the test cannot have both Redis and PostgreSQL."""
     if connection.vendor != "postgresql":
         pytest.skip("Celery workers are separate processes: run with DATABASE_URL=postgres://...")
     problem = redis_problem(REDIS_URL)
@@ -68,12 +71,20 @@ def celery_settings() -> Iterator[None]:
     from project import celery_app as app
 
     app.conf.broker_url = REDIS_URL
-    with override_settings(TASKS=BACKEND):
+    try:
+        with override_settings(TASKS=BACKEND):
+            yield
+    finally:
+        with app.connection_for_write() as conn:
+            conn.default_channel.queue_purge("default")
+        # A killed worker's unacknowledged message too: the database it names is gone.
+        redis.Redis.from_url(REDIS_URL).flushdb()
+
+
+@pytest.fixture
+def celery_settings() -> Iterator[None]:
+    with celery_broker():
         yield
-    with app.connection_for_write() as conn:
-        conn.default_channel.queue_purge("default")
-    # A killed worker's unacknowledged message too: the database it names is gone.
-    redis.Redis.from_url(REDIS_URL).flushdb()
 
 
 def start(command: list[str], log: IO[str], **extra: str) -> subprocess.Popen[str]:
