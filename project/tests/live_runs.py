@@ -1,5 +1,5 @@
 """What the browser tests of live runs share: a tool that waits for a gate, a provider
-whose story halts mid-reply, and the demo's settings with both."""
+whose story halts mid-reply, the demo's settings with both, and signing in."""
 
 from __future__ import annotations
 
@@ -8,6 +8,10 @@ import threading
 import time
 from collections.abc import Iterator
 from typing import Any
+
+from django.conf import settings
+from django.test import Client
+from django.utils.crypto import get_random_string
 
 from llm_conversations.exceptions import ProviderUnavailableError
 from llm_conversations.models import Run, RunStatus
@@ -59,6 +63,16 @@ def live_run_settings(settings: Any) -> Iterator[None]:
     gate.clear()
     yield
     gate.set()
+
+
+def signed_in(user: Any) -> dict[str, str]:
+    """The headers of a browser signed in as ``user``: its session, its CSRF token."""
+    client = Client()
+    client.force_login(user)
+    session = client.cookies[settings.SESSION_COOKIE_NAME].value
+    token = get_random_string(32)
+    cookies = f"{settings.SESSION_COOKIE_NAME}={session}; {settings.CSRF_COOKIE_NAME}={token}"
+    return {"Cookie": cookies, "X-CSRFToken": token}
 
 
 def calls(*items: tuple[str, str, dict[str, Any]]) -> str:

@@ -34,6 +34,7 @@ from llm_conversations.models import Run, RunEvent, RunEventType
 from llm_conversations.runs import ToolLoopService
 from llm_conversations.runs.reaper import reap_runs
 from llm_conversations.runs.service import execute_run
+from project.tests.live_runs import signed_in
 from project.tests.slow_provider import SlowProvider, assert_finished_without_charging_twice
 from project.tests.test_background import free_port
 from project.tests.test_rq import (
@@ -120,7 +121,7 @@ def test_a_run_started_through_the_web_server_is_executed_by_a_worker(
 ) -> None:
     """The web process loads the project's Celery app with Django, not by a test's
     import: its request threads send to the configured broker, not Celery's default."""
-    user = User.objects.create_user("celery-web", password="celery-web-pw")
+    user = User.objects.create_user("celery-web")
     conversation = create_conversation(owner=user, title="celery web")
     port = free_port()
     logs = [tmp_path / "worker.log", tmp_path / "web.log"]
@@ -144,7 +145,7 @@ def test_a_run_started_through_the_web_server_is_executed_by_a_worker(
         response = httpx.post(
             f"http://127.0.0.1:{port}/api/conversations/{conversation.pk}/runs/",
             json={"message": "hello", "background": True},
-            auth=("celery-web", "celery-web-pw"),
+            headers=signed_in(user),  # the demo's API takes the session, as a browser sends it
             timeout=30,
         )
         assert response.status_code == 202, response.text

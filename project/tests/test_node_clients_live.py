@@ -13,10 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.conf import settings
 from django.contrib.auth.models import User
-from django.test import Client
-from django.utils.crypto import get_random_string
 
 from llm_conversations.conversations import create_conversation
 from llm_conversations.models import Run, RunStatus
@@ -29,6 +26,7 @@ from project.tests.background_runs import (
     engine,
     story,
 )
+from project.tests.live_runs import signed_in
 from tests.api import test_ag_ui_node as ag_ui
 from tests.api import test_ai_sdk_node as ai_sdk
 from tests.support.node_scripts import NodeScript
@@ -45,16 +43,6 @@ pytestmark = [
 @pytest.fixture
 def owner() -> User:
     return User.objects.create_user("nora")
-
-
-def signed_in(user: User) -> dict[str, str]:
-    """The headers of a browser signed in as ``user``: its session, its CSRF token."""
-    client = Client()
-    client.force_login(user)
-    session = client.cookies[settings.SESSION_COOKIE_NAME].value
-    token = get_random_string(32)
-    cookies = f"{settings.SESSION_COOKIE_NAME}={session}; {settings.CSRF_COOKIE_NAME}={token}"
-    return {"Cookie": cookies, "X-CSRFToken": token}
 
 
 def follow_the_story(client: NodeScript, story: Story) -> dict[str, Any]:
