@@ -6,7 +6,10 @@ time while the stream is silent: a piece of text waits at most
 ``TEXT_FLUSH_SECONDS`` before followers see it (:class:`~.event_log.DeltaBuffer`).
 The reading thread writes nothing (a provider of the project's own that reads
 the database has that connection closed when the call ends); the loop's
-thread gives its connection back to its pool while it waits.
+thread gives its connection back to its pool while it waits, and stops
+waiting once the run stopped running here (a cancel), even while the stream
+is silent: the reading thread is then left to end at the call's next piece
+or its timeout.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from llm_conversations.providers.interrupts import Interrupt
 from llm_conversations.providers.stream_events import ReasoningDelta, StreamEvent, TextDelta
 from llm_conversations.runs.event_log import DeltaBuffer, EventItem
 from llm_conversations.runs.events import delta_event
+from llm_conversations.runs.leases import CHECK_SECONDS
 from llm_conversations.runs.live_connections import return_connection
 
 __all__ = ["QUIET", "StreamReader", "model_reply"]
@@ -97,6 +101,13 @@ class StreamReader:
         self._given_up.set()
 
 
+def _wait(text: DeltaBuffer) -> float:
+    """How long to wait for the stream's next event: until buffered pieces are due, and
+    never longer than the heartbeat takes to see a stopped run."""
+    due = text.due_in()
+    return CHECK_SECONDS if due is None else min(due, CHECK_SECONDS)
+
+
 def model_reply(
     provider: Provider,
     messages: list[ChatMessage],
@@ -133,7 +144,9 @@ def model_reply(
     shows_reasoning = conf.SHOW_REASONING
     response: CompletionResponse | None = None
     try:
-        while (event := reader.next(text.due_in())) is not None:
+        # A silent stream is looked at as often as the heartbeat looks at the run, so
+        # a cancel ends the execution then, not at the provider's TIMEOUT.
+        while (event := reader.next(_wait(text))) is not None:
             written: list[EventItem]
             if isinstance(event, TextDelta) or (
                 isinstance(event, ReasoningDelta) and shows_reasoning

@@ -1,5 +1,5 @@
 """What the browser tests of live runs share: a tool that waits for a gate, a provider
-whose story halts mid-reply, and the demo's settings with both."""
+whose story halts mid-reply, the demo's settings with both, and signing in."""
 
 from __future__ import annotations
 
@@ -9,16 +9,19 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from django.conf import settings
+from django.test import Client
+from django.utils.crypto import get_random_string
+
 from llm_conversations.exceptions import ProviderUnavailableError
 from llm_conversations.models import Run, RunStatus
 from llm_conversations.providers import EchoProvider, StreamEvent, TextDelta
 from llm_conversations.tools import tool
 
 PASSWORD = "browser-pass"
-# Each word is logged within TEXT_FLUSH_SECONDS of arriving: the stream halts
-# with the whole of HALTED_AT shown.
+# Each word is logged within TEXT_FLUSH_SECONDS: the stream halts with "Once upon a " shown.
 STORY = ["Once ", "upon ", "a "]
-HALTED_AT = "".join(STORY)
+HALTED = "".join(STORY)
 STORY_PROMPT = "Tell me a story."
 gate = threading.Event()
 
@@ -38,7 +41,7 @@ class Storyteller(EchoProvider):
             yield from super().send_stream(request)
             return
         for word in STORY:
-            time.sleep(0.1)  # past TEXT_FLUSH_SECONDS: each word is logged alone
+            time.sleep(0.1)  # past TEXT_FLUSH_SECONDS: the word before is logged by now
             yield TextDelta(word)
         # Halted until the gate opens, or until the run is cancelled: a real
         # provider's call is interrupted then (its connection is closed).
@@ -60,6 +63,16 @@ def live_run_settings(settings: Any) -> Iterator[None]:
     gate.clear()
     yield
     gate.set()
+
+
+def signed_in(user: Any) -> dict[str, str]:
+    """The headers of a browser signed in as ``user``: its session, its CSRF token."""
+    client = Client()
+    client.force_login(user)
+    session = client.cookies[settings.SESSION_COOKIE_NAME].value
+    token = get_random_string(32)
+    cookies = f"{settings.SESSION_COOKIE_NAME}={session}; {settings.CSRF_COOKIE_NAME}={token}"
+    return {"Cookie": cookies, "X-CSRFToken": token}
 
 
 def calls(*items: tuple[str, str, dict[str, Any]]) -> str:

@@ -3,6 +3,7 @@ on 127.0.0.1, slow on purpose, so a test can act while a run waits on it."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,12 +23,19 @@ __all__ = ["SlowProvider", "assert_finished_without_charging_twice", "provider"]
 
 class SlowProvider(FakeProvider):
     """Answers each call after ``delay`` seconds: with a ``charge_card`` call when the
-    user asked to pay and nothing answered it yet, else with text."""
+    user asked to pay and nothing answered it yet, else with ``text``.
+
+    A streamed answer is sent an event every ``pace`` seconds, halting after the
+    event of index ``n`` until ``holds[n]`` is set (see ``Exchange.pace``).
+    """
 
     delay = 1.0
+    text = "done"
+    pace = 0.0
 
     def __init__(self) -> None:
         super().__init__(fallback=self.answer)
+        self.holds: dict[int, threading.Event] = {}
 
     def answer(self, exchange: Exchange) -> None:
         if exchange.stop.wait(self.delay):
@@ -36,8 +44,10 @@ class SlowProvider(FakeProvider):
         if last["role"] == "user" and "pay" in str(last["content"]):
             calls = [("call_pay", "charge_card", "{}")]
             exchange.send(exchange.render(calls=calls, finish="tool"))
+        elif exchange.stream:
+            exchange.pace(exchange.render(self.text), self.pace, self.holds)
         else:
-            exchange.send(exchange.render("done"))
+            exchange.send(exchange.render(self.text))
 
 
 @pytest.fixture

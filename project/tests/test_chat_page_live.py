@@ -3,7 +3,10 @@
 A reload while a tool works reopens the conversation and follows the run's
 log to its end (no model call repeated); a 300-message conversation opens at
 its newest messages and pages back to the first; Stop keeps the text shown;
-the sidebar pages and searches.
+the sidebar pages and searches. On a worker engine (``llm_worker``, Celery) a
+run's text shows as the model writes it, and Stop keeps what was shown; a
+reload while the model writes reattaches and the rest arrives live, wherever
+the run executes, from the one request the provider got.
 """
 
 from __future__ import annotations
@@ -16,9 +19,21 @@ from django.contrib.auth import get_user_model
 
 from llm_conversations.conversations import create_conversation
 from llm_conversations.core.messages import ChatMessage
-from llm_conversations.models import Message, Run
+from llm_conversations.models import Message, Run, RunStatus
+from project.tests.background_runs import (
+    FIRST_PIECE_SECONDS,
+    PIECES,
+    STORY,
+    Story,
+    assert_told_once,
+    engine,
+    logged_text,
+    story,
+    wait_until,
+    wherever,
+)
 from project.tests.live_runs import (
-    HALTED_AT,
+    HALTED,
     PASSWORD,
     STORY_PROMPT,
     calls,
@@ -27,6 +42,8 @@ from project.tests.live_runs import (
     send,
     sign_in,
 )
+
+__all__ = ["engine", "story", "wherever"]  # fixtures
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -44,6 +61,20 @@ def staff() -> Any:
 @pytest.fixture
 def signed_in(page: Any, live_server: Any, staff: Any) -> Any:
     return sign_in(page, live_server.url, "/")
+
+
+# The text of the last assistant bubble, streaming or stored (its role label left out).
+SHOWN = """() => {
+    const last = [...document.querySelectorAll('.msg.assistant')].at(-1);
+    if (!last) return null;
+    const texts = [...last.childNodes].filter((node) => node.nodeType === Node.TEXT_NODE);
+    return texts.map((node) => node.textContent).join('');
+}"""
+
+
+def shows(page: Any, text: str, seconds: float = 10) -> None:
+    """Wait until the last assistant bubble shows ``text``, exactly."""
+    page.wait_for_function(f"text => ({SHOWN})() === text", arg=text, timeout=seconds * 1000)
 
 
 def test_a_reload_mid_run_reattaches_to_the_run(signed_in: Any) -> None:
@@ -96,14 +127,14 @@ def test_a_long_conversation_opens_at_its_newest_message_and_pages_back(
 def test_stop_keeps_the_text_shown_as_the_answer(signed_in: Any) -> None:
     page = signed_in
     send(page, STORY_PROMPT)
-    page.locator(".msg.assistant", has_text=HALTED_AT.strip()).wait_for()
+    shows(page, HALTED)  # and the model halts there
     page.click("#stop")
     page.locator("#status", has_text="Run cancelled").wait_for()
     answer = Message.objects.get(role="assistant")
-    assert (answer.content, answer.finish_reason) == (HALTED_AT, "cancelled")
+    assert (answer.content, answer.finish_reason) == (HALTED, "cancelled")
     bubble = page.locator(f".msg.assistant[data-message-id='{answer.pk}']")
     assert "stopped" in (bubble.locator(".role").text_content() or "")
-    assert bubble.text_content().endswith(HALTED_AT)
+    assert bubble.text_content().endswith(HALTED)
     assert Run.objects.get().status == "cancelled"
 
 
@@ -121,3 +152,56 @@ def test_the_sidebar_pages_and_searches(signed_in: Any, live_server: Any, staff:
     page.fill("#search", "needle")
     page.wait_for_function("document.querySelectorAll('#conversations li').length === 1")
     assert page.locator("#conversations li").inner_text() == "The needle"
+
+
+def test_a_background_run_shows_its_text_as_the_model_writes_it(
+    engine: str, story: Story, signed_in: Any
+) -> None:
+    page = signed_in
+    send(page, "Tell me a story.")
+    for told in range(1, len(PIECES)):
+        # The model halts after each piece: what the page shows came before the rest.
+        shows(page, story.told(told), FIRST_PIECE_SECONDS if told == 1 else 10)
+        assert Run.objects.get().status == RunStatus.RUNNING
+        story.go_on()
+    shows(page, STORY)
+    page.locator("#status", has_text="Run completed").wait_for()
+    assert_told_once(story.provider, Run.objects.get())
+
+
+def test_stop_keeps_the_text_a_background_run_showed(
+    engine: str, story: Story, signed_in: Any
+) -> None:
+    page = signed_in
+    send(page, "Tell me a story.")
+    shows(page, story.told(1), FIRST_PIECE_SECONDS)
+    story.go_on()
+    # Stop as soon as the next piece is logged, while it may still be on its way.
+    wait_until(lambda: logged_text(Run.objects.get()) == story.told(2))
+    page.click("#stop")
+    page.locator("#status", has_text="Run cancelled").wait_for()
+    answer = Message.objects.get(role="assistant")
+    assert (answer.content, answer.finish_reason) == (story.told(2), "cancelled")
+    assert Run.objects.get().status == RunStatus.CANCELLED
+    assert page.evaluate(SHOWN) == answer.content
+    page.reload()
+    shows(page, answer.content)
+
+
+def test_a_reload_while_the_model_writes_reattaches_and_streams_the_rest(
+    wherever: str, story: Story, signed_in: Any
+) -> None:
+    page = signed_in
+    send(page, "Tell me a story.")
+    shows(page, story.told(1), FIRST_PIECE_SECONDS)
+    page.reload()
+    # The hash reopens the conversation: its run's log so far, then the rest live.
+    shows(page, story.told(1))
+    story.go_on()
+    shows(page, story.told(2))
+    assert Run.objects.get().status == RunStatus.RUNNING
+    story.go_on()
+    shows(page, STORY)
+    page.locator("#status", has_text="Run completed").wait_for()
+    assert_told_once(story.provider, Run.objects.get())
+    assert page.locator(".msg.assistant").count() == 1

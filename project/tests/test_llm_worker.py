@@ -126,6 +126,16 @@ def ended(runs: list[Run]) -> bool:
     )
 
 
+def listening() -> bool:
+    """Whether a worker listens for queued tasks on the test database (PostgreSQL)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
+            "AND query LIKE 'LISTEN llm_conversations_tasks%%'"
+        )
+        return cursor.fetchone() is not None
+
+
 def other_connections() -> int:
     """Sessions on the test database other than this process's."""
     with connection.cursor() as cursor:
@@ -166,15 +176,6 @@ def test_a_queued_run_is_claimed_as_it_is_committed(
 ) -> None:
     provider.delay = 0.0
     worker = workers()  # its poll, the fallback, is 5 s
-
-    def listening() -> bool:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
-                "AND query LIKE 'LISTEN llm_conversations_tasks%%'"
-            )
-            return cursor.fetchone() is not None
-
     wait_for(listening, "the worker to listen", [worker])
     delays = []
     for _ in range(20):

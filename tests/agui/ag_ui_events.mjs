@@ -5,6 +5,7 @@
 //
 // spec.url: a run's events (?format=ag-ui); spec.lastEventId, when given, is sent as
 // Last-Event-ID. spec.threadId: the conversation's id (the agent's thread).
+// spec.headers (default: Authorization: spec.authorization) go with every request.
 //
 // The body is read three ways:
 // - each SSE message's data is parsed with @ag-ui/core's EventSchemas (@ag-ui/core/schemas) (the zod schema
@@ -15,12 +16,18 @@
 // - an HttpAgent (the client's HTTP transport, with a fetch that sends a GET to
 //   spec.url) runs against the same stream and applies the events: "messages" and
 //   "state" are the agent's afterwards, "agentError" its error, if any.
+//
+// spec.start {url, body} instead of spec.url: POST body to url (a conversation's
+// runs/, starting the run) and follow the run's events live with the agent alone,
+// as a frontend does; the events checked are those the agent received. With
+// spec.progress each new text of the agent's assistant messages is printed as it
+// arrives, as {"progress": text} on a line of its own (the output is the last line).
 import { EventSchemas } from '@ag-ui/core/schemas';
 import { HttpAgent, verifyEvents } from '@ag-ui/client';
 import { from, lastValueFrom, toArray } from 'rxjs';
 
 const spec = JSON.parse(process.argv[2]);
-const headers = { Authorization: spec.authorization };
+const headers = spec.headers ?? { Authorization: spec.authorization };
 if (spec.lastEventId !== undefined) headers['Last-Event-ID'] = String(spec.lastEventId);
 
 function messagesOf(text) {
@@ -38,13 +45,22 @@ function messagesOf(text) {
   return messages;
 }
 
-const response = await fetch(spec.url, { headers });
-const text = await response.text();
+let { url, runId } = spec;
+if (spec.start) {
+  const started = await fetch(spec.start.url, {
+    method: 'POST',
+    headers: { ...headers, 'Content-Type': 'application/json' },
+    body: JSON.stringify(spec.start.body),
+  });
+  runId = (await started.json()).id;
+  url = `${spec.start.url}${runId}/events/?format=ag-ui`;
+}
+
 const events = [];
 const ids = [];
 const invalid = [];
-for (const { id, data } of messagesOf(text)) {
-  const parsed = EventSchemas.safeParse(JSON.parse(data));
+function check(data, id) {
+  const parsed = EventSchemas.safeParse(data);
   if (parsed.success) {
     events.push(parsed.data);
     ids.push(id);
@@ -53,6 +69,48 @@ for (const { id, data } of messagesOf(text)) {
   }
 }
 
+let response = null;
+if (!spec.start) {
+  response = await fetch(url, { headers });
+  for (const { id, data } of messagesOf(await response.text())) check(JSON.parse(data), id);
+}
+
+let agentError = null;
+const agent = new HttpAgent({
+  url,
+  headers,
+  threadId: spec.threadId,
+  // The stream is a run's log: read it with a GET, as a reconnecting client does.
+  fetch: async (address, init) => {
+    const answer = await fetch(address, { headers: init.headers, signal: init.signal });
+    response ??= answer;
+    return answer;
+  },
+});
+let shown = null;
+const received = [];
+const subscriber = {
+  onEvent: ({ event }) => {
+    received.push(event);
+  },
+  onMessagesChanged: ({ messages }) => {
+    const text = messages
+      .filter((message) => message.role === 'assistant')
+      .map((message) => message.content ?? '')
+      .join('');
+    if (spec.progress && text && text !== shown) {
+      shown = text;
+      console.log(JSON.stringify({ progress: text }));
+    }
+  },
+};
+try {
+  await agent.runAgent({ runId }, subscriber);
+} catch (error) {
+  agentError = String(error?.message ?? error);
+}
+if (spec.start) for (const event of received) check(event, null);
+
 let verifyError = null;
 try {
   await lastValueFrom(from(events).pipe(verifyEvents(false), toArray()));
@@ -60,24 +118,10 @@ try {
   verifyError = String(error?.message ?? error);
 }
 
-let agentError = null;
-const agent = new HttpAgent({
-  url: spec.url,
-  headers,
-  threadId: spec.threadId,
-  // The stream is a run's log: read it with a GET, as a reconnecting client does.
-  fetch: (url, init) => fetch(url, { headers: init.headers, signal: init.signal }),
-});
-try {
-  await agent.runAgent({ runId: spec.runId });
-} catch (error) {
-  agentError = String(error?.message ?? error);
-}
-
 console.log(
   JSON.stringify({
-    status: response.status,
-    contentType: response.headers.get('content-type'),
+    status: response?.status,
+    contentType: response?.headers.get('content-type'),
     events,
     ids,
     invalid,

@@ -13,7 +13,7 @@ import json
 import socket
 import struct
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
@@ -82,6 +82,30 @@ class Exchange:
         sock = self.handler.connection
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.close()
+
+    def pace(
+        self,
+        rendered: Rendered,
+        seconds: float,
+        holds: Mapping[int, threading.Event] | None = None,
+    ) -> None:
+        """Send a stream one SSE event at a time, ``seconds`` apart, as a model writes.
+
+        After the event of index ``n`` (0 is the first), the stream halts until
+        ``holds[n]`` is set, so a test sees what a client shows meanwhile. It
+        stops when the server closes.
+        """
+        self.head(200, rendered.content_type)
+        events = [event + b"\n\n" for event in rendered.body.split(b"\n\n") if event]
+        for index, event in enumerate(events):
+            self.write(event)
+            hold = (holds or {}).get(index)
+            while hold is not None and not hold.wait(0.05):
+                if self.stop.is_set():
+                    return
+            if self.stop.wait(seconds):
+                return
+        self.write(rendered.end)
 
     def drip(self, data: bytes) -> None:
         """Send ``data`` one byte every DRIP_SECONDS until it ends or the test does."""

@@ -66,6 +66,13 @@ def drip(ex: Exchange) -> bytes:
 STREAMS = {"keep-alive comments": comment, "ping events": ping, "a drip of text": drip}
 
 
+def silent(ex: Exchange) -> None:
+    """The stream's head, then nothing until the test ends: a model thinking in silence,
+    whose call only the provider's ``TIMEOUT`` would end."""
+    ex.head(200, ex.render("").content_type)
+    ex.stop.wait(10 * RUN_TIMEOUT)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("kind", STREAMS)
 def test_a_busy_stream_ends_at_the_runs_deadline(
@@ -96,11 +103,12 @@ def test_a_busy_stream_ends_at_the_runs_deadline(
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_cancel_ends_a_busy_stream_at_once(
-    backend: str, fake: FakeProvider, configure: Configure
+@pytest.mark.parametrize("stream", [busy(comment), silent], ids=["busy", "silent"])
+def test_a_cancel_ends_a_streamed_call_at_once(
+    backend: str, stream: Action, fake: FakeProvider, configure: Configure
 ) -> None:
     configure(backend, MAX_RETRIES=0, TIMEOUT=5.0)
-    fake.play([busy(comment)])
+    fake.play([stream])
     conversation = create_conversation()
     service = ToolLoopService(backend)
     run = service.start(conversation, "hello")
@@ -122,7 +130,8 @@ def test_a_cancel_ends_a_busy_stream_at_once(
     assert fake.requests, "the provider was never called"
     cancelled_at = time.monotonic()
     ToolLoopService().cancel(run.pk)
-    # The heartbeat sees the cancel within about a second; the call stops at the next bytes.
+    # The heartbeat sees the cancel within about a second, and the execution ends then,
+    # whether bytes arrive (the call stops at the next) or not (it is left to its timeout).
     assert finished.wait(5)
     assert time.monotonic() - cancelled_at < 3.0
     worker.join(5)

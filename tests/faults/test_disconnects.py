@@ -55,20 +55,12 @@ def paced(
     answered, ``ANSWER`` in pieces (waiting for ``gate`` after the first piece)."""
 
     def act(ex: Exchange) -> None:
-        answered = ex.body["messages"][-1]["role"] == "tool"
-        if answered:
-            rendered = ex.render(ANSWER)
+        if ex.body["messages"][-1]["role"] == "tool":
+            ex.pace(ex.render(ANSWER), seconds, None if gate is None else {1: gate})
         else:
-            rendered = ex.render(calls=[("c1", "lookup", '{"city": "Paris"}')], finish="tool")
-        ex.head(200, rendered.content_type)
-        pieces = [piece + b"\n\n" for piece in rendered.body.split(b"\n\n") if piece]
-        for index, piece in enumerate(pieces):
-            ex.write(piece)
-            if gate is not None and answered and index == 1:
-                gate.wait(10)
-            if ex.stop.wait(seconds):
-                return
-        ex.write(rendered.end)
+            ex.pace(
+                ex.render(calls=[("c1", "lookup", '{"city": "Paris"}')], finish="tool"), seconds
+            )
 
     return act
 

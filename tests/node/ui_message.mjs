@@ -14,6 +14,11 @@
 //   `resume: true` does (the transport's reconnect request).
 // In every mode spec.history, when given, is read last and validated: the
 // output's "history" is what the SDK validated ("historyError" if it did not).
+// spec.headers (default: Authorization: spec.authorization) go with every request;
+// spec.body is the transport's body option (fields added to what it posts).
+// spec.progress: each new text of the chat's last assistant message is printed, as
+// {"progress": text} on a line of its own, as the chat gets it (the output is the
+// last line), so a test can act while the reply streams.
 //
 // Every response body is also parsed on its own with the SDK's parseJsonEventStream
 // and uiMessageChunkSchema: each chunk that does not parse is counted.
@@ -27,9 +32,22 @@ import {
 } from 'ai';
 
 const spec = JSON.parse(process.argv[2]);
-const headers = { Authorization: spec.authorization };
+const headers = spec.headers ?? { Authorization: spec.authorization };
 const responses = [];
 const errors = [];
+
+let shown = null;
+function progress(message) {
+  if (!spec.progress || message.role !== 'assistant') return;
+  const text = message.parts
+    .filter((part) => part.type === 'text')
+    .map((part) => part.text)
+    .join('');
+  if (text && text !== shown) {
+    shown = text;
+    console.log(JSON.stringify({ progress: text }));
+  }
+}
 
 // The state a UI framework keeps for a chat (what @ai-sdk/react's does, without React).
 class State {
@@ -40,6 +58,7 @@ class State {
   }
   pushMessage = (message) => {
     this.messages = this.messages.concat(message);
+    progress(message);
   };
   popMessage = () => {
     this.messages = this.messages.slice(0, -1);
@@ -50,6 +69,7 @@ class State {
       this.snapshot(message),
       ...this.messages.slice(index + 1),
     ];
+    progress(message);
   };
   snapshot = (value) => structuredClone(value);
 }
@@ -107,7 +127,12 @@ async function describeResponses() {
 async function chat() {
   const instance = new Chat({
     id: spec.chatId,
-    transport: new DefaultChatTransport({ api: spec.api, headers, fetch: recordingFetch }),
+    transport: new DefaultChatTransport({
+      api: spec.api,
+      headers,
+      body: spec.body,
+      fetch: recordingFetch,
+    }),
     onError: (error) => errors.push(String(error.message ?? error)),
   });
   await instance.sendMessage({ text: spec.text });

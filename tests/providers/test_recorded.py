@@ -261,3 +261,16 @@ def test_the_corpus_covers_every_provider() -> None:
     for provider in FAMILIES:
         assert counted[provider] >= 20, counted
     assert compatible >= 20, counted
+
+
+def test_the_corpus_is_replayed_streamed_and_whole() -> None:
+    """A run streams wherever it executes (``STREAM``, default true) and asks for a whole
+    reply only with ``STREAM: False``: every protocol is replayed both ways."""
+    if corpus_root() is None:
+        pytest.skip("the corpus beside the repository (shared/recorded) is not here")
+    modes = Counter(
+        (param.values[1], streamed(param.values[0])) for param in CASES if not param.marks
+    )
+    for adapter in ("chat", "responses", "anthropic", "gemini"):
+        assert modes[adapter, True] >= 10, modes
+        assert modes[adapter, False] >= 10, modes

@@ -3,7 +3,7 @@
 // The page keeps its conversation in the URL (?conversation=<id>), so a reload
 // reopens it: the history endpoint gives useChat its messages, and
 // `resume: true` reattaches to a run that is still executing. Stop cancels the
-// run through the stop endpoint (the streamed text is kept as the answer).
+// run through the stop endpoint: the stream ends with the text kept as the answer.
 import { useChat } from '@ai-sdk/react';
 import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from 'ai';
 import { useEffect, useState } from 'react';
@@ -68,14 +68,17 @@ function Chat({ id, initialMessages }) {
   });
   const busy = chat.status === 'submitted' || chat.status === 'streaming';
 
-  const stop = () => {
+  // A stopped run's stream ends by itself (`abort`) after the last text it kept,
+  // so the page shows what is stored; only without a run to stop does the page
+  // stop reading itself.
+  const stop = async () => {
     const last = chat.messages.at(-1);
-    void fetch(`${API}conversations/${id}/chat/${id}/stop`, {
+    const response = await fetch(`${API}conversations/${id}/chat/${id}/stop`, {
       method: 'POST',
       headers: { ...headers(), 'Content-Type': 'application/json' },
       body: JSON.stringify({ activeStreamId: last?.role === 'assistant' ? last.id : null }),
-    });
-    void chat.stop();
+    }).catch(() => null);
+    if (response?.status !== 200) await chat.stop();
   };
 
   return (
