@@ -165,7 +165,7 @@ RANGE = re.compile("`([EW])(\\d{3})`\u2013`[EW](\\d{3})`")
 
 
 def test_the_readme_lists_every_check_id_and_no_other() -> None:
-    from tests.test_checks import BROKEN, BROKEN_PROJECT
+    from tests.checks.broken import BROKEN, BROKEN_PROJECT
 
     text = README.read_text(encoding="utf-8")
     start = text.index("System checks (all in")
