@@ -88,9 +88,9 @@ def _text(value: Any) -> tuple[str, bool]:
 def _request_part(part: Json, where: str) -> tuple[ChatMessage, Json] | None:
     """The turn of one request part, with what its row keeps beside it."""
     kind = part.get("part_kind")
-    content = part.get("content")
+    content: Any = part.get("content")
     if kind == "system-prompt":
-        return ChatMessage.system(content), {"part": _without(part, "content")}
+        return ChatMessage(Role.SYSTEM, content), {"part": _without(part, "content")}
     if kind == "user-prompt":
         if isinstance(content, list) and all(isinstance(item, str) for item in content):
             parts = [TextPart(item) for item in content]
@@ -165,8 +165,8 @@ def _response_turn(message: Json) -> Turn:
         elif kind == "tool-call":
             calls.append(
                 ToolCall.parse(
-                    id=part.get("tool_call_id"),  # type: ignore[arg-type]
-                    name=part.get("tool_name"),  # type: ignore[arg-type]
+                    id=part.get("tool_call_id"),
+                    name=part.get("tool_name"),
                     arguments=part.get("args"),
                 )
             )
@@ -227,7 +227,11 @@ def _request_part_of(chat: ChatMessage, row: Json, kept: Json | None, names: Jso
     """A request part from a row: its kept fields and the columns' values."""
     if kept is not None:
         part = dict(kept["part"])
-        text: Any = [p.text for p in chat.parts or ()] if kept.get("list") else chat.content
+        text: Any = (
+            [p.text for p in chat.parts or () if isinstance(p, TextPart)]
+            if kept.get("list")
+            else chat.content
+        )
         if "content" not in part:
             part["content"] = json.loads(text) if kept.get("json") else text
         if chat.role is Role.TOOL:
@@ -240,7 +244,7 @@ def _request_part_of(chat: ChatMessage, row: Json, kept: Json | None, names: Jso
         return {"part_kind": "user-prompt", "content": chat.content, "timestamp": stamp}
     return {
         "part_kind": "tool-return",
-        "tool_name": names.get(chat.tool_call_id, "") or "unknown",
+        "tool_name": names.get(chat.tool_call_id or "") or "unknown",
         "content": chat.content,
         "tool_call_id": chat.tool_call_id,
         "outcome": "failed" if chat.is_error else "success",
