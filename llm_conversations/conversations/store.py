@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from functools import partial
 from typing import Any
@@ -37,6 +37,7 @@ from llm_conversations.core.messages import (
     ChatMessage,
     InvalidMessage,
     MessageInput,
+    Role,
     as_chat_messages,
     check_sequence,
     unanswered_tool_call_ids,
@@ -306,16 +307,9 @@ def append_completion(
     return _append(conversation, [(response.to_message(), extra)], run, history)[0]
 
 
-def usage_columns(usage: Usage) -> dict[str, int | None]:
-    """The token columns of an assistant turn's row that hold ``usage``."""
-    return {
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "total_tokens": usage.total_tokens,
-        "cached_tokens": usage.cached_tokens,
-        "cache_write_tokens": usage.cache_write_tokens,
-        "reasoning_tokens": usage.reasoning_tokens,
-    }
+def usage_columns(usage: Usage) -> dict[str, Any]:
+    """The token columns of an assistant turn's row that hold ``usage`` (its fields' names)."""
+    return asdict(usage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,20 +326,31 @@ class Turn:
     finish_reason: FinishReason | None = None
 
 
-def append_turns(conversation: ConversationRef, turns: Sequence[Turn]) -> list[Message]:
-    """Append turns made elsewhere, as :func:`append_messages` appends (the same rules,
-    the same lock), each row with the columns its :class:`Turn` holds."""
+def append_turns(
+    conversation: ConversationRef, turns: Sequence[Turn], *, run: Run | None = None
+) -> list[Message]:
+    """Append turns, as :func:`append_messages` appends (the same rules, the same
+    lock), each row with the columns its :class:`Turn` holds; a model, usage or
+    finish reason on another turn than an assistant one is refused
+    (``usage_not_allowed``)."""
     items = []
-    for turn in turns:
-        extra: dict[str, Any] = {"metadata": dict(turn.metadata)}
-        if turn.model or turn.provider:
-            extra.update(model=turn.model, provider=turn.provider)
+    for index, turn in enumerate(turns):
+        if turn.message.role is not Role.ASSISTANT and (
+            turn.model or turn.provider or turn.usage or turn.finish_reason
+        ):
+            raise InvalidMessage(
+                "usage_not_allowed",
+                "a model, usage and finish reason belong to assistant turns only.",
+                field=f"messages[{index}]",
+            )
+        extra = {"run": run, "metadata": dict(turn.metadata), "model": turn.model}
+        extra["provider"] = turn.provider
         if turn.usage is not None:
             extra.update(usage_columns(turn.usage))
         if turn.finish_reason is not None:
             extra["finish_reason"] = turn.finish_reason.value
         items.append((turn.message, extra))
-    return _append(conversation, items, None)
+    return _append(conversation, items, run)
 
 
 def _reply_notes(response: CompletionResponse) -> dict[str, Any]:
@@ -362,13 +367,13 @@ def append_cancelled_reply(conversation: ConversationRef, text: str, *, run: Run
     Its finish reason is ``cancelled``; usage is unknown (the provider never
     finished), so it is left empty, as is the cost.
     """
-    extra = {
-        "provider": run.provider,
-        "model": run.model,
-        "finish_reason": FinishReason.CANCELLED.value,
-        "run": run,
-    }
-    return _append(conversation, [(ChatMessage.assistant(text), extra)], run)[0]
+    reply = Turn(
+        ChatMessage.assistant(text),
+        model=run.model,
+        provider=run.provider,
+        finish_reason=FinishReason.CANCELLED,
+    )
+    return append_turns(conversation, [reply], run=run)[0]
 
 
 def delete_conversation(conversation: ConversationRef) -> None:
