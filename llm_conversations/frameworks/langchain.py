@@ -44,22 +44,12 @@ from llm_conversations.conversations.store import Turn, append_turns
 from llm_conversations.core.messages import ChatMessage, InvalidMessage, Role
 from llm_conversations.core.reasoning import ReasoningKind
 from llm_conversations.frameworks.sessions import SessionConversation
-from llm_conversations.models import Conversation
+from llm_conversations.models import USAGE_COLUMNS, Conversation
 from llm_conversations.users import User
 
 __all__ = ["ConversationChatMessageHistory"]
 
-_ROW_FIELDS = (
-    "id",
-    "hidden_at",
-    "model",
-    "input_tokens",
-    "output_tokens",
-    "total_tokens",
-    "cached_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-)
+_ROW_FIELDS = ("id", "hidden_at", "model", *USAGE_COLUMNS)
 
 
 class ConversationChatMessageHistory(BaseChatMessageHistory):

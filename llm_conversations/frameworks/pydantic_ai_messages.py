@@ -32,6 +32,7 @@ from llm_conversations.core.messages import ChatMessage, Role
 from llm_conversations.core.reasoning import Reasoning, ReasoningKind
 from llm_conversations.core.tool_calls import ToolCall
 from llm_conversations.exceptions import InvalidMessage
+from llm_conversations.models import USAGE_COLUMNS
 
 __all__ = ["KEY", "ROW_FIELDS", "messages_of", "turns_of"]
 
@@ -44,11 +45,7 @@ ROW_FIELDS = (
     "model",
     "provider",
     "finish_reason",
-    "input_tokens",
-    "output_tokens",
-    "cached_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
+    *USAGE_COLUMNS,
 )
 """The columns :func:`messages_of` reads beside each message."""
 

@@ -4,8 +4,10 @@ A session id names a conversation of one owner (``None``: conversations without
 one): the owner's newest conversation outside the trash whose ``metadata`` has
 ``session_id`` set to it, else the conversation whose id it is (so a
 conversation this app made is continued by passing its id). A session's first
-write creates its conversation, tagged with the id; writes of one owner are
-serialised on the owner's row so two first writes make one conversation.
+write creates its conversation, tagged with the id; first writes of one owner
+are serialised on the owner's row, so two at once make one conversation
+(sessions without an owner have no row to serialise on: give them one where two
+first writes may meet).
 
 Clearing a session moves its conversation to the trash, as a user's delete
 does: kept ``TRASH_RETENTION_DAYS`` and restorable, every turn in it; the next
