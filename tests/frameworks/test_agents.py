@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from agents import Agent, ModelSettings, Runner, RunResult, function_tool
+from agents.memory import Session
 from agents.models.openai_responses import OpenAIResponsesModel
 from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
@@ -282,6 +283,10 @@ def test_clearing_moves_the_conversation_to_the_trash_and_starts_afresh(
         ChatMessage.user("And tomorrow?"),
         ChatMessage.assistant("Tomorrow too."),
     ]
+
+
+def test_the_session_is_one_of_the_sdks_protocol() -> None:
+    assert isinstance(ConversationSession("s"), Session)
 
 
 def test_a_session_id_names_a_conversation_of_its_owner_only(user: User) -> None:

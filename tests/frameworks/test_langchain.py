@@ -217,3 +217,13 @@ def test_clear_moves_it_to_the_trash_and_reading_is_two_queries(user: User) -> N
     async_to_sync(history.aadd_messages)([HumanMessage("Again.")])
     assert history.conversation.find() != first
     assert without_ids(history.messages) == [HumanMessage("Again.")]
+
+
+def test_a_message_while_stored_calls_wait_is_refused_by_the_store(user: User) -> None:
+    history = ConversationChatMessageHistory("s", owner=user)
+    calling = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1", "type": "tool_call"}])
+    history.add_messages([HumanMessage("Go."), calling])
+    with pytest.raises(InvalidMessage) as info:
+        history.add_messages([HumanMessage("Hello?")])
+    assert info.value.code == "unanswered_tool_calls"
+    assert len(history.messages) == 2
