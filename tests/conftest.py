@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Generator, Iterator
 from importlib.util import find_spec
@@ -12,6 +13,10 @@ from django.test import client as client_module
 
 from llm_conversations.core.messages import ChatMessage, ToolCall
 from tests.support import title_server as titles
+
+# The Agents SDK sends its traces to OpenAI unless told not to: never from the tests
+# (read when the SDK is first imported).
+os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 
 
 def parallel_call_history() -> list[ChatMessage]:

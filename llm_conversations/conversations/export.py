@@ -30,8 +30,8 @@ from django.contrib.auth import get_user_model
 from django.core.files.storage import default_storage
 from django.db.models import Exists, OuterRef, QuerySet
 
-from llm_conversations.core.messages import ChatMessage, Role
-from llm_conversations.core.stored_rows import chat_message_from_checked_row
+from llm_conversations.conversations.history import stored_message
+from llm_conversations.core.messages import Role
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.models import (
     MESSAGE_COLUMNS,
@@ -244,10 +244,6 @@ def _run_record(run: Run) -> dict[str, Any]:
     }
 
 
-def _chat(row: Mapping[str, Any]) -> ChatMessage:
-    return chat_message_from_checked_row(*(row[name] for name in MESSAGE_COLUMNS))
-
-
 def _inline_reader() -> Callable[[str], str]:
     """Reads a stored file as base64 text, each file once (a chunk's forks show the same)."""
     read: dict[str, str] = {}
@@ -281,7 +277,7 @@ def _message_record(
     usage = _usage(row)
     return {
         "id": str(row["id"]),
-        **(stored := _chat(row).to_stored()),
+        **(stored := stored_message(row).to_stored()),
         "reasoning": stored.get("reasoning"),
         "run": None if row["run_id"] is None else str(row["run_id"]),
         "provider": row["provider"],
@@ -372,7 +368,7 @@ def _finetune_record(loaded: _Loaded) -> dict[str, Any] | None:
     there is no final answer, a call names a tool no run offered, or a message
     shows an attachment. Hidden messages are left out, as from what the model
     sees (a tool group is hidden whole)."""
-    chat = [_chat(row) for row in loaded.messages if row["hidden_at"] is None]
+    chat = [stored_message(row) for row in loaded.messages if row["hidden_at"] is None]
     if any(message.parts is not None for message in chat):
         return None  # the fine-tuning form would need the bytes inline
     ends = [i for i, m in enumerate(chat) if m.role is Role.ASSISTANT and not m.tool_calls]

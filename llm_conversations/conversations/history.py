@@ -10,11 +10,15 @@ tail the sequence rules need (from the last assistant turn on).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
+from typing import Any
 
 from django.db.models import Subquery
 
 from llm_conversations.core.messages import ChatMessage, Role, unanswered_tool_call_ids
+from llm_conversations.core.stored_rows import chat_message_from_checked_row
 from llm_conversations.models import (
+    MESSAGE_COLUMNS,
     Conversation,
     Message,
     chat_messages_of,
@@ -28,7 +32,9 @@ __all__ = [
     "cuts_tool_group",
     "load_history",
     "load_messages",
+    "load_turns",
     "pending_tool_call_ids",
+    "stored_message",
     "tail_messages",
 ]
 
@@ -52,6 +58,25 @@ def load_history(conversation: ConversationRef) -> tuple[list[ChatMessage], froz
     """The whole conversation as value objects, in order, and the positions of
     its hidden messages (the model is not sent them), in one query."""
     return conversation_history(conversation_pk(conversation))
+
+
+def stored_message(row: Mapping[str, Any]) -> ChatMessage:
+    """The message of a row read with ``values()`` of at least ``MESSAGE_COLUMNS``
+    (the checked path: what the database checked is not validated again)."""
+    return chat_message_from_checked_row(*(row[name] for name in MESSAGE_COLUMNS))
+
+
+def load_turns(
+    conversation: ConversationRef, *fields: str
+) -> list[tuple[ChatMessage, dict[str, Any]]]:
+    """The whole conversation in order, each message with the values of the other
+    ``fields`` of its row (``metadata``, ``model``, ``hidden_at``, ...), in one query."""
+    rows = (
+        Message.objects.filter(conversation_id=conversation_pk(conversation))
+        .order_by("position")
+        .values(*MESSAGE_COLUMNS, *fields)
+    )
+    return [(stored_message(row), {name: row[name] for name in fields}) for row in rows]
 
 
 def tail_messages(conversation_id: uuid.UUID, before: int | None = None) -> list[ChatMessage]:

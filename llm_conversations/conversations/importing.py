@@ -51,7 +51,7 @@ from llm_conversations.conversations.import_formats import (
 from llm_conversations.conversations.import_reading import ImportFile, Source
 from llm_conversations.conversations.import_records import Items, RecordReader
 from llm_conversations.conversations.import_shapes import check_storable
-from llm_conversations.conversations.store import insert_history
+from llm_conversations.conversations.store import insert_history, usage_columns
 from llm_conversations.exceptions import InvalidImport, LLMConversationsError
 from llm_conversations.models import Conversation, Feedback, Message, Run, TitleSource
 from llm_conversations.users import User
@@ -234,9 +234,18 @@ class Importer:
         )
         return read.conversation
 
-    def import_foreign(self, item: Any, fmt: ForeignFormat) -> Conversation | None:
-        """Import one conversation of another tool's file, read by ``fmt``, for
-        ``default_owner``; ``None`` when skipped because it was imported before."""
+    def import_each(
+        self, where: str, item: Any, fmt: ForeignFormat, *, owner: User | None = None
+    ) -> None:
+        """:meth:`import_foreign`, a refusal recorded in ``imported.problems`` at
+        ``where`` (raised when ``strict``), as a file's conversations are."""
+        self._each(where, partial(self.import_foreign, item, fmt, owner=owner))
+
+    def import_foreign(
+        self, item: Any, fmt: ForeignFormat, *, owner: User | None = None
+    ) -> Conversation | None:
+        """Import one conversation of another tool, read by ``fmt``, for ``owner`` (else
+        ``default_owner``); ``None`` when skipped because it was imported before."""
         try:
             read = fmt.parse(item)
         except LLMConversationsError:
@@ -260,11 +269,11 @@ class Importer:
                 f"this conversation was imported before (as {conversation_id}).",
             )
         title = " ".join(read.title.split())[:_TITLE_CHARS]
-        metadata = {"imported_from": {"format": fmt.name, "id": read.source_id}}
+        metadata = {"imported_from": {"format": fmt.name, "id": read.source_id, **read.details}}
         check_storable({"title": title, "metadata": metadata}, "")
         conversation = Conversation(
             id=conversation_id,
-            owner=self.default_owner,
+            owner=owner or self.default_owner,
             title=title,
             title_source=TitleSource.AUTO if title else "",
             metadata=metadata,
@@ -278,6 +287,7 @@ class Importer:
                     "model": foreign.model[:_MODEL_CHARS],
                     "metadata": {"imported_id": foreign.source_id} if foreign.source_id else {},
                     "created_at": foreign.created_at or first,
+                    **(usage_columns(foreign.usage) if foreign.usage else {}),
                 },
             )
             for foreign in read.messages

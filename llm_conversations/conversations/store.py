@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from functools import partial
 from typing import Any
@@ -29,14 +30,14 @@ from llm_conversations.conversations.attachments import check_references, link_a
 from llm_conversations.conversations.history import ConversationRef, conversation_pk, tail_messages
 from llm_conversations.conversations.locks import (
     lock_by_counting,
-    lock_conversation,
     lock_for_change,
 )
-from llm_conversations.core.completions import CompletionResponse, FinishReason
+from llm_conversations.core.completions import CompletionResponse, FinishReason, Usage
 from llm_conversations.core.messages import (
     ChatMessage,
     InvalidMessage,
     MessageInput,
+    Role,
     as_chat_messages,
     check_sequence,
     unanswered_tool_call_ids,
@@ -46,7 +47,6 @@ from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,
     MAX_ID_CHARS,
     Conversation,
-    ConversationSummary,
     Message,
     Run,
 )
@@ -54,15 +54,17 @@ from llm_conversations.signals import message_appended
 from llm_conversations.users import User
 
 __all__ = [
+    "Turn",
     "append_cancelled_reply",
     "append_completion",
     "append_locked",
     "append_messages",
+    "append_turns",
     "check_storable",
     "create_conversation",
     "delete_conversation",
     "insert_history",
-    "remove_run_turns",
+    "usage_columns",
 ]
 
 
@@ -292,23 +294,63 @@ def append_completion(
     ``run`` and ``history`` as for :func:`append_messages`. ``cost`` is the
     dollars the call cost (``model_info.call_cost()``), ``None`` if unknown.
     """
-    usage = response.usage
     extra = {
         "parsed": parsed,
         "provider": response.provider,
         "model": response.model,
         "finish_reason": response.finish_reason.value,
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "total_tokens": usage.total_tokens,
-        "cached_tokens": usage.cached_tokens,
-        "cache_write_tokens": usage.cache_write_tokens,
-        "reasoning_tokens": usage.reasoning_tokens,
+        **usage_columns(response.usage),
         "cost": cost,
         "run": run,
         "metadata": {**(metadata or {}), **_reply_notes(response)},
     }
     return _append(conversation, [(response.to_message(), extra)], run, history)[0]
+
+
+def usage_columns(usage: Usage) -> dict[str, Any]:
+    """The token columns of an assistant turn's row that hold ``usage`` (its fields' names)."""
+    return asdict(usage)
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """A turn another framework's agent made, with what its row keeps beside the
+    message: ``metadata``, and for an assistant turn the model, the provider, the
+    usage and the finish reason it reported (the cost stays unknown)."""
+
+    message: ChatMessage
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    model: str = ""
+    provider: str = ""
+    usage: Usage | None = None
+    finish_reason: FinishReason | None = None
+
+
+def append_turns(
+    conversation: ConversationRef, turns: Sequence[Turn], *, run: Run | None = None
+) -> list[Message]:
+    """Append turns, as :func:`append_messages` appends (the same rules, the same
+    lock), each row with the columns its :class:`Turn` holds; a model, usage or
+    finish reason on another turn than an assistant one is refused
+    (``usage_not_allowed``)."""
+    items = []
+    for index, turn in enumerate(turns):
+        if turn.message.role is not Role.ASSISTANT and (
+            turn.model or turn.provider or turn.usage or turn.finish_reason
+        ):
+            raise InvalidMessage(
+                "usage_not_allowed",
+                "a model, usage and finish reason belong to assistant turns only.",
+                field=f"messages[{index}]",
+            )
+        extra = {"run": run, "metadata": dict(turn.metadata), "model": turn.model}
+        extra["provider"] = turn.provider
+        if turn.usage is not None:
+            extra.update(usage_columns(turn.usage))
+        if turn.finish_reason is not None:
+            extra["finish_reason"] = turn.finish_reason.value
+        items.append((turn.message, extra))
+    return _append(conversation, items, run)
 
 
 def _reply_notes(response: CompletionResponse) -> dict[str, Any]:
@@ -325,45 +367,13 @@ def append_cancelled_reply(conversation: ConversationRef, text: str, *, run: Run
     Its finish reason is ``cancelled``; usage is unknown (the provider never
     finished), so it is left empty, as is the cost.
     """
-    extra = {
-        "provider": run.provider,
-        "model": run.model,
-        "finish_reason": FinishReason.CANCELLED.value,
-        "run": run,
-    }
-    return _append(conversation, [(ChatMessage.assistant(text), extra)], run)[0]
-
-
-def remove_run_turns(conversation: ConversationRef, run: Run) -> int | None:
-    """Remove the turns ``run`` stored (its user turn and all after it), in the caller's
-    transaction, which ended the run; how many were removed, or ``None`` when a
-    turn after its first is not its own (nothing is removed then).
-
-    For a run that is no longer wanted (the busy strategy ``rollback``):
-    positions stay gap-free, as the turns are the conversation's last, and the
-    summaries that covered any of them go too.
-    """
-    conversation_id = conversation_pk(conversation)
-    count = lock_conversation(conversation_id)
-    first = (
-        Message.objects.filter(conversation_id=conversation_id, run=run)
-        .order_by("position")
-        .values_list("position", flat=True)
-        .first()
+    reply = Turn(
+        ChatMessage.assistant(text),
+        model=run.model,
+        provider=run.provider,
+        finish_reason=FinishReason.CANCELLED,
     )
-    if first is None:
-        return 0
-    after = Message.objects.filter(conversation_id=conversation_id, position__gte=first)
-    if after.exclude(run=run).exists():
-        return None
-    after.delete()
-    ConversationSummary.objects.filter(
-        conversation_id=conversation_id, end_position__gt=first
-    ).delete()
-    Conversation.objects.filter(pk=conversation_id).update(
-        message_count=first, updated_at=timezone.now()
-    )
-    return count - first
+    return append_turns(conversation, [reply], run=run)[0]
 
 
 def delete_conversation(conversation: ConversationRef) -> None:

@@ -12,6 +12,7 @@ migration 0009 the same for each item of ``content_parts``.
 from __future__ import annotations
 
 import uuid
+from dataclasses import fields
 from typing import Any
 
 from django.conf import settings
@@ -21,7 +22,7 @@ from django.db.models import Q
 from django.db.models.lookups import Exact
 from django.utils.translation import gettext_lazy as _
 
-from llm_conversations.core.completions import FinishReason
+from llm_conversations.core.completions import FinishReason, Usage
 from llm_conversations.core.content_parts import PART_ROLES
 from llm_conversations.core.messages import ChatMessage, InvalidMessage, Role
 from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS
@@ -120,6 +121,8 @@ MESSAGE_FIELDS = ("role", "content", "tool_calls", "tool_call_id", "is_error")
 # The columns chat_message_from_row reads: the dict form's, the content
 # parts, which the stored form keeps under "content", and the reasoning.
 MESSAGE_COLUMNS = (*MESSAGE_FIELDS, "content_parts", "reasoning")
+# The token columns of an assistant turn, named as the fields of core's Usage.
+USAGE_COLUMNS = tuple(column.name for column in fields(Usage))
 # The longest call id a tool turn can store (the tool_call_id column).
 MAX_ID_CHARS = 255
 

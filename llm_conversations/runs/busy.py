@@ -22,7 +22,7 @@ from __future__ import annotations
 import uuid
 
 from llm_conversations.conf import BUSY_STRATEGIES, BusyStrategy, conf
-from llm_conversations.conversations.store import remove_run_turns
+from llm_conversations.conversations.tail import remove_run_turns
 from llm_conversations.exceptions import RunStateError
 from llm_conversations.models import ACTIVE_RUN_STATUSES, Run, RunStatus, TerminationReason
 from llm_conversations.runs import transitions

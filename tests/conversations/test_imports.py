@@ -26,6 +26,7 @@ from llm_conversations.conversations.export import (
 )
 from llm_conversations.conversations.importing import Importer, ImportProblem
 from llm_conversations.core.messages import ChatMessage, Role, check_sequence
+from llm_conversations.core.reasoning import Reasoning, ReasoningKind
 from llm_conversations.exceptions import InvalidImport, InvalidMessage
 from llm_conversations.models import (
     Attachment,
@@ -401,9 +402,52 @@ def test_claude_export(alice: Any) -> None:
     assert history[4].is_error  # the artifacts call has no result in the export
 
 
+def test_langchain_message_dicts(alice: Any) -> None:
+    with (FIXTURES / "langchain_messages.json").open() as lines:
+        imported = Importer(default_owner=alice).import_file(lines, "langchain")
+    assert (imported.conversations, imported.problems) == (2, [])
+    assert [note.code for note in imported.left_out] == [
+        "content_not_imported",
+        "artifact_not_imported",
+    ]
+    weather = load_messages(Conversation.objects.get(title="Lisbon and Porto"))
+    assert [m.role.value for m in weather] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+    ]
+    assert weather[2].content == "Let me check both."
+    assert [(c.id, c.arguments) for c in weather[2].tool_calls or ()] == [
+        ("toolu_01", {"city": "Lisbon"}),
+        ("toolu_02", {"city": "Porto"}),
+    ]
+    assert weather[2].reasoning == (
+        Reasoning("langchain", ReasoningKind.THINKING, "Two cities: two calls.", "EqQBCkYIBxgCKkA"),
+    )
+    assert weather[4].is_error
+    call_row = Message.objects.get(conversation__title="Lisbon and Porto", position=2)
+    assert (call_row.model, call_row.input_tokens, call_row.cached_tokens) == (
+        "claude-sonnet-4-5",
+        412,
+        256,
+    )
+    colours = load_messages(Conversation.objects.get(title=""))
+    assert colours[1].reasoning == (
+        Reasoning("langchain", ReasoningKind.THINKING, "Any colour will do."),
+    )
+    (bad,) = colours[3].tool_calls or ()
+    assert (bad.malformed, bad.raw_arguments) == (True, "{not json")
+    for conversation in Conversation.objects.all():
+        assert_whole(conversation)
+
+
 def test_auto_tells_each_format_and_ours(alice: Any) -> None:
     for name, fmt in [
         ("openai_messages.json", "openai"),
+        ("langchain_messages.json", "langchain"),
         ("ai_sdk_messages.json", "ai-sdk"),
         ("chatgpt_conversations.json", "chatgpt"),
         ("claude_conversations.json", "claude"),
@@ -417,7 +461,7 @@ def test_auto_tells_each_format_and_ours(alice: Any) -> None:
     lines = exported()
     Conversation.objects.all().delete()
     imported = Importer().import_file(io.StringIO("\n" + lines), "auto")
-    assert (imported.conversations, imported.problems) == (7, [])
+    assert (imported.conversations, imported.problems) == (9, [])
 
 
 def test_a_foreign_conversation_costs_the_same_queries_at_any_length(alice: Any) -> None:

@@ -18,7 +18,7 @@ from llm_conversations.conversations import (
     load_messages,
     pending_tool_call_ids,
 )
-from llm_conversations.conversations.store import remove_run_turns
+from llm_conversations.conversations.tail import remove_run_turns
 from llm_conversations.core.completions import CompletionResponse, Usage
 from llm_conversations.core.messages import ChatMessage, InvalidMessage, ToolCall
 from llm_conversations.core.tool_specs import ToolSpec

@@ -18,7 +18,13 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from llm_conversations.conversations.import_formats import ai_sdk, chatgpt, claude, openai_messages
+from llm_conversations.conversations.import_formats import (
+    ai_sdk,
+    chatgpt,
+    claude,
+    langchain,
+    openai_messages,
+)
 from llm_conversations.conversations.import_formats.records import (
     ForeignConversation,
     ForeignMessage,
@@ -54,7 +60,7 @@ def _format(module: ModuleType) -> ForeignFormat:
 
 # In the order detection tries them: the most particular shapes first.
 FOREIGN_FORMATS: dict[str, ForeignFormat] = {
-    fmt.name: fmt for fmt in map(_format, (chatgpt, claude, ai_sdk, openai_messages))
+    fmt.name: fmt for fmt in map(_format, (chatgpt, claude, ai_sdk, langchain, openai_messages))
 }
 
 

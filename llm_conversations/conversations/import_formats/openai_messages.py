@@ -32,7 +32,7 @@ from llm_conversations.core.content_parts import ContentPart, TextPart, part_fro
 from llm_conversations.core.messages import Role
 from llm_conversations.exceptions import InvalidMessage
 
-__all__ = ["NAME", "detect", "parse", "split"]
+__all__ = ["NAME", "content_parts", "detect", "parse", "split"]
 
 NAME = "openai"
 _ROLES = {"system": Role.SYSTEM, "developer": Role.SYSTEM, "user": Role.USER}
@@ -64,12 +64,14 @@ def parse(item: Any) -> ForeignConversation:
         data = mapping(value, where)
         role = data.get("role")
         if role in _ROLES:
-            parts = _parts(transcript, data.get("content"), where, allow_files=role == "user")
+            parts = content_parts(
+                transcript, data.get("content"), where, allow_files=role == "user"
+            )
             transcript.plain(_ROLES[role], parts, where)
         elif role == "assistant":
             _assistant(transcript, data, where)
         elif role == "tool":
-            content = _parts(transcript, data.get("content"), where, allow_files=False)
+            content = content_parts(transcript, data.get("content"), where, allow_files=False)
             call_id = data.get("tool_call_id")
             if not isinstance(call_id, str) or not call_id:
                 raise refuse(f"{where}.tool_call_id", "must name the call the result answers")
@@ -89,7 +91,7 @@ def parse(item: Any) -> ForeignConversation:
 
 
 def _assistant(transcript: Transcript, data: Mapping[str, Any], where: str) -> None:
-    text = _parts(transcript, data.get("content"), where, allow_files=False)
+    text = content_parts(transcript, data.get("content"), where, allow_files=False)
     content = (
         text
         if isinstance(text, str)
@@ -112,10 +114,11 @@ def _assistant(transcript: Transcript, data: Mapping[str, Any], where: str) -> N
         )
 
 
-def _parts(
+def content_parts(
     transcript: Transcript, content: Any, where: str, *, allow_files: bool
 ) -> str | list[ContentPart]:
-    """Text as it is; parts as text, image and file parts (notes for what the file lacks)."""
+    """Chat Completions content read: text as it is; parts as text, image and file
+    parts (images and files only with ``allow_files``), notes for what the file lacks."""
     if content is None or isinstance(content, str):
         return content or ""
     parts: list[ContentPart] = []

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from llm_conversations.core.completions import Usage
 from llm_conversations.core.content_parts import ContentPart, TextPart
 from llm_conversations.core.messages import ChatMessage, Role
 from llm_conversations.core.reasoning import Reasoning, ReasoningKind
@@ -74,6 +75,7 @@ class ForeignMessage:
     created_at: datetime | None = None
     source_id: str | None = None
     model: str = ""
+    usage: Usage | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +88,8 @@ class ForeignConversation:
     created_at: datetime | None = None
     updated_at: datetime | None = None
     left_out: tuple[LeftOut, ...] = ()
+    # What else the file says of it, kept in the conversation's metadata.
+    details: Mapping[str, Any] = field(default_factory=dict)
 
 
 def epoch_moment(value: Any, field: str) -> datetime | None:
@@ -127,6 +131,7 @@ class _Draft:
     source_id: str | None = None
     model: str = ""
     where: str = ""
+    usage: Usage | None = None
 
     def empty(self) -> bool:
         return not (self.texts or self.calls or self.reasoning)
@@ -157,8 +162,9 @@ class Transcript:
         created_at: datetime | None,
         source_id: str | None,
         model: str = "",
+        usage: Usage | None = None,
     ) -> None:
-        self.messages.append(ForeignMessage(message, created_at, source_id, model))
+        self.messages.append(ForeignMessage(message, created_at, source_id, model, usage))
 
     def _build(
         self, where: str, make: Callable[..., ChatMessage], *args: Any, **kwargs: Any
@@ -189,7 +195,7 @@ class Transcript:
             tuple(draft.calls) or None,
             reasoning=tuple(draft.reasoning) or None,
         )
-        self._add(message, draft.created_at, draft.source_id, draft.model)
+        self._add(message, draft.created_at, draft.source_id, draft.model, draft.usage)
         self._open = [(call.id, call.name) for call in draft.calls]
 
     def _close_open(self, created_at: datetime | None) -> None:
@@ -253,13 +259,21 @@ class Transcript:
         created_at: datetime | None = None,
         source_id: str | None = None,
         model: str = "",
+        signature: str | None = None,
     ) -> None:
-        """Reasoning the model showed, for the assistant turn it precedes or belongs to."""
+        """Reasoning the model showed, for the assistant turn it precedes or belongs to,
+        with the signature the file keeps beside it."""
         if self._draft.calls or self._draft.texts:
             self._flush()
         if text:
             draft = self._draft_for(where, created_at, source_id, model)
-            draft.reasoning.append(Reasoning(self.reasoning_provider, ReasoningKind.THINKING, text))
+            draft.reasoning.append(
+                Reasoning(self.reasoning_provider, ReasoningKind.THINKING, text, signature or None)
+            )
+
+    def usage(self, usage: Usage) -> None:
+        """The token usage of the assistant turn being gathered."""
+        self._draft.usage = usage
 
     def call(
         self,

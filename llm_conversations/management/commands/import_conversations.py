@@ -3,7 +3,10 @@
 ``--format`` names what the file is: ``ours`` (the default: what
 ``export_conversations --format full`` writes), ``openai`` (Chat Completions
 message arrays), ``ai-sdk`` (``UIMessage[]``), ``chatgpt`` or ``claude`` (their
-data exports' ``conversations.json``), or ``auto``. Each conversation is checked
+data exports' ``conversations.json``), ``langchain`` (``messages_to_dict``
+arrays), or ``auto``. ``--from-django-ai-assistant`` reads no file: it imports
+django-ai-assistant's threads from this database's tables, each for its creator
+(``--default-owner`` for threads whose creator is gone). Each conversation is checked
 by the rules of the store and imported in its own transaction; one refused is
 reported on stderr with where it is, its error code and field, and the import
 goes on (``--strict`` stops at the first instead, those before it staying).
@@ -22,14 +25,23 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from llm_conversations.conversations.importing import FORMATS, Importer
 from llm_conversations.exceptions import LLMConversationsError
+from llm_conversations.frameworks.django_ai_assistant import import_threads
 from llm_conversations.management.commands.export_conversations import users
 
 
 class Command(BaseCommand):
-    help = "Import conversations: our export form, or another tool's file (--format)."
+    help = (
+        "Import conversations: our export form, another tool's file (--format), "
+        "or django-ai-assistant's threads (--from-django-ai-assistant)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("path", help="The file, or - for standard input.")
+        parser.add_argument("path", nargs="?", help="The file, or - for standard input.")
+        parser.add_argument(
+            "--from-django-ai-assistant",
+            action="store_true",
+            help="Import django-ai-assistant's threads from this database instead of a file.",
+        )
         parser.add_argument(
             "--format",
             choices=FORMATS,
@@ -54,7 +66,10 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         default = options["default_owner"]
-        if options["format"] not in ("ours", "auto") and not default:
+        tables = options["from_django_ai_assistant"]
+        if tables == bool(options["path"]):
+            raise CommandError("name a file, or --from-django-ai-assistant, but not both.")
+        if not tables and options["format"] not in ("ours", "auto") and not default:
             raise CommandError("--default-owner is needed: other tools' files name no owner.")
         importer = Importer(
             default_owner=users([default])[0] if default else None,
@@ -62,8 +77,10 @@ class Command(BaseCommand):
             strict=options["strict"],
         )
         try:
+            if tables:
+                imported = import_threads(importer)
             # Read as bytes: a byte that is not UTF-8 is reported in its record.
-            if options["path"] == "-":
+            elif options["path"] == "-":
                 imported = importer.import_file(sys.stdin.buffer, options["format"])
             else:
                 with open(options["path"], "rb") as source:
