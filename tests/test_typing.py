@@ -91,14 +91,15 @@ def _needs(module: str) -> None:
     pytest.skip(reason)
 
 
-def test_a_project_type_checks_against_the_installed_app(tmp_path: Path) -> None:
+def _mypy(tmp_path: Path, source: str) -> tuple[int, str]:
+    """mypy's exit code and output on ``uses_the_app.py`` holding ``source``, in a project."""
     _needs("mypy")
     _needs("mypy_django_plugin")
     (tmp_path / "members").mkdir()
     (tmp_path / "members" / "__init__.py").write_text("")
     (tmp_path / "members" / "models.py").write_text(MEMBER_MODEL)
     (tmp_path / "consumer_settings.py").write_text(SETTINGS)
-    (tmp_path / "uses_the_app.py").write_text(USES_THE_APP)
+    (tmp_path / "uses_the_app.py").write_text(source)
     (tmp_path / "mypy.ini").write_text(MYPY_CONFIG)
     # Nothing points into the checkout: the package is found only where it is installed.
     env = {
@@ -126,16 +127,84 @@ def test_a_project_type_checks_against_the_installed_app(tmp_path: Path) -> None
         timeout=120,
         check=False,
     )
-    output = result.stdout + result.stderr
+    return result.returncode, result.stdout + result.stderr
+
+
+def _revealed(output: str) -> list[str]:
+    return re.findall(r'uses_the_app\.py:\d+: note: Revealed type is "([^"]+)"', output)
+
+
+def test_a_project_type_checks_against_the_installed_app(tmp_path: Path) -> None:
+    returncode, output = _mypy(tmp_path, USES_THE_APP)
     assert "import-not-found" not in output, (
         "mypy cannot find the installed llm_conversations; an editable install must be "
         "strict (pip install -e . --config-settings editable_mode=strict):\n" + output
     )
     assert "import-untyped" not in output, "py.typed is not honoured:\n" + output
-    assert result.returncode == 0, output
-    revealed = re.findall(r'uses_the_app\.py:(\d+): note: Revealed type is "([^"]+)"', output)
-    assert [type_ for _, type_ in revealed] == [
+    assert returncode == 0, output
+    assert _revealed(output) == [
         "members.models.Member | None",
         "members.models.Member | django.contrib.auth.models.AnonymousUser",
         "llm_conversations.core.messages.ChatMessage",
     ], output
+
+
+# A tool keeps its function's signature, and a run's options their types: each line marked
+# ``# error: CODE`` must be the error mypy reports there, and no other line may fail.
+TYPED_USES = """
+from llm_conversations.models import Conversation
+from llm_conversations.providers import get_provider
+from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs.forks import regenerate
+from llm_conversations.tools import tool
+
+
+@tool
+def add(a: int, b: int = 0) -> int:
+    return a + b
+
+
+@tool(requires_approval=True)
+async def fetch(url: str) -> bytes:
+    return url.encode()
+
+
+reveal_type(add)
+reveal_type(add(1, b=2))
+reveal_type(fetch)
+add("one")  # error: arg-type
+add(1, c=2)  # error: call-arg
+
+
+def answer(service: ToolLoopService, conversation: Conversation) -> None:
+    service.send(conversation, "hi", temperature=0.2, max_iterations=3, tools=["add"])
+    service.send(conversation, "hi", temperature="hot")  # error: arg-type
+    service.send(conversation, "hi", temprature=0.2)  # error: call-arg
+    service.start(conversation, "hi", seed="42")  # error: arg-type
+    regenerate(service, conversation, "id", top_p="high")  # error: arg-type
+    get_provider().complete([], parameters={"temperature": "hot"})  # error: arg-type
+"""
+
+
+def test_tools_keep_their_signature_and_run_options_are_typed(tmp_path: Path) -> None:
+    returncode, output = _mypy(tmp_path, TYPED_USES)
+    assert "import-not-found" not in output, output
+    assert _revealed(output) == [
+        "llm_conversations.tools.definition.Tool[[a: int, b: int =], int]",
+        "int",
+        "llm_conversations.tools.definition.Tool[[url: str], typing.Coroutine[Any, Any, bytes]]",
+    ], output
+    expected = {
+        (number, line.split("# error: ")[1])
+        for number, line in enumerate(TYPED_USES.splitlines(), start=1)
+        if "# error: " in line
+    }
+    reported = {
+        (int(number), code)
+        for number, code in re.findall(
+            r"uses_the_app\.py:(\d+): error: .*\[([\w-]+)\]$", output, re.M
+        )
+    }
+    assert len(expected) == 7
+    assert reported == expected, output
+    assert returncode == 1

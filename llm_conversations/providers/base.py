@@ -28,7 +28,7 @@ from llm_conversations.core.messages import (
     ToolCall,
     as_chat_messages,
 )
-from llm_conversations.core.parameters import ParameterSupport, RunParameters
+from llm_conversations.core.parameters import ParameterSupport, RunParameterInput, RunParameters
 from llm_conversations.core.reasoning import Reasoning, bounded_reasoning
 from llm_conversations.core.text import storable_text
 from llm_conversations.core.tool_specs import ToolSpec
@@ -184,7 +184,7 @@ class Provider(HttpTransport):
         messages: Iterable[MessageInput],
         *,
         tools: Iterable[ToolInput] | None = None,
-        parameters: RunParameters | Mapping[str, Any] | None = None,
+        parameters: RunParameters | RunParameterInput | None = None,
         interrupt: Interrupt = NO_INTERRUPT,
         **options: Any,
     ) -> CompletionResponse:
@@ -209,7 +209,7 @@ class Provider(HttpTransport):
         messages: Iterable[MessageInput],
         *,
         tools: Iterable[ToolInput] | None = None,
-        parameters: RunParameters | Mapping[str, Any] | None = None,
+        parameters: RunParameters | RunParameterInput | None = None,
         interrupt: Interrupt = NO_INTERRUPT,
         **options: Any,
     ) -> Iterator[StreamEvent]:
@@ -304,7 +304,7 @@ class Provider(HttpTransport):
         messages: Iterable[MessageInput],
         tools: Iterable[ToolInput] | None,
         options: Mapping[str, Any],
-        parameters: RunParameters | Mapping[str, Any] | None,
+        parameters: RunParameters | RunParameterInput | None,
         *,
         stream: bool,
     ) -> CompletionRequest:

@@ -12,7 +12,7 @@ start are one transaction: a refused start leaves no fork behind.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Unpack
 
 from django.db import transaction
 
@@ -21,6 +21,7 @@ from llm_conversations.conversations.history import ConversationRef, conversatio
 from llm_conversations.core.messages import ChatMessage, MessageInput, Role
 from llm_conversations.exceptions import ForkError
 from llm_conversations.models import Conversation, Message, Run
+from llm_conversations.runs.options import RunOptions
 from llm_conversations.runs.service import ToolLoopService
 
 __all__ = ["edit_message", "fork", "regenerate"]
@@ -73,7 +74,7 @@ def edit_message(
     conversation: ConversationRef,
     message_id: uuid.UUID | str,
     message: MessageInput | str,
-    **options: Any,
+    **options: Unpack[RunOptions],
 ) -> Run:
     """Fork before the user turn ``message_id`` and start a run with ``message``
     instead; ``options`` go to :meth:`ToolLoopService.start` (``provider``,
@@ -92,7 +93,7 @@ def regenerate(
     service: ToolLoopService,
     conversation: ConversationRef,
     message_id: uuid.UUID | str,
-    **options: Any,
+    **options: Unpack[RunOptions],
 ) -> Run:
     """Answer again the user turn that the assistant turn ``message_id`` replies to.
 

@@ -57,6 +57,7 @@ from llm_conversations.runs.budgets import check_start
 from llm_conversations.runs.context_window import check_strategy
 from llm_conversations.runs.events import LoopEvent, RunEnded, RunFailed
 from llm_conversations.runs.fallbacks import ProviderChain
+from llm_conversations.runs.options import RunOptions
 from llm_conversations.runs.rounds import Execution
 from llm_conversations.signals import waiting_run_queued
 from llm_conversations.tools import ToolRegistry, default_registry, offered_by_default
@@ -234,10 +235,14 @@ class ToolLoopService:
         raise AssertionError("unreachable")  # the last try returns or raises
 
     def send(
-        self, conversation: ConversationRef, message: MessageInput | str, **kwargs: Any
+        self,
+        conversation: ConversationRef,
+        message: MessageInput | str,
+        **options: Unpack[RunOptions],
     ) -> Run:
-        """:meth:`start` then :meth:`execute`: one user turn, answered."""
-        return self.execute(self.start(conversation, message, claim=True, **kwargs))
+        """:meth:`start` then :meth:`execute`: one user turn, answered; ``options`` as
+        :meth:`start` takes them (:class:`~llm_conversations.runs.options.RunOptions`)."""
+        return self.execute(self.start(conversation, message, claim=True, **options))
 
     # Executing -------------------------------------------------------------
 

@@ -8,9 +8,10 @@ import logging
 from collections.abc import Callable
 from copy import deepcopy
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, Unpack, overload
+from typing import Any, Generic, TypedDict, Unpack, overload
 
 import pydantic
+from typing_extensions import ParamSpec, TypeVar
 
 from llm_conversations.core.messages import ChatMessage, InvalidMessage, ToolCall
 from llm_conversations.core.structured import VALIDATION_SECONDS, SchemaTimeout, errors_within
@@ -31,6 +32,11 @@ logger = logging.getLogger("llm_conversations.tools")
 
 _ARGUMENT_ERROR_CHARS = 300
 
+# The signature and return type of a tool's function, kept by ``@tool`` for type checkers;
+# a bare ``Tool`` (an MCP or client-side tool) takes any arguments and returns ``Any``.
+P = ParamSpec("P", default=...)
+R = TypeVar("R", default=Any)
+
 
 class ToolOptions(TypedDict, total=False):
     """The options of :func:`tool` and :meth:`Tool.from_function`."""
@@ -44,17 +50,18 @@ class ToolOptions(TypedDict, total=False):
 
 
 @dataclass(frozen=True)
-class Tool:
+class Tool(Generic[P, R]):
     """A tool offered to the model.
 
     ``function`` is ``None`` for a client-side tool (see :meth:`client_side`).
-    Calling a ``Tool`` calls its function, so ``@tool`` leaves the function usable.
+    Calling a ``Tool`` calls its function, so ``@tool`` leaves the function usable, with its
+    signature: type checkers see ``Tool[P, R]``, the function's parameters ``P`` and result ``R``.
     """
 
     name: str
     description: str
     parameters: dict[str, Any] = field(hash=False)
-    function: Callable[..., Any] | None = None
+    function: Callable[P, R] | None = None
     requires_approval: bool = False
     # Seconds a call may run before it is answered with an error result;
     # None means the TOOL_TIMEOUT setting.
@@ -85,7 +92,7 @@ class Tool:
             object.__setattr__(self, "__doc__", self.function.__doc__)
 
     @classmethod
-    def from_function(cls, function: Callable[..., Any], **options: Unpack[ToolOptions]) -> Tool:
+    def from_function(cls, function: Callable[P, R], **options: Unpack[ToolOptions]) -> Tool[P, R]:
         """Wrap ``function``: name, description and schema default to its own.
 
         With ``schema`` the arguments are checked with ``jsonschema`` and passed
@@ -147,7 +154,7 @@ class Tool:
         """What providers are sent (a copy: adapters may not alter this tool)."""
         return ToolSpec(self.name, self.description, deepcopy(self.parameters))
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Call the function directly, without validation."""
         if self.function is None:
             raise ToolError("client_side_tool", f"{self.name} is client-side; it has no function.")
@@ -225,12 +232,11 @@ class Tool:
         kwargs = self._arguments(call, context)
         if isinstance(kwargs, ChatMessage):
             return kwargs
-        assert self.function is not None
+        # Called with the validated arguments by name, whatever its signature.
+        function: Callable[..., Any] | None = self.function
+        assert function is not None
         try:
-            if self.is_async:
-                value = self._wait_for(self.function, kwargs)
-            else:
-                value = self.function(**kwargs)
+            value = self._wait_for(function, kwargs) if self.is_async else function(**kwargs)
         except Exception as exc:
             return self._failed(call, exc)
         return tool_result_message(call.id, value)
@@ -250,9 +256,10 @@ class Tool:
         kwargs = self._arguments(call, context)
         if isinstance(kwargs, ChatMessage):
             return kwargs
-        assert self.function is not None
+        function: Callable[..., Any] | None = self.function
+        assert function is not None
         try:
-            value = await self.function(**kwargs)
+            value = await function(**kwargs)
         except Exception as exc:
             return self._failed(call, exc)
         return tool_result_message(call.id, value)
@@ -296,11 +303,11 @@ class Tool:
 
 
 @overload
-def tool(function: Callable[..., Any], /) -> Tool: ...
+def tool(function: Callable[P, R], /) -> Tool[P, R]: ...
 
 
 @overload
-def tool(**options: Unpack[ToolOptions]) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(**options: Unpack[ToolOptions]) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
 def tool(
