@@ -21,6 +21,7 @@ checked to be exactly ``make run`` and ``make test``.
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,13 +45,15 @@ from llm_conversations.checks import (
     check_webhooks,
 )
 from llm_conversations.core.model_info import DEFAULT_MODEL_INFO
+from llm_conversations.models.runs import RUN_MOVES, RunStatus
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```\s*([\w+-]*)\s*$")
 # Environment variables the settings examples read their keys from.
 # "python" blocks run; the others are data, shell sessions, output or diagrams.
-LANGUAGES = {"python", "python-settings", "json", "js", "sh", "console", "bash", "text"}
+# (a "mermaid" diagram is checked against the code it draws: test_the_tour_draws_every_move...)
+LANGUAGES = {"python", "python-settings", "json", "js", "sh", "console", "bash", "text", "mermaid"}
 PLACEHOLDER_KEYS = (
     "OPENAI_API_KEY",
     "GROQ_API_KEY",
@@ -228,3 +231,50 @@ def test_readme_quickstart_is_two_commands() -> None:
         if line.split("#", 1)[0].strip()
     ]
     assert commands == ["make run", "make test"]
+
+
+TOUR = ROOT / "docs" / "tour.md"
+MOVE = re.compile(r"^\s*(\[\*\]|\w+) --> (\[\*\]|\w+)(?:: (.+))?$")
+OWNER = re.compile(r"\b(\w+)\.([a-z_]+)\b")
+
+
+def test_the_tour_draws_every_move_of_a_run_and_no_other() -> None:
+    """The diagram of docs/tour.md is RUN_MOVES, each move labelled with functions that exist."""
+    (diagram,) = [block for block in fenced_blocks(TOUR) if block.language == "mermaid"]
+    moves: set[tuple[RunStatus, RunStatus]] = set()
+    starts: set[RunStatus] = set()
+    for line in diagram.source.splitlines()[1:]:
+        match = MOVE.match(line)
+        assert match, f"{diagram.where}: not a move: {line!r}"
+        source, target, label = match.groups()
+        if target == "[*]":
+            assert RunStatus(source).moves == frozenset(), line
+            continue
+        owners = OWNER.findall(label or "")
+        assert owners, f"{diagram.where}: the move {line.strip()!r} names no owner"
+        for name, function in owners:
+            # A module of runs/ and its function, or a class runs/ exports and its method.
+            owner = (
+                getattr(importlib.import_module("llm_conversations.runs"), name)
+                if name[0].isupper()
+                else importlib.import_module(f"llm_conversations.runs.{name}")
+            )
+            assert callable(getattr(owner, function, None)), f"{name}.{function}"
+        if source == "[*]":
+            starts.add(RunStatus(target))
+        else:
+            moves.add((RunStatus(source), RunStatus(target)))
+    assert moves == {(a, b) for a, reachable in RUN_MOVES.items() for b in reachable}
+    assert starts == {RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING}
+
+
+def test_every_module_the_tour_names_exists() -> None:
+    named = re.findall(r"`(llm_conversations/[\w/]+(?:\.py|/))`", TOUR.read_text(encoding="utf-8"))
+    assert len(named) >= 15
+    assert [path for path in named if not (ROOT / path).exists()] == []
+
+
+def test_every_document_is_listed_in_the_index() -> None:
+    index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"\]\(([\w-]+\.md)\)", index))
+    assert {path.name for path in DOCUMENTS if path.parent.name == "docs"} - {"index.md"} == listed
