@@ -262,7 +262,10 @@ class EventListener:
         assert self._stop is not None
         assert self._wakeup is not None
         self._stop.set()
-        self._wakeup[1].send(b"\0")
+        # A thread that saw the stop first (waiting to listen again after a lost
+        # connection) has closed its end already: it is stopping, nothing to wake.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self._wakeup[1].send(b"\0")
         self._wakeup[1].close()
         self._thread = self._stop = self._wakeup = None
 

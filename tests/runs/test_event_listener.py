@@ -12,7 +12,7 @@ from django.db import connection, connections, transaction
 
 from llm_conversations.conversations import create_conversation
 from llm_conversations.models import Run, RunEvent, RunEventType
-from llm_conversations.runs import event_reader
+from llm_conversations.runs import event_listener, event_reader
 from llm_conversations.runs.event_listener import CHANNEL, EventListener, from_payload, listener
 from llm_conversations.runs.event_log import record
 
@@ -192,3 +192,25 @@ def test_an_async_follower_is_woken_from_another_thread(monkeypatch: pytest.Monk
     writer.join()
     assert len(got) == 2
     assert time.monotonic() - started < 2.0
+
+
+def test_the_last_reader_leaving_after_the_listening_thread_ended_is_no_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The listening thread closes its end of the wake-up pair as it stops; one that saw
+    the stop first (waiting to listen again after a lost connection) may have closed it
+    before the last reader leaves, whose wake-up then finds no one: no BrokenPipeError."""
+    ended = threading.Event()
+
+    def ends_at_once(*args: Any) -> None:
+        wakeup = args[3]
+        wakeup.close()
+        ended.set()
+
+    monkeypatch.setattr(event_listener, "listen", ends_at_once)
+    monkeypatch.setattr(event_listener, "_uses_notify", lambda: True)
+    fresh = EventListener()
+    with fresh.subscribe("a-run"):
+        assert ended.wait(5)
+    assert not fresh.listening
+    assert fresh._thread is None
