@@ -262,10 +262,12 @@ import django
 django.setup()
 import llm_conversations
 from django.core.management import call_command
-# The database task worker needs django-tasks-db, which these settings leave out.
+# The database task worker needs django-tasks-db, which these settings leave out;
+# the Agents SDK (the "agents" extra) needs mcp itself.
 WORKER = ("llm_conversations.management.llm_worker_command", "llm_conversations.management.task_worker")
+NEEDS_MCP = ("llm_conversations.tools.mcp_client", "llm_conversations.frameworks.agents")
 for module in pkgutil.walk_packages(llm_conversations.__path__, "llm_conversations."):
-    if module.name != "llm_conversations.tools.mcp_client" and module.name not in WORKER:
+    if module.name not in NEEDS_MCP and module.name not in WORKER:
         importlib.import_module(module.name)
 call_command("check", "--fail-level", "ERROR")
 from llm_conversations.tools import default_registry
