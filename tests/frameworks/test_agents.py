@@ -397,3 +397,17 @@ def test_reasoning_of_another_provider_goes_back_to_the_agent_only(user: User) -
     _, sent = to_responses_input(stored)
     assert [item.get("type") for item in sent] == [None, "function_call", "function_call_output"]
     assert "id" not in sent[1]
+
+
+def test_items_after_an_empty_reply_of_the_apps_loop_follow_it(user: User) -> None:
+    made = create_conversation(
+        owner=user, messages=[ChatMessage.user("Hi"), ChatMessage.assistant("")]
+    )
+    session = ConversationSession.of(made)
+    session.add_items_sync([{"role": "user", "content": "Hello?"}, message("Hello.")])
+    assert load_messages(made) == [
+        ChatMessage.user("Hi"),
+        ChatMessage.assistant(""),
+        ChatMessage.user("Hello?"),
+        ChatMessage.assistant("Hello."),
+    ]
