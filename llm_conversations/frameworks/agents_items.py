@@ -173,8 +173,10 @@ def turns_of(
     draft = _Draft.of(continuing, provider) if continuing is not None else _Draft(provider)
 
     def flush() -> None:
-        nonlocal draft
-        made = draft.turn()
+        nonlocal draft, continuing
+        # The continued turn comes first even when nothing of it makes a draft (an empty reply).
+        made = draft.turn() or continuing
+        continuing = None
         if made is not None:
             turns.append(made)
         draft = _Draft(provider)

@@ -27,6 +27,7 @@ from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.core.reasoning import Reasoning, ReasoningKind
 from llm_conversations.frameworks.agents import ConversationSession
 from llm_conversations.models import Conversation, Message
+from llm_conversations.providers.openai_responses_items import to_responses_input
 from llm_conversations.runs import ToolLoopService
 from llm_conversations.users import User
 from tests.support.responses_server import (
@@ -368,3 +369,45 @@ def test_get_items_gives_the_latest_items_within_a_limit(fake: ResponsesServer, 
     limited = ConversationSession("s", owner=user, session_settings=None)
     limited.session_settings.limit = 1
     assert limited.get_items_sync() == everything[-1:]
+
+
+def test_reasoning_of_another_provider_goes_back_to_the_agent_only(user: User) -> None:
+    """An agent on another model (LiteLLM's Claude, say): its reasoning items come back
+    to the agent, tagged with that provider, and the app's Responses adapter never
+    sends them."""
+    thought = {
+        "type": "reasoning",
+        "id": "rs_x",
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": "Think."}],
+        "encrypted_content": "signature-of-claude",
+    }
+    items = [
+        {"role": "user", "content": "Weather?"},
+        thought,
+        function_call("call_1", "get_weather", '{"city":"Oslo"}'),
+        {"type": "function_call_output", "call_id": "call_1", "output": "snow"},
+    ]
+    session = ConversationSession("s", owner=user, reasoning_provider="litellm/anthropic")
+    session.add_items_sync(items)
+
+    assert session.get_items_sync()[1] == thought
+    stored = load_messages(session.conversation.find())
+    assert {part.provider for part in stored[1].reasoning or ()} == {"litellm/anthropic"}
+    _, sent = to_responses_input(stored)
+    assert [item.get("type") for item in sent] == [None, "function_call", "function_call_output"]
+    assert "id" not in sent[1]
+
+
+def test_items_after_an_empty_reply_of_the_apps_loop_follow_it(user: User) -> None:
+    made = create_conversation(
+        owner=user, messages=[ChatMessage.user("Hi"), ChatMessage.assistant("")]
+    )
+    session = ConversationSession.of(made)
+    session.add_items_sync([{"role": "user", "content": "Hello?"}, message("Hello.")])
+    assert load_messages(made) == [
+        ChatMessage.user("Hi"),
+        ChatMessage.assistant(""),
+        ChatMessage.user("Hello?"),
+        ChatMessage.assistant("Hello."),
+    ]

@@ -254,8 +254,7 @@ def test_the_tool_list_ttl_is_a_positive_duration(value: Any) -> None:
 
 
 def test_the_app_imports_and_checks_without_the_sdk() -> None:
-    """Every module but the SDK bridge (and the Agents SDK's session, whose SDK needs
-    ``mcp``) imports, and ``check`` passes, where ``mcp`` cannot."""
+    """Every module but the SDK bridge imports, and ``check`` passes, where ``mcp`` cannot."""
     script = """
 import importlib, pkgutil, sys
 sys.modules["mcp"] = None
@@ -264,15 +263,11 @@ django.setup()
 import llm_conversations
 from django.core.management import call_command
 # The database task worker needs django-tasks-db, which these settings leave out;
-# the Agents SDK's session needs the SDK, which needs mcp itself.
-LEFT_OUT = (
-    "llm_conversations.tools.mcp_client",
-    "llm_conversations.management.llm_worker_command",
-    "llm_conversations.management.task_worker",
-    "llm_conversations.frameworks.agents",
-)
+# the Agents SDK (the "agents" extra) needs mcp itself.
+WORKER = ("llm_conversations.management.llm_worker_command", "llm_conversations.management.task_worker")
+NEEDS_MCP = ("llm_conversations.tools.mcp_client", "llm_conversations.frameworks.agents")
 for module in pkgutil.walk_packages(llm_conversations.__path__, "llm_conversations."):
-    if module.name not in LEFT_OUT:
+    if module.name not in NEEDS_MCP and module.name not in WORKER:
         importlib.import_module(module.name)
 call_command("check", "--fail-level", "ERROR")
 from llm_conversations.tools import default_registry
