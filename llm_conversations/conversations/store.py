@@ -23,7 +23,7 @@ from functools import partial
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from llm_conversations.conversations.attachments import check_references, link_attachments
@@ -57,6 +57,7 @@ __all__ = [
     "Turn",
     "append_cancelled_reply",
     "append_completion",
+    "append_for_run",
     "append_locked",
     "append_messages",
     "append_turns",
@@ -135,7 +136,13 @@ def _append(
     run: Run | None,
     history: Sequence[ChatMessage] | None = None,
     locked: int | None = None,
+    run_locked: bool = False,
+    held: bool = False,
 ) -> list[Message]:
+    """The one append: ``locked``, under the caller's lock (:func:`append_locked`);
+    with ``history``, the run's own (:func:`_append_known`), else the general path.
+    ``held``: ``_RunStopped`` (nothing stored) once ``run`` is not the
+    conversation's active run under the lease this instance holds."""
     conversation_id = conversation_pk(conversation)
     messages = [message for message, _ in items]
     _check_storable(items)
@@ -143,16 +150,19 @@ def _append(
     rows = None
     if locked is not None:
         count = locked
-        rows = _insert_after_tail(conversation_id, count, items)
+        rows = _insert_after_tail(conversation_id, count, items, history)
         Conversation.objects.filter(pk=conversation_id).update(
             message_count=count + len(rows), updated_at=timezone.now()
         )
     elif history is not None and run is not None:
         count = len(history)
-        rows = _append_known(conversation_id, items, run, history)
+        rows = _append_known(conversation_id, items, run, history, run_locked=run_locked)
     if rows is None:
         with transaction.atomic():
             count = lock_by_counting(conversation_id, run, len(items))
+            # Read under the lock: a cancel committed meanwhile is seen.
+            if held and run is not None and not _holds(run):
+                raise _RunStopped  # undoes the count
             rows = _insert_after_tail(conversation_id, count, items)
     if isinstance(conversation, Conversation):
         conversation.message_count = count + len(rows)
@@ -166,14 +176,18 @@ def _append(
 
 
 def _insert_after_tail(
-    conversation_id: uuid.UUID, count: int, items: Sequence[tuple[ChatMessage, dict[str, Any]]]
+    conversation_id: uuid.UUID,
+    count: int,
+    items: Sequence[tuple[ChatMessage, dict[str, Any]]],
+    history: Sequence[ChatMessage] | None = None,
 ) -> list[Message]:
     """Under the conversation's lock (``count`` messages): check the new turns
-    against the stored tail and insert them."""
-    check_sequence(
-        [message for message, _ in items],
-        pending=unanswered_tool_call_ids(tail_messages(conversation_id)),
-    )
+    against the stored tail and insert them. ``history``: those ``count``
+    messages, read under the same lock, so the tail is not read again (nor for
+    an empty conversation)."""
+    if history is None or len(history) != count:
+        history = tail_messages(conversation_id) if count else []
+    check_sequence([message for message, _ in items], pending=unanswered_tool_call_ids(history))
     return _insert(conversation_id, count, items)
 
 
@@ -199,28 +213,73 @@ def _append_known(
     items: Sequence[tuple[ChatMessage, dict[str, Any]]],
     run: Run,
     history: Sequence[ChatMessage],
+    *,
+    run_locked: bool = False,
 ) -> list[Message] | None:
     """Append after ``history``, the conversation as the appending run last saw it.
 
     Two statements instead of five: one conditional ``UPDATE`` locks the
     conversation row and confirms at once that ``history`` is still all of
-    it (the count matches) and that ``run`` is its active run, so the tail
+    it (the count matches) and that ``run`` is its active run, under the lease
+    this instance holds (:func:`_held`), so the tail
     need not be read again. ``None`` when either does not hold: the caller
     then takes the general path, which reads what it needs. It runs in the
     caller's transaction (the loop's, which also changes the run) without a
     savepoint, so a refused append rolls that transaction back.
+    ``run_locked``: that transaction has just updated ``run``'s row on the
+    condition that it was running under this process's lease (it may have
+    ended it since), which stands for the active-run check.
     """
     count = len(history)
-    active_run = Run.objects.filter(
-        pk=run.pk, conversation_id=OuterRef("pk"), status__in=ACTIVE_RUN_STATUSES
-    )
+    active_run = _held(run).filter(conversation_id=OuterRef("pk"))
+    checks = [] if run_locked else [Exists(active_run)]
     with transaction.atomic(savepoint=False):
-        if not Conversation.objects.filter(
-            Exists(active_run), pk=conversation_id, message_count=count
-        ).update(message_count=count + len(items), updated_at=timezone.now()):
+        if not Conversation.objects.filter(*checks, pk=conversation_id, message_count=count).update(
+            message_count=count + len(items), updated_at=timezone.now()
+        ):
             return None
         check_sequence([message for message, _ in items], pending=unanswered_tool_call_ids(history))
         return _insert(conversation_id, count, items)
+
+
+class _RunStopped(Exception):
+    """An append of the run's own found it no longer active under its lease."""
+
+
+def _held(run: Run) -> QuerySet[Run]:
+    """``run``'s row while it is active under the lease this instance holds (none
+    held: any holder's), which is when its own appends may go on."""
+    return Run.objects.filter(
+        pk=run.pk, lease_owner=run.lease_owner, status__in=ACTIVE_RUN_STATUSES
+    )
+
+
+def _holds(run: Run) -> bool:
+    return _held(run).exists()
+
+
+def append_for_run(
+    run: Run,
+    messages: Iterable[MessageInput],
+    *,
+    history: Sequence[ChatMessage] | None,
+    metadata: Sequence[Mapping[str, Any]],
+) -> list[Message] | None:
+    """Append turns of ``run`` (its tools' results), the conversation's active run
+    under the lease this instance holds, after ``history`` (as for
+    :func:`append_messages`; ``metadata``: one dict per message); ``None``, and
+    nothing stored, once the run is no longer so: cancelled, ended or taken over
+    meanwhile. The conditional ``UPDATE`` that locks the conversation checks it,
+    so the run's row is not written."""
+    chat = as_chat_messages(messages)
+    items = [
+        (message, {"run": run, "metadata": dict(data)})
+        for message, data in zip(chat, metadata, strict=True)
+    ]
+    try:
+        return _append(run.conversation_id, items, run, history, held=True)
+    except _RunStopped:
+        return None
 
 
 def append_messages(
@@ -262,17 +321,19 @@ def append_locked(
     *,
     run: Run,
     metadata: Mapping[str, Any] | None = None,
+    history: Sequence[ChatMessage] | None = None,
 ) -> list[Message]:
     """:func:`append_messages` in the caller's transaction, which holds the
     conversation's lock: ``count`` is what :func:`lock_idle_conversation`
     returned. ``ToolLoopService.start`` stores its run's user turn so, without
     locking and checking for an active run a second time; ``metadata`` goes
-    on every message."""
+    on every message; ``history``, the conversation read under that lock,
+    spares reading its tail."""
     items = [
         (message, {"run": run, "metadata": dict(metadata or {})})
         for message in as_chat_messages(messages)
     ]
-    return _append(conversation, items, run, locked=count)
+    return _append(conversation, items, run, history, locked=count)
 
 
 def append_completion(
@@ -284,6 +345,7 @@ def append_completion(
     parsed: Any = None,
     history: Sequence[ChatMessage] | None = None,
     cost: Decimal | None = None,
+    run_locked: bool = False,
 ) -> Message:
     """Append the assistant turn of a provider reply with its provider, model, usage,
     cost and finish reason; a reply the adapter had to make storable is flagged
@@ -293,6 +355,8 @@ def append_completion(
     ``parsed`` is a structured answer, read and validated (``Message.parsed``);
     ``run`` and ``history`` as for :func:`append_messages`. ``cost`` is the
     dollars the call cost (``model_info.call_cost()``), ``None`` if unknown.
+    ``run_locked``: the caller's transaction updated ``run``'s row on the condition
+    that it ran under the caller's lease (see :func:`_append_known`).
     """
     extra = {
         "parsed": parsed,
@@ -304,7 +368,8 @@ def append_completion(
         "run": run,
         "metadata": {**(metadata or {}), **_reply_notes(response)},
     }
-    return _append(conversation, [(response.to_message(), extra)], run, history)[0]
+    message = response.to_message()
+    return _append(conversation, [(message, extra)], run, history, run_locked=run_locked)[0]
 
 
 def usage_columns(usage: Usage) -> dict[str, Any]:

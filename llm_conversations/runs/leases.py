@@ -25,13 +25,24 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from llm_conversations.conf import conf
+from llm_conversations.core.messages import ChatMessage
 from llm_conversations.models import Run, RunEventType, RunStatus
 from llm_conversations.runs.event_log import knows_log, record
 from llm_conversations.runs.event_reader import unstored_text_after
 from llm_conversations.runs.live_connections import return_connection
 from llm_conversations.runs.transitions import lease_expiry
 
-__all__ = ["Heartbeat", "claim", "claim_new", "holds", "log_claimed", "new_owner", "release"]
+__all__ = [
+    "Heartbeat",
+    "History",
+    "claim",
+    "claim_new",
+    "claimed_history",
+    "holds",
+    "log_claimed",
+    "new_owner",
+    "release",
+]
 
 logger = logging.getLogger("llm_conversations.leases")
 
@@ -84,6 +95,11 @@ def claim(run: Run, owner: str) -> bool:
 
 # Marks the Run instance that took its own lease as it was stored (claim_new).
 _CLAIMED = "_llm_conversations_claimed"
+# The history its start read, kept for its execution (log_claimed).
+_HISTORY = "_llm_conversations_history"
+
+# The conversation's messages and the positions of its hidden ones (load_history).
+History = tuple[list[ChatMessage], frozenset[int]]
 
 
 def claim_new(run: Run) -> None:
@@ -100,12 +116,23 @@ def claim_new(run: Run) -> None:
     setattr(run, _CLAIMED, True)
 
 
-def log_claimed(run: Run) -> None:
+def log_claimed(run: Run, history: History | None = None) -> None:
     """Log the ``run.running`` of a run :func:`claim_new` took, in the transaction
-    that stores it; its log is known from its start."""
+    that stores it; its log is known from its start. ``history``: the whole
+    conversation with the run's user turn and its hidden positions, read under
+    that transaction's lock, for the execution (:func:`claimed_history`)."""
     knows_log(run, 0)
     record(run, [(RunEventType.RUN_RUNNING, {"attempt": 1})], state=run)
     logger.info("Run %s claimed by %s (attempt 1)", run.pk, run.lease_owner)
+    if history is not None:
+        setattr(run, _HISTORY, history)
+
+
+def claimed_history(run: Run) -> History | None:
+    """The history :func:`log_claimed` kept on this instance, once: while the run is
+    active only it appends, so the execution that starts now need not read it."""
+    history: History | None = run.__dict__.pop(_HISTORY, None)
+    return history
 
 
 def holds(run: Run, *, executing: bool = False) -> bool:

@@ -97,7 +97,7 @@ class Execution:
         # every append checks that this copy is still the whole conversation.
         # Hidden messages stay in it (positions, pairing) but are never sent;
         # nobody hides one while the run is active.
-        self.history, self.hidden = load_history(run.conversation_id)
+        self.history, self.hidden = leases.claimed_history(run) or load_history(run.conversation_id)
         # After a lost worker, a call an earlier attempt logged as started may have run.
         self.ran_before = event_reader.started_call_ids(run.pk) if run.attempts > 1 else set()
         self.logged: set[str] = set()  # calls this execution logged as started

@@ -22,7 +22,7 @@ from django.utils import timezone
 from llm_conversations import telemetry
 from llm_conversations.background import enqueue, task
 from llm_conversations.conf import BusyStrategy, conf
-from llm_conversations.conversations.history import ConversationRef, conversation_pk
+from llm_conversations.conversations.history import ConversationRef, conversation_pk, load_history
 from llm_conversations.conversations.locks import active_run_id, lock_conversation
 from llm_conversations.conversations.store import append_locked, check_storable
 from llm_conversations.core.messages import ChatMessage, InvalidMessage, MessageInput, Role
@@ -35,6 +35,7 @@ from llm_conversations.exceptions import (
     ToolError,
 )
 from llm_conversations.models import (
+    Conversation,
     Run,
     RunStatus,
     TerminationReason,
@@ -219,6 +220,8 @@ class ToolLoopService:
             max_iterations=limit,
             context_strategy=strategy,
         )
+        if isinstance(conversation, Conversation):
+            run.conversation = conversation  # kept for the tools' context
         run.offered_tools = offered.specs()
         run.run_parameters = chosen
         # A start that interrupts a run may find another started meanwhile (by
@@ -436,12 +439,25 @@ def _store_start(
             # Marked in the insert: enqueue_run need not update the row again.
             run.enqueued_at = now if background else None
             claimed = claim and not background
+            # Executed here: the history is read once, under this lock, for the
+            # execution too (an empty conversation needs no read at all).
+            known = (
+                (load_history(conversation_id) if count else ([], frozenset())) if claimed else None
+            )
             if claimed:
                 leases.claim_new(run)
             run.save(force_insert=True)
-            append_locked(conversation_id, count, [user_turn], run=run, metadata=metadata)
-            if claimed:
-                leases.log_claimed(run)
+            rows = append_locked(
+                conversation_id,
+                count,
+                [user_turn],
+                run=run,
+                metadata=metadata,
+                history=None if known is None else known[0],
+            )
+            if known is not None:
+                history, hidden = known
+                leases.log_claimed(run, ([*history, rows[0].to_chat_message()], hidden))
             if replaced is not None:
                 busy.succeed_replaced(replaced, run)
             if background:

@@ -2,7 +2,8 @@
 
 The context is built from the run alone (its conversation and that
 conversation's owner, read once per round and only when a tool asks for a
-context), so a worker executing the run by id builds the same one. Progress
+context, unless the run came with them from its start), so a worker executing
+the run by id builds the same one. Progress
 reports are live events: written only while the run still runs under the lease
 this execution holds (:func:`~llm_conversations.runs.event_log.record_live`),
 from whichever thread the tool runs on (each uses its own connection).
@@ -42,7 +43,10 @@ def tool_contexts(
     wanting = [c for c in calls if c.name in offered and offered.get(c.name).wants_context]
     if not wanting:
         return {}
-    conversation = Conversation.objects.select_related("owner").get(pk=run.conversation_id)
+    if Run.conversation.is_cached(run) and Conversation.owner.is_cached(run.conversation):
+        conversation = run.conversation  # the start's, in the request that executes it
+    else:
+        conversation = Conversation.objects.select_related("owner").get(pk=run.conversation_id)
     return {
         call.id: ToolContext(
             conversation.owner, conversation, run, call.id, partial(_report, run, call.id)

@@ -18,7 +18,7 @@ from functools import partial
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, Q
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext
 
@@ -29,10 +29,11 @@ from llm_conversations.conversations.locks import lock_idle_conversation
 from llm_conversations.conversations.store import (
     append_cancelled_reply,
     append_completion,
+    append_for_run,
     append_messages,
 )
 from llm_conversations.conversations.unanswered import unanswered_results
-from llm_conversations.core.completions import CompletionResponse
+from llm_conversations.core.completions import CompletionResponse, Usage
 from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.core.text import storable_text
 from llm_conversations.exceptions import (
@@ -272,25 +273,17 @@ def store_reply(
     cost = call_cost(answered_by or None, response.model, usage)
     telemetry.record_cost(cost, entry=answered_by, response=response)
 
+    counted = _counted(run, usage, cost, answered_by, model, context)
+
     def write() -> Message | None:
         with transaction.atomic():
             # The conditional update locks the run; a run cancelled while the
-            # provider answered matches nothing and keeps no late reply.
-            counted = Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
-                iterations=F("iterations") + 1,
-                input_tokens=F("input_tokens") + usage.input_tokens,
-                output_tokens=F("output_tokens") + usage.output_tokens,
-                total_tokens=F("total_tokens") + (usage.total_tokens or 0),
-                cached_tokens=F("cached_tokens") + (usage.cached_tokens or 0),
-                cache_write_tokens=F("cache_write_tokens") + (usage.cache_write_tokens or 0),
-                reasoning_tokens=F("reasoning_tokens") + (usage.reasoning_tokens or 0),
-                cost=F("cost") + (cost or Decimal(0)),
-                answered_by=answered_by,
-                **({"model": model} if model else {}),
-                **(context or {}),
-                lease_expires_at=lease_expiry(),
-            )
-            if not counted:
+            # provider answered matches nothing and keeps no late reply. A final
+            # answer ends the run in the same update.
+            ended = {} if ending is None else _end_fields(RunStatus.COMPLETED, ending)
+            # Renewed by a turn stored; released by the end.
+            fields = {**counted, "lease_expires_at": lease_expiry(), **ended}
+            if not Run.objects.filter(held(run), status=RunStatus.RUNNING).update(**fields):
                 return None
             row = append_completion(
                 run.conversation_id,
@@ -300,27 +293,54 @@ def store_reply(
                 parsed=parsed,
                 metadata=metadata,
                 cost=cost,
+                run_locked=True,
             )
             events = [*unlogged, _stored_event(row), *started_events(starting)]
             if ending is None:
                 record(run, events, messages=[row])
                 return row
-            # Ended after the append, which checks that the run is still active
-            # (and locks the conversation: the run waiting behind it is seen).
-            Run.objects.filter(pk=run.pk).update(**_end_fields(RunStatus.COMPLETED, ending))
-            run.refresh_from_db()
+            # The row as the update left it (this run's lease held, nobody else wrote it).
+            for name, value in fields.items():
+                setattr(run, name, value)
             record(run, [*events, (RunEventType.RUN_COMPLETED, {})], messages=[row], state=run)
+            # The append locked the conversation: the run waiting behind it is seen.
             _ended(run, start_next=True, count=row.position + 1)
         return row
 
     row = on_a_live_connection(write)
-    if row is None or ending is not None:
-        return row
-    run.iterations += 1
-    run.answered_by = answered_by
-    if model:
-        run.model = model
+    if row is not None and ending is None:
+        for name, value in counted.items():
+            setattr(run, name, value)
     return row
+
+
+def _counted(
+    run: Run,
+    usage: Usage,
+    cost: Decimal | None,
+    answered_by: str,
+    model: str | None,
+    context: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The run's columns once a model call is counted: its totals with the call's
+    usage and cost added, who answered, and what the call sent (``context``).
+
+    Absolute values, not ``F()`` increments: the lease holder is the one writer of
+    these columns, so its instance stays the row without reading it back.
+    """
+    return {
+        "iterations": run.iterations + 1,
+        "input_tokens": run.input_tokens + usage.input_tokens,
+        "output_tokens": run.output_tokens + usage.output_tokens,
+        "total_tokens": run.total_tokens + (usage.total_tokens or 0),
+        "cached_tokens": run.cached_tokens + (usage.cached_tokens or 0),
+        "cache_write_tokens": run.cache_write_tokens + (usage.cache_write_tokens or 0),
+        "reasoning_tokens": run.reasoning_tokens + (usage.reasoning_tokens or 0),
+        "cost": run.cost + (cost or Decimal(0)),
+        "answered_by": answered_by,
+        **({"model": model} if model else {}),
+        **(context or {}),
+    }
 
 
 def started_events(calls: Iterable[ToolCall]) -> list[EventItem]:
@@ -334,8 +354,8 @@ def store_results(
     """Store tool turns; ``None`` if the run stopped meanwhile (its calls are answered).
 
     Output no database can store is made storable and the turn flagged
-    ``metadata["sanitized"]``. The conditional update that says the run still
-    runs here also renews the lease; ``history`` as for :func:`store_reply`.
+    ``metadata["sanitized"]``. The append checks that the run still runs under
+    this lease (the heartbeat renews it); ``history`` as for :func:`store_reply`.
     """
     storable = [replace(m, content=storable_text(m.content)) for m in results]
     metadata = [
@@ -344,15 +364,11 @@ def store_results(
 
     def write() -> list[Message] | None:
         with transaction.atomic():
-            # Lock the run; one cancelled while its tools ran has answered
-            # the calls already, so these late results are dropped.
-            if not Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
-                updated_at=timezone.now(), lease_expires_at=lease_expiry()
-            ):
+            # A run cancelled while its tools ran has answered the calls
+            # already: these late results are dropped.
+            rows = append_for_run(run, storable, metadata=metadata, history=history)
+            if rows is None:
                 return None
-            rows = append_messages(
-                run.conversation_id, storable, run=run, metadata=metadata, history=history
-            )
             events = [
                 _stored_event(r, denied=run.decision(r.tool_call_id or "") is Decision.DENIED)
                 for r in rows

@@ -18,6 +18,7 @@ from llm_conversations.conversations import (
     load_messages,
     pending_tool_call_ids,
 )
+from llm_conversations.conversations.store import append_for_run
 from llm_conversations.conversations.tail import remove_run_turns
 from llm_conversations.core.completions import CompletionResponse, Usage
 from llm_conversations.core.messages import ChatMessage, InvalidMessage, ToolCall
@@ -234,6 +235,68 @@ def test_a_refused_append_leaves_the_count_as_it_was() -> None:
     conversation.refresh_from_db()
     assert conversation.message_count == Message.objects.filter(conversation=conversation).count()
     assert conversation.message_count == 1
+
+
+def _running_run_after_a_call() -> tuple[Run, list[ChatMessage]]:
+    """A conversation whose run holds a lease and left one call unanswered."""
+    history = [ChatMessage.user("go"), ChatMessage.assistant_tool_calls([ToolCall("c1", "f")])]
+    conversation = create_conversation(messages=history)
+    run = Run.objects.create(
+        conversation=conversation, status=RunStatus.RUNNING, lease_owner="here"
+    )
+    return run, history
+
+
+def test_a_run_appends_its_results_after_its_history_in_three_statements() -> None:
+    run, history = _running_run_after_a_call()
+    with CaptureQueriesContext(connection) as queries:
+        rows = append_for_run(
+            run, [ChatMessage.tool_result("c1", "ok")], history=history, metadata=[{}]
+        )
+    assert rows is not None and [row.position for row in rows] == [2]
+    statements = [
+        q["sql"].split()[0] for q in queries if not q["sql"].startswith(TRANSACTION_CONTROL)
+    ]
+    # The conversation's conditional update (its count and the run's lease), the insert.
+    assert statements == ["UPDATE", "INSERT"]
+    assert Conversation.objects.get(pk=run.conversation_id).message_count == 3
+
+
+@pytest.mark.parametrize("change", ["cancelled", "taken over"])
+def test_a_run_that_stopped_appends_nothing(change: str) -> None:
+    run, history = _running_run_after_a_call()
+    if change == "cancelled":
+        Run.objects.filter(pk=run.pk).update(status=RunStatus.CANCELLED)
+    else:
+        Run.objects.filter(pk=run.pk).update(lease_owner="elsewhere")
+    result = append_for_run(
+        run, [ChatMessage.tool_result("c1", "late")], history=history, metadata=[{}]
+    )
+    assert result is None
+    conversation = Conversation.objects.get(pk=run.conversation_id)
+    assert (
+        conversation.message_count == 2 == Message.objects.filter(conversation=conversation).count()
+    )
+
+
+def test_a_run_whose_history_is_stale_appends_after_what_is_stored() -> None:
+    run, history = _running_run_after_a_call()
+    # The run's copy lacks its last turn: the append reads the tail under the lock.
+    rows = append_for_run(
+        run, [ChatMessage.tool_result("c1", "ok")], history=history[:1], metadata=[{}]
+    )
+    assert rows is not None and rows[0].position == 2
+    assert not pending_tool_call_ids(run.conversation_id)
+
+
+def test_a_run_whose_history_is_stale_and_that_stopped_leaves_the_count() -> None:
+    run, history = _running_run_after_a_call()
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.CANCELLED)
+    result = append_for_run(
+        run, [ChatMessage.tool_result("c1", "late")], history=history[:1], metadata=[{}]
+    )
+    assert result is None
+    assert Conversation.objects.get(pk=run.conversation_id).message_count == 2
 
 
 @requires_postgresql

@@ -23,11 +23,15 @@ from .server import Exchange, FakeProvider
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# The conversation (1); the start (7); the history (1); the call's turn (4), its
-# result (4); the answer, which completes the run (7); the run's webhooks (1).
+# The conversation (1); the start (6: the lock, the active run, the run, the
+# user turn, the count, run.running; an empty conversation has no history to
+# read); the call's turn (4: the run counts it, the conversation's count, the
+# turn, its events); its result (3: the count, conditional on the run's lease,
+# the turn, its event); the answer (5: the run counts it and ends, the count, the
+# turn, its events, the run waiting behind); the run's webhooks (1).
 # (The client is authenticated without a query; a tool without a context reads
 # nothing.)
-STATEMENTS = 25
+STATEMENTS = 20
 COMMITS = 4
 
 

@@ -519,11 +519,12 @@ def test_signals_report_messages_and_finished_runs(
 
 
 # Per round, two transactions: the reply (the run's conditional update, which
-# also renews the lease; the store's conditional update of the conversation;
-# the insert; the events: message.stored with tool_call.started), then the
-# tool results (the same four). The history is read once per execution. On
-# PostgreSQL each transaction also sends its events' NOTIFY (one statement).
-STATEMENTS_PER_TOOL_ROUND = 4 + 4
+# counts the call and renews the lease; the store's conditional update of the
+# conversation; the insert; the events: message.stored with tool_call.started),
+# then the tool results (the conversation's update, conditional on the run's
+# lease too; the insert; the events). The history is read once per execution.
+# On PostgreSQL each transaction also sends its events' NOTIFY (one statement).
+STATEMENTS_PER_TOOL_ROUND = 4 + 3
 TRANSACTIONS_PER_TOOL_ROUND = 2
 TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "SAVEPOINT", "RELEASE SAVEPOINT")
 

@@ -228,9 +228,12 @@ class ApiView(APIView):
         if self._conversation is None:
             pk = parse_uuid(self.kwargs["conversation_pk"])
             try:
-                self._conversation = owned(self.request).get(pk=pk)
+                conversation = owned(self.request).get(pk=pk)
             except Conversation.DoesNotExist:
                 raise Http404 from None
+            # Found among the caller's own: its owner is the caller (no query for it).
+            conversation.owner = signed_in(self.request)
+            self._conversation = conversation
         return self._conversation
 
     def validated_body(self, serializer_class: type[_S]) -> _S:
