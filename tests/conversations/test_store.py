@@ -253,7 +253,8 @@ def test_a_run_appends_its_results_after_its_history_in_three_statements() -> No
         rows = append_for_run(
             run, [ChatMessage.tool_result("c1", "ok")], history=history, metadata=[{}]
         )
-    assert rows is not None and [row.position for row in rows] == [2]
+    assert rows is not None
+    assert [row.position for row in rows] == [2]
     statements = [
         q["sql"].split()[0] for q in queries if not q["sql"].startswith(TRANSACTION_CONTROL)
     ]
@@ -285,7 +286,8 @@ def test_a_run_whose_history_is_stale_appends_after_what_is_stored() -> None:
     rows = append_for_run(
         run, [ChatMessage.tool_result("c1", "ok")], history=history[:1], metadata=[{}]
     )
-    assert rows is not None and rows[0].position == 2
+    assert rows is not None
+    assert rows[0].position == 2
     assert not pending_tool_call_ids(run.conversation_id)
 
 
