@@ -12,8 +12,12 @@ awaited.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
-from django.db.models import F, OuterRef, Subquery
+from django.db import connections, router
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Field
 from django.utils import timezone
 
 from llm_conversations.conversations.history import ConversationRef, conversation_pk
@@ -22,6 +26,8 @@ from llm_conversations.models import ACTIVE_RUN_STATUSES, Conversation, Run
 
 __all__ = [
     "active_run_id",
+    "count_after",
+    "count_in",
     "lock_by_counting",
     "lock_conversation",
     "lock_for_change",
@@ -98,30 +104,117 @@ def lock_by_counting(conversation_id: uuid.UUID, run: Run | None, adding: int) -
     the count before them; the caller inserts them in the same transaction,
     which undoes the count if anything fails.
 
-    What :func:`lock_for_change` and a later count update do, in one statement fewer:
-    the ``UPDATE`` takes the row lock, then one read, a statement of its own
+    What :func:`lock_for_change` and a later count update do, in one statement
+    fewer (:func:`count_in`). Raises ``ConversationTrashed``, ``ConversationBusy``
+    and ``Conversation.DoesNotExist`` as ``lock_for_change``.
+    """
+    count, active = count_in(conversation_id, adding)
+    _refuse_busy(active, run)
+    return count
+
+
+def count_in(conversation_id: uuid.UUID, adding: int) -> tuple[int, uuid.UUID | None]:
+    """In a transaction: lock the conversation row by counting ``adding`` new
+    messages in, and return the count before them and the active run's id
+    (``None`` when it is idle). ``ConversationTrashed`` for one in the trash,
+    ``Conversation.DoesNotExist`` when it is gone.
+
+    The ``UPDATE`` takes the row lock; then one read, a statement of its own
     after the lock is held (so it sees a run committed while this one
     waited), returns the count and the active run together.
-    Raises ``ConversationTrashed``, ``ConversationBusy`` and
-    ``Conversation.DoesNotExist`` as ``lock_for_change``.
     """
-    if not Conversation.objects.filter(pk=conversation_id).update(
-        message_count=F("message_count") + adding, updated_at=timezone.now()
-    ):
-        raise Conversation.DoesNotExist("Conversation matching query does not exist.")
-    active_run = Run.objects.filter(
-        conversation_id=OuterRef("pk"), status__in=ACTIVE_RUN_STATUSES
-    ).values("pk")[:1]
-    count, active, trashed_at = (
-        Conversation.objects.filter(pk=conversation_id)
-        .annotate(active=Subquery(active_run))
-        .values_list("message_count", "active", "trashed_at")
-        .get()
-    )
+    connection = connections[router.db_for_write(Conversation)]
+    key = _prep(Conversation._meta.pk, conversation_id, connection)
+    now = _prep(Conversation._meta.get_field("updated_at"), timezone.now(), connection)
+    sql = _statements(connection)
+    with connection.cursor() as cursor:
+        cursor.execute(sql.count_in, [adding, now, key])
+        if not cursor.rowcount:
+            raise Conversation.DoesNotExist("Conversation matching query does not exist.")
+        cursor.execute(sql.read_count, [key, *ACTIVE_RUN_STATUSES, key])
+        count, active, trashed_at = cursor.fetchone()
     if trashed_at is not None:
         raise ConversationTrashed()
-    _refuse_busy(active, run)
-    return int(count) - adding
+    return int(count) - adding, None if active is None else Run._meta.pk.to_python(active)
+
+
+def count_after(
+    conversation_id: uuid.UUID, count: int, adding: int, *, held: Run | None = None
+) -> bool:
+    """In a transaction: lock the conversation row by counting ``adding`` new
+    messages in after its ``count``, if it still has ``count`` messages and, with
+    ``held``, that run is its active run under the lease this instance holds
+    (none held: any holder's); whether it was so. One conditional ``UPDATE``.
+    """
+    connection = connections[router.db_for_write(Conversation)]
+    params: list[Any] = [
+        count + adding,
+        _prep(Conversation._meta.get_field("updated_at"), timezone.now(), connection),
+        _prep(Conversation._meta.pk, conversation_id, connection),
+        count,
+    ]
+    sql = _statements(connection)
+    if held is not None:
+        run_key = _prep(Run._meta.pk, held.pk, connection)
+        params += [run_key, held.lease_owner, *ACTIVE_RUN_STATUSES]
+    with connection.cursor() as cursor:
+        cursor.execute(sql.count_after if held is None else sql.count_after_held, params)
+        return bool(cursor.rowcount)
+
+
+def _prep(field: Field[Any, Any], value: Any, connection: BaseDatabaseWrapper) -> Any:
+    return field.get_db_prep_value(value, connection=connection)
+
+
+class _Statements(NamedTuple):
+    count_in: str
+    read_count: str
+    count_after: str
+    count_after_held: str
+
+
+def _statements(connection: BaseDatabaseWrapper) -> _Statements:
+    """The counting statements, composed once per kind of database: they run for
+    every stored turn, and the ORM would compose each one anew (a subquery alone
+    costs it a millisecond)."""
+    composed = _COMPOSED.get(connection.vendor)
+    if composed is None:
+        composed = _COMPOSED[connection.vendor] = _compose(connection.ops.quote_name)
+    return composed
+
+
+_COMPOSED: dict[str, _Statements] = {}
+
+
+def _compose(quote: Callable[[str], str]) -> _Statements:
+    conversations, runs = quote(Conversation._meta.db_table), quote(Run._meta.db_table)
+    key, count = quote("id"), quote("message_count")
+    updated, trashed = quote("updated_at"), quote("trashed_at")
+    run_key, status = quote("id"), quote("status")
+    run_conversation = quote(Run._meta.get_field("conversation").column)
+    statuses = ", ".join(["%s"] * len(ACTIVE_RUN_STATUSES))
+    active = (
+        f"SELECT r.{run_key} FROM {runs} r "
+        f"WHERE r.{run_conversation} = %s AND r.{status} IN ({statuses})"
+    )
+    held = (
+        f" AND EXISTS (SELECT 1 FROM {runs} r WHERE r.{run_key} = %s "
+        f"AND r.{quote('lease_owner')} = %s AND r.{status} IN ({statuses}) "
+        f"AND r.{run_conversation} = {conversations}.{key})"
+    )
+    count_after = (
+        f"UPDATE {conversations} SET {count} = %s, {updated} = %s WHERE {key} = %s AND {count} = %s"
+    )
+    return _Statements(
+        count_in=(
+            f"UPDATE {conversations} SET {count} = {count} + %s, {updated} = %s WHERE {key} = %s"
+        ),
+        read_count=(
+            f"SELECT {count}, ({active} LIMIT 1), {trashed} FROM {conversations} WHERE {key} = %s"
+        ),
+        count_after=count_after,
+        count_after_held=count_after + held,
+    )
 
 
 def _refuse_busy(active: uuid.UUID | None, run: Run | None) -> None:

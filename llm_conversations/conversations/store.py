@@ -23,12 +23,13 @@ from functools import partial
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from llm_conversations.conversations.attachments import check_references, link_attachments
 from llm_conversations.conversations.history import ConversationRef, conversation_pk, tail_messages
 from llm_conversations.conversations.locks import (
+    count_after,
     lock_by_counting,
     lock_for_change,
 )
@@ -50,6 +51,7 @@ from llm_conversations.models import (
     Message,
     Run,
 )
+from llm_conversations.models.inserts import insert_rows
 from llm_conversations.signals import message_appended
 from llm_conversations.users import User
 
@@ -138,9 +140,11 @@ def _append(
     locked: int | None = None,
     run_locked: bool = False,
     held: bool = False,
+    counted: bool = False,
 ) -> list[Message]:
     """The one append: ``locked``, under the caller's lock (:func:`append_locked`);
     with ``history``, the run's own (:func:`_append_known`), else the general path.
+    ``counted``: the caller's lock counted the messages in (:func:`count_in`).
     ``held``: ``_RunStopped`` (nothing stored) once ``run`` is not the
     conversation's active run under the lease this instance holds."""
     conversation_id = conversation_pk(conversation)
@@ -151,9 +155,10 @@ def _append(
     if locked is not None:
         count = locked
         rows = _insert_after_tail(conversation_id, count, items, history)
-        Conversation.objects.filter(pk=conversation_id).update(
-            message_count=count + len(rows), updated_at=timezone.now()
-        )
+        if not counted:
+            Conversation.objects.filter(pk=conversation_id).update(
+                message_count=count + len(rows), updated_at=timezone.now()
+            )
     elif history is not None and run is not None:
         count = len(history)
         rows = _append_known(conversation_id, items, run, history, run_locked=run_locked)
@@ -203,7 +208,7 @@ def _insert(
         )
         for offset, (message, extra) in enumerate(items)
     ]
-    rows = Message.objects.bulk_create(rows)
+    rows = insert_rows(rows)
     link_attachments(rows)
     return rows
 
@@ -231,12 +236,8 @@ def _append_known(
     ended it since), which stands for the active-run check.
     """
     count = len(history)
-    active_run = _held(run).filter(conversation_id=OuterRef("pk"))
-    checks = [] if run_locked else [Exists(active_run)]
     with transaction.atomic(savepoint=False):
-        if not Conversation.objects.filter(*checks, pk=conversation_id, message_count=count).update(
-            message_count=count + len(items), updated_at=timezone.now()
-        ):
+        if not count_after(conversation_id, count, len(items), held=None if run_locked else run):
             return None
         check_sequence([message for message, _ in items], pending=unanswered_tool_call_ids(history))
         return _insert(conversation_id, count, items)
@@ -322,18 +323,20 @@ def append_locked(
     run: Run,
     metadata: Mapping[str, Any] | None = None,
     history: Sequence[ChatMessage] | None = None,
+    counted: bool = False,
 ) -> list[Message]:
     """:func:`append_messages` in the caller's transaction, which holds the
-    conversation's lock: ``count`` is what :func:`lock_idle_conversation`
-    returned. ``ToolLoopService.start`` stores its run's user turn so, without
-    locking and checking for an active run a second time; ``metadata`` goes
-    on every message; ``history``, the conversation read under that lock,
-    spares reading its tail."""
+    conversation's lock: ``count`` is what :func:`lock_conversation` or
+    :func:`count_in` returned (``counted``: the latter, which counted these
+    messages in already). ``ToolLoopService.start`` stores its run's user turn
+    so, without locking and checking for an active run a second time;
+    ``metadata`` goes on every message; ``history``, the conversation read
+    under that lock, spares reading its tail."""
     items = [
         (message, {"run": run, "metadata": dict(metadata or {})})
         for message in as_chat_messages(messages)
     ]
-    return _append(conversation, items, run, history, locked=count)
+    return _append(conversation, items, run, history, locked=count, counted=counted)
 
 
 def append_completion(

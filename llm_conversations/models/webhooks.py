@@ -69,7 +69,12 @@ class WebhookEndpoint(models.Model):
 
     def wants(self, event: str) -> bool:
         """Whether this endpoint receives ``event``."""
-        return self.is_active and (not self.events or event in self.events)
+        return self.is_active and self.receives(self.events, event)
+
+    @staticmethod
+    def receives(events: list[str], event: str) -> bool:
+        """Whether an active endpoint subscribed to ``events`` (none: all) receives ``event``."""
+        return not events or event in events
 
 
 class WebhookDelivery(models.Model):

@@ -29,6 +29,7 @@ from django.db import connections, router, transaction
 from django.utils import timezone
 
 from llm_conversations.models import Message, Run, RunEvent, RunEventType, RunStatus
+from llm_conversations.models.inserts import insert_rows
 from llm_conversations.runs.event_listener import (
     CHANNEL,
     Pushed,
@@ -80,9 +81,7 @@ def record(
     stands) where the caller has them; on PostgreSQL every process's listener
     gets them too, through the ``NOTIFY`` sent here.
     """
-    rows = RunEvent.objects.bulk_create(
-        [RunEvent(run_id=run.pk, type=kind, data=data) for kind, data in items]
-    )
+    rows = insert_rows([RunEvent(run_id=run.pk, type=kind, data=data) for kind, data in items])
     if not rows:
         return rows
     if any(row.id is None for row in rows):

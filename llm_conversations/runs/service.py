@@ -17,13 +17,14 @@ from functools import partial
 from typing import Any, Unpack
 
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from llm_conversations import telemetry
 from llm_conversations.background import enqueue, task
 from llm_conversations.conf import BusyStrategy, conf
 from llm_conversations.conversations.history import ConversationRef, conversation_pk, load_history
-from llm_conversations.conversations.locks import active_run_id, lock_conversation
+from llm_conversations.conversations.locks import count_in
 from llm_conversations.conversations.store import append_locked, check_storable
 from llm_conversations.core.messages import ChatMessage, InvalidMessage, MessageInput, Role
 from llm_conversations.core.parameters import RunParameterInput, RunParameters
@@ -420,14 +421,18 @@ def _store_start(
                 # The active run's lock before the conversation's: the loop's order.
                 replaced = busy.replace_active(conversation_id, when_busy)
             # Under the conversation's lock, an active run is seen before the
-            # insert: concurrent starts queue here, not on the index.
-            count = lock_conversation(conversation_id)
-            active = active_run_id(conversation_id)
+            # insert: concurrent starts queue here, not on the index. The lock
+            # counts the user turn in.
+            count, active = count_in(conversation_id, 1)
             now = timezone.now()
             run.pk, run.replaced = uuid.uuid4(), replaced
             if active is not None:
                 if when_busy != "enqueue":
                     raise ConversationBusy()
+                # Its turn is stored when its run's turn comes.
+                Conversation.objects.filter(pk=conversation_id).update(
+                    message_count=F("message_count") - 1
+                )
                 check_storable(conversation_id, user_turn)
                 run.status = RunStatus.WAITING
                 run.waits_for_id = waiting_runs.last_in_line(conversation_id, active)
@@ -454,6 +459,7 @@ def _store_start(
                 run=run,
                 metadata=metadata,
                 history=None if known is None else known[0],
+                counted=True,
             )
             if known is not None:
                 history, hidden = known

@@ -72,6 +72,9 @@ def queue_oldest(
     waiting = Run.objects.filter(
         conversation_id=conversation_id, status=RunStatus.WAITING
     ).order_by("created_at", "pk")
+    # Mostly none waits: that is asked with the narrowest read, the run read after.
+    if not waiting.values_list("pk").exists():
+        return None
     while (run := waiting.first()) is not None:
         now = timezone.now()
         turn = run.waiting_turn

@@ -13,6 +13,7 @@ receiver. A failure here is logged and never reaches the run.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
@@ -112,12 +113,7 @@ def _wants(entry: Mapping[str, Any], event: str) -> bool:
 def queue_event(run: Run, event: WebhookEvent) -> list[WebhookDelivery]:
     """Write the deliveries of one event and schedule their sending, after commit."""
     configured = [name for name, entry in conf.WEBHOOKS.items() if _wants(entry, event.value)]
-    owner_id = Conversation.objects.filter(pk=run.conversation_id).values("owner_id")
-    owned = [
-        endpoint.pk
-        for endpoint in WebhookEndpoint.objects.filter(owner_id__in=owner_id, is_active=True)
-        if endpoint.wants(event.value)
-    ]
+    owned = _owned_endpoints(run, event.value)
     if not configured and not owned:
         return []
     payload = event_payload(run, event)
@@ -137,6 +133,23 @@ def queue_event(run: Run, event: WebhookEvent) -> list[WebhookDelivery]:
     for row in created:
         transaction.on_commit(partial(enqueue_delivery, str(row.pk)))
     return created
+
+
+def _owned_endpoints(run: Run, event: str) -> list[uuid.UUID]:
+    """The ids of the active endpoints of the run's owner that receive ``event``."""
+    if Run.conversation.is_cached(run):  # the conversation its start found
+        owner_id = run.conversation.owner_id
+        if owner_id is None:
+            return []
+        endpoints = WebhookEndpoint.objects.filter(owner_id=owner_id, is_active=True)
+    else:
+        owner = Conversation.objects.filter(pk=run.conversation_id).values("owner_id")
+        endpoints = WebhookEndpoint.objects.filter(owner_id__in=owner, is_active=True)
+    return [
+        pk
+        for pk, events in endpoints.values_list("pk", "events")
+        if WebhookEndpoint.receives(events, event)
+    ]
 
 
 def _on_event(run: Run) -> None:

@@ -23,15 +23,15 @@ from .server import Exchange, FakeProvider
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# The conversation (1); the start (6: the lock, the active run, the run, the
-# user turn, the count, run.running; an empty conversation has no history to
-# read); the call's turn (4: the run counts it, the conversation's count, the
+# The conversation (1); the start (5: the lock, which counts the user turn in,
+# and the active run read after it; the run, the user turn, run.running; an
+# empty conversation has no history to read); the call's turn (4: the run counts it, the conversation's count, the
 # turn, its events); its result (3: the count, conditional on the run's lease,
 # the turn, its event); the answer (5: the run counts it and ends, the count, the
 # turn, its events, the run waiting behind); the run's webhooks (1).
 # (The client is authenticated without a query; a tool without a context reads
 # nothing.)
-STATEMENTS = 20
+STATEMENTS = 19
 COMMITS = 4
 
 
