@@ -7,10 +7,8 @@
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -21,6 +19,13 @@ from django.utils.module_loading import import_string
 from llm_conversations.conf import conf
 from llm_conversations.core.fitting import ContextStrategy
 from llm_conversations.core.model_info import DEFAULT_MODEL_INFO, model_info_problems
+from llm_conversations.core.settings_rules import (
+    EntryProblem,
+    is_finite_non_negative_number,
+    is_finite_positive_number,
+    is_non_negative_integer,
+    is_positive_integer,
+)
 
 from .anthropic import AnthropicProvider
 from .base import (
@@ -42,7 +47,6 @@ __all__ = [
     "BACKENDS",
     "ENTRY_KEYS",
     "HOSTED_BACKENDS",
-    "EntryProblem",
     "backend_class",
     "build_provider",
     "circuit_breaker",
@@ -50,7 +54,6 @@ __all__ = [
     "fallback_chain",
     "fallback_problems",
     "get_provider",
-    "is_non_negative_integer",
     "provider_entry_problems",
 ]
 
@@ -105,39 +108,6 @@ def backend_class(backend: object) -> type[Provider]:
     if not (isinstance(cls, type) and issubclass(cls, Provider)):
         raise ImproperlyConfigured(f"Provider BACKEND {backend!r} is not a Provider subclass.")
     return cls
-
-
-@dataclass(frozen=True)
-class EntryProblem:
-    """One problem of a ``PROVIDERS`` entry, with the system check id that reports it."""
-
-    id: str
-    """``llm_conversations.E0NN`` for an error, ``llm_conversations.W0NN`` for a warning."""
-    message: str
-    hint: str | None = None
-
-    @property
-    def is_error(self) -> bool:
-        """Whether the entry cannot be built; a warning only shows in ``manage.py check``."""
-        return self.id.rpartition(".")[2].startswith("E")
-
-
-def _is_positive_number(value: object) -> bool:
-    # bool is an int subclass, but TIMEOUT=True is a mistake, not one second.
-    return not isinstance(value, bool) and isinstance(value, int | float) and value > 0
-
-
-def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
-
-
-def _is_non_negative_number(value: object) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int | float) and value >= 0
-
-
-def is_non_negative_integer(value: object) -> bool:
-    """A count that may be zero (``True`` is a mistake here, not 1)."""
-    return not isinstance(value, bool) and isinstance(value, int) and value >= 0
 
 
 def _context_problems(entry: Mapping[str, Any], where: str) -> list[EntryProblem]:
@@ -226,10 +196,9 @@ def provider_entry_problems(entry: object, name: str | None = None) -> list[Entr
                 hint=f"Known keys: {', '.join(sorted(ENTRY_KEYS))}.",
             )
         )
-    # An absent key takes the Provider default, which is valid. NaN and
-    # infinity compare false with 0 or are not finite: neither is a duration.
+    # An absent key takes the Provider default, which is valid.
     for key in ("TIMEOUT", "CONNECT_TIMEOUT"):
-        if key in entry and not (_is_positive_number(entry[key]) and _finite(entry[key])):
+        if key in entry and not is_finite_positive_number(entry[key]):
             problems.append(
                 EntryProblem(
                     "llm_conversations.E017",
@@ -244,9 +213,7 @@ def provider_entry_problems(entry: object, name: str | None = None) -> list[Entr
                 f"got {entry['MAX_RETRIES']!r}.",
             )
         )
-    if "MAX_RETRY_AFTER" in entry and not (
-        _is_non_negative_number(entry["MAX_RETRY_AFTER"]) and _finite(entry["MAX_RETRY_AFTER"])
-    ):
+    if "MAX_RETRY_AFTER" in entry and not is_finite_non_negative_number(entry["MAX_RETRY_AFTER"]):
         problems.append(
             EntryProblem(
                 "llm_conversations.E017",
@@ -337,9 +304,7 @@ def _breaker_settings(value: object) -> BreakerSettings | None:
     if not isinstance(value, Mapping) or set(value) != BREAKER_KEYS:
         return None
     failures, reset_after = value["FAILURES"], value["RESET_AFTER"]
-    if not (is_non_negative_integer(failures) and failures > 0):
-        return None
-    if not (_is_positive_number(reset_after) and _finite(reset_after)):
+    if not (is_positive_integer(failures) and is_finite_positive_number(reset_after)):
         return None
     return BreakerSettings(failures=failures, reset_after=float(reset_after))
 

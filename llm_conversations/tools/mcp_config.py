@@ -14,7 +14,6 @@ connection is made.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Mapping
@@ -26,8 +25,8 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 
 from llm_conversations.conf import conf
+from llm_conversations.core.settings_rules import EntryProblem, is_finite_positive_number
 from llm_conversations.exceptions import LLMConversationsError
-from llm_conversations.providers.registry import EntryProblem
 
 __all__ = [
     "ENTRY_KEYS",
@@ -148,16 +147,6 @@ def missing_variables(names: Mapping[str, str]) -> list[str]:
     return [v for v in names.values() if isinstance(v, str) and v not in os.environ]
 
 
-def _is_duration(value: object) -> bool:
-    # bool is an int subclass, but True is a mistake here, not one second.
-    return (
-        not isinstance(value, bool)
-        and isinstance(value, int | float)
-        and value > 0
-        and math.isfinite(value)
-    )
-
-
 def _is_names(value: object) -> bool:
     # A value that is no variable name (a token pasted in) is refused without being echoed.
     return isinstance(value, Mapping) and all(
@@ -180,7 +169,7 @@ def _option_problems(options: Mapping[Any, Any], where: str) -> list[EntryProble
                     f"{where}[{key!r}] must be True or False; got {options[key]!r}.",
                 )
             )
-    if "TIMEOUT" in options and not _is_duration(options["TIMEOUT"]):
+    if "TIMEOUT" in options and not is_finite_positive_number(options["TIMEOUT"]):
         problems.append(
             EntryProblem(
                 "llm_conversations.E033",
