@@ -18,7 +18,7 @@ from typing import IO, Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from llm_conversations.conversations.export import (
+from llm_conversations.conversations.transfer.export import (
     CHUNK_SIZE,
     Attachments,
     FeedbackFilter,

@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from llm_conversations.conversations.import_formats.openai_messages import content_parts
-from llm_conversations.conversations.import_formats.records import (
+from llm_conversations.conversations.transfer.import_formats.openai_messages import content_parts
+from llm_conversations.conversations.transfer.import_formats.records import (
     ForeignConversation,
     Transcript,
     mapping,

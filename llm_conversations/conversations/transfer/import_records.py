@@ -4,7 +4,7 @@
 row's field rules (``clean_fields()``, ``Message.clean()``), the rating rules
 (``conversations/feedback.check_rating``) and that messages point to runs of
 their own conversation, and builds the unsaved rows; the importer
-(``conversations/importing.py``) stores them through the store. Owners and
+(``conversations/transfer/importing.py``) stores them through the store. Owners and
 raters are found by username. A run exported unfinished (queued, running,
 waiting) is read as cancelled, ``imported_unfinished``, and the calls it left
 open get the results a cancel gives (:func:`answered_unfinished`).
@@ -19,10 +19,11 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
-from llm_conversations.conversations.export import FORMAT, FORMAT_VERSION
 from llm_conversations.conversations.feedback import check_rating
-from llm_conversations.conversations.import_attachments import InlineFile, inline_file
-from llm_conversations.conversations.import_shapes import (
+from llm_conversations.conversations.lifecycle import tool_groups
+from llm_conversations.conversations.transfer.export import FORMAT, FORMAT_VERSION
+from llm_conversations.conversations.transfer.import_attachments import InlineFile, inline_file
+from llm_conversations.conversations.transfer.import_shapes import (
     CONVERSATION_KEYS,
     FEEDBACK_KEYS,
     MESSAGE_KEYS,
@@ -44,7 +45,6 @@ from llm_conversations.conversations.import_shapes import (
     uuid_value,
     within,
 )
-from llm_conversations.conversations.lifecycle import tool_groups
 from llm_conversations.conversations.unanswered import unanswered_results
 from llm_conversations.core.messages import ChatMessage, unanswered_tool_call_ids
 from llm_conversations.core.tool_specs import ToolSpec

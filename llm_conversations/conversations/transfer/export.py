@@ -11,7 +11,7 @@ never with the rows.
   (``ChatMessage.to_wire()``, tool calls included) up to the last final answer,
   and the tools the conversation's runs offered (``ToolSpec.to_wire()``).
 - :func:`full_records`: every stored field (see :data:`FORMAT` and
-  docs/data.md), read back by :mod:`llm_conversations.conversations.importing`.
+  docs/data.md), read back by :mod:`llm_conversations.conversations.transfer.importing`.
 """
 
 from __future__ import annotations

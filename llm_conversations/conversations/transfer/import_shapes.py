@@ -1,7 +1,7 @@
 """The shape of a line of the full-fidelity export form, and reading its values.
 
 Each reader checks one value and raises :class:`InvalidImport` naming its
-field (``messages[3].created_at``); :mod:`llm_conversations.conversations.importing`
+field (``messages[3].created_at``); :mod:`llm_conversations.conversations.transfer.importing`
 builds rows from what they return.
 """
 

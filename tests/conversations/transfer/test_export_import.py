@@ -17,16 +17,16 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from llm_conversations.conversations import append_messages, create_conversation
-from llm_conversations.conversations.export import (
+from llm_conversations.conversations.feedback import rate_message
+from llm_conversations.conversations.lifecycle import hide_message
+from llm_conversations.conversations.transfer.export import (
     FORMAT,
     FeedbackFilter,
     FinetuneExport,
     full_records,
     select_conversations,
 )
-from llm_conversations.conversations.feedback import rate_message
-from llm_conversations.conversations.importing import Importer
-from llm_conversations.conversations.lifecycle import hide_message
+from llm_conversations.conversations.transfer.importing import Importer
 from llm_conversations.core.messages import ChatMessage, Reasoning, ReasoningKind
 from llm_conversations.exceptions import LLMConversationsError
 from llm_conversations.models import Conversation, Feedback, Message, Rating, Run, RunStatus
