@@ -16,6 +16,7 @@ integer always is.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypeGuard
 
@@ -27,6 +28,7 @@ __all__ = [
     "is_optional_finite_positive_number",
     "is_optional_positive_integer",
     "is_positive_integer",
+    "unknown_key_problems",
 ]
 
 
@@ -43,6 +45,20 @@ class EntryProblem:
     def is_error(self) -> bool:
         """Whether the entry cannot be used; a warning only shows in ``manage.py check``."""
         return self.id.rpartition(".")[2].startswith("E")
+
+
+def unknown_key_problems(
+    entry: Mapping[object, object], known: frozenset[str], where: str, check_id: str
+) -> list[EntryProblem]:
+    """One ``check_id`` problem per key of ``entry`` not among ``known``, in key order."""
+    return [
+        EntryProblem(
+            check_id,
+            f"{where} has an unknown key {key!r}.",
+            hint=f"Known keys: {', '.join(sorted(known))}.",
+        )
+        for key in sorted(set(entry) - known, key=str)
+    ]
 
 
 def is_positive_integer(value: object) -> bool:

@@ -25,7 +25,11 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 
 from llm_conversations.conf import conf
-from llm_conversations.core.settings_rules import EntryProblem, is_finite_positive_number
+from llm_conversations.core.settings_rules import (
+    EntryProblem,
+    is_finite_positive_number,
+    unknown_key_problems,
+)
 from llm_conversations.exceptions import LLMConversationsError
 
 __all__ = [
@@ -180,19 +184,6 @@ def _option_problems(options: Mapping[Any, Any], where: str) -> list[EntryProble
     return problems
 
 
-def _unknown_keys(
-    options: Mapping[Any, Any], known: frozenset[str], where: str
-) -> list[EntryProblem]:
-    return [
-        EntryProblem(
-            "llm_conversations.E032",
-            f"{where} has an unknown key {key!r}.",
-            hint=f"Known keys: {', '.join(sorted(known))}.",
-        )
-        for key in sorted(set(options) - known, key=str)
-    ]
-
-
 def _transport_problems(entry: Mapping[Any, Any], where: str) -> list[EntryProblem]:
     command, url = entry.get("COMMAND"), entry.get("URL")
     if (command is None) == (url is None):
@@ -244,7 +235,8 @@ def _tools_problems(entry: Mapping[Any, Any], where: str) -> list[EntryProblem]:
         return problems
     for tool, options in tools.items():
         inner = f"{where}['TOOLS'][{tool!r}]"
-        problems += _unknown_keys(options, TOOL_KEYS, inner) + _option_problems(options, inner)
+        problems += unknown_key_problems(options, TOOL_KEYS, inner, "llm_conversations.E032")
+        problems += _option_problems(options, inner)
     return problems
 
 
@@ -271,7 +263,7 @@ def mcp_server_problems(
     if not isinstance(entry, Mapping):
         return [EntryProblem("llm_conversations.E030", f"{where} must be a dict.")]
     problems = _transport_problems(entry, where)
-    problems += _unknown_keys(entry, ENTRY_KEYS, where)
+    problems += unknown_key_problems(entry, ENTRY_KEYS, where, "llm_conversations.E032")
     problems += _option_problems(entry, where) + _tools_problems(entry, where)
     if not isinstance(entry.get("OFFER_BY_DEFAULT", False), bool):
         problems.append(

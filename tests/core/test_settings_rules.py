@@ -15,6 +15,7 @@ from llm_conversations.core.settings_rules import (
     is_optional_finite_positive_number,
     is_optional_positive_integer,
     is_positive_integer,
+    unknown_key_problems,
 )
 
 INF = float("inf")
@@ -68,3 +69,16 @@ def test_an_entry_problem_is_an_error_by_its_id(check_id: str, is_error: bool) -
     problem = EntryProblem(check_id, "A provider entry must be a dict.")
     assert problem.is_error is is_error
     assert problem.hint is None
+
+
+def test_unknown_keys_are_one_problem_each_in_key_order() -> None:
+    entry = {"MODEL": "m", "ZETA": 1, 3: "x", "ALPHA": 2}
+    problems = unknown_key_problems(entry, frozenset({"MODEL", "BACKEND"}), "An entry", "app.E016")
+    assert [p.message for p in problems] == [
+        "An entry has an unknown key 3.",
+        "An entry has an unknown key 'ALPHA'.",
+        "An entry has an unknown key 'ZETA'.",
+    ]
+    assert {p.hint for p in problems} == {"Known keys: BACKEND, MODEL."}
+    assert {p.id for p in problems} == {"app.E016"}
+    assert unknown_key_problems({"MODEL": "m"}, frozenset({"MODEL"}), "An entry", "app.E016") == []
