@@ -29,13 +29,13 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 from llm_conversations.conversations.transfer.import_formats import ForeignFormat
+from llm_conversations.conversations.transfer.import_formats.foreign_conversations import (
+    ForeignConversation,
+    Transcript,
+)
 from llm_conversations.conversations.transfer.import_formats.langchain import (
     REASONING_PROVIDER,
     read_message,
-)
-from llm_conversations.conversations.transfer.import_formats.records import (
-    ForeignConversation,
-    Transcript,
 )
 from llm_conversations.conversations.transfer.importing import Imported, Importer
 from llm_conversations.exceptions import InvalidImport

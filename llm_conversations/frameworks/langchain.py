@@ -39,11 +39,11 @@ from llm_conversations.conversations.transfer.import_attachments import (
     discard_files,
     store_attachments,
 )
+from llm_conversations.conversations.transfer.import_formats.foreign_conversations import Transcript
 from llm_conversations.conversations.transfer.import_formats.langchain import (
     REASONING_PROVIDER,
     read_message,
 )
-from llm_conversations.conversations.transfer.import_formats.records import Transcript
 from llm_conversations.core.messages import ChatMessage, InvalidMessage, Role
 from llm_conversations.core.reasoning import ReasoningKind
 from llm_conversations.frameworks.sessions import SessionConversation

@@ -33,7 +33,7 @@ from llm_conversations.conversations.transfer.import_shapes import (
     READ_VERSIONS,
     RUN_KEYS,
     check_attachment_list,
-    check_storable,
+    check_storable_value,
     clean_row,
     decimal_value,
     invalid,
@@ -118,7 +118,7 @@ class RecordReader:
             forked_from_id=self._fork_source(record["forked_from"]),
             forked_at_position=record["forked_at_position"],
         )
-        check_storable({"title": record["title"], "metadata": record["metadata"]}, "")
+        check_storable_value({"title": record["title"], "metadata": record["metadata"]}, "")
         clean_row(conversation, "", ["owner", "id", "forked_from"])
         runs = [
             self._run(item, f"runs[{i}]", conversation_id)
@@ -164,7 +164,7 @@ class RecordReader:
 
     def _run(self, value: Any, field: str, conversation_id: uuid.UUID) -> Run:
         data = object_value(value, field, RUN_KEYS)
-        check_storable(dict(data), field)
+        check_storable_value(dict(data), field)
         run = Run(
             id=uuid_value(data["id"], f"{field}.id"),
             conversation_id=conversation_id,

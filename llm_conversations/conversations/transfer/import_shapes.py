@@ -31,7 +31,7 @@ __all__ = [
     "RUN_KEYS",
     "USAGE_KEYS",
     "check_attachment_list",
-    "check_storable",
+    "check_storable_value",
     "clean_row",
     "decimal_value",
     "invalid",
@@ -218,7 +218,7 @@ def clean_row(row: Any, field: str, exclude: list[str]) -> None:
         raise invalid(where, f"is invalid: {' '.join(errors)}") from None
 
 
-def check_storable(value: Any, field: str) -> None:
+def check_storable_value(value: Any, field: str) -> None:
     """Refuse text and JSON no supported database stores (:func:`json_problem`)."""
     problem = json_problem(value, field)
     if problem is not None:

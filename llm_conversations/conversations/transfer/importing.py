@@ -51,7 +51,7 @@ from llm_conversations.conversations.transfer.import_formats import (
 )
 from llm_conversations.conversations.transfer.import_reading import ImportFile, Source
 from llm_conversations.conversations.transfer.import_records import Items, RecordReader
-from llm_conversations.conversations.transfer.import_shapes import check_storable
+from llm_conversations.conversations.transfer.import_shapes import check_storable_value
 from llm_conversations.exceptions import InvalidImport, LLMConversationsError
 from llm_conversations.models import Conversation, Feedback, Message, Run, TitleSource
 from llm_conversations.users import User
@@ -270,7 +270,7 @@ class Importer:
             )
         title = " ".join(read.title.split())[:_TITLE_CHARS]
         metadata = {"imported_from": {"format": fmt.name, "id": read.source_id, **read.details}}
-        check_storable({"title": title, "metadata": metadata}, "")
+        check_storable_value({"title": title, "metadata": metadata}, "")
         conversation = Conversation(
             id=conversation_id,
             owner=owner or self.default_owner,

@@ -21,7 +21,7 @@ from llm_conversations.conversations.feedback import rate_message
 from llm_conversations.conversations.lifecycle import hide_message
 from llm_conversations.conversations.transfer.export import (
     FORMAT,
-    FeedbackFilter,
+    FeedbackSelection,
     FinetuneExport,
     full_records,
     select_conversations,
@@ -514,4 +514,6 @@ class TestUserData:
         assert Feedback.objects.count() == 2
 
     def test_filters_compose(self, corpus: list[Conversation], alice: Any) -> None:
-        assert select_conversations(owners=[alice], feedback=FeedbackFilter.NEGATIVE).count() == 0
+        assert (
+            select_conversations(owners=[alice], feedback=FeedbackSelection.NEGATIVE).count() == 0
+        )

@@ -2,7 +2,7 @@
 
 Each module names its format (``NAME``), splits a parsed file into its
 conversations (``split``), says whether a file looks like it (``detect``) and
-reads one conversation into a :class:`~.records.ForeignConversation`
+reads one conversation into a :class:`~.foreign_conversations.ForeignConversation`
 (``parse``). :class:`ForeignFile` gives the importer the conversations of the
 records ``conversations/transfer/import_reading.py`` reads, a file's top-level array an
 item at a time; the importer (``conversations/transfer/importing.py``) stores them
@@ -25,7 +25,7 @@ from llm_conversations.conversations.transfer.import_formats import (
     langchain,
     openai_messages,
 )
-from llm_conversations.conversations.transfer.import_formats.records import (
+from llm_conversations.conversations.transfer.import_formats.foreign_conversations import (
     ForeignConversation,
     ForeignMessage,
     LeftOut,
