@@ -32,13 +32,13 @@ from django.contrib.auth.models import User
 from django.db import connection, connections
 from django.test.utils import setup_test_environment
 
-from llm_conversations.conversations.export import (
+from llm_conversations.conversations.transfer.export import (
     FinetuneExport,
     full_records,
     select_conversations,
     write_lines,
 )
-from llm_conversations.conversations.importing import Importer
+from llm_conversations.conversations.transfer.importing import Importer
 from llm_conversations.core.messages import ChatMessage
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.models import Conversation, Feedback, Message, Run

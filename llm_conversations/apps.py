@@ -16,9 +16,10 @@ class LLMConversationsConfig(AppConfig):
         from llm_conversations import checks
         from llm_conversations.conversations import after_response, titles
         from llm_conversations.conversations.attachments import delete_file_on_commit
-        from llm_conversations.models import Attachment
-        from llm_conversations.runs import webhooks
-        from llm_conversations.signals import run_finished, run_requires_action
+        from llm_conversations.models import Attachment, Run
+        from llm_conversations.runs.service import enqueue_waited
+        from llm_conversations.runs.webhooks import outbox
+        from llm_conversations.signals import run_finished, run_requires_action, waiting_run_queued
 
         # Tagged, so that `manage.py check --tag llm_conversations` runs them alone.
         for check in (
@@ -45,9 +46,13 @@ class LLMConversationsConfig(AppConfig):
         )
         run_finished.connect(titles.on_run_finished, dispatch_uid="llm_conversations.titles")
         # Webhooks of runs that end or pause (docs/webhooks.md).
-        run_finished.connect(webhooks.on_run_finished, dispatch_uid="llm_conversations.webhooks")
+        run_finished.connect(outbox.on_run_finished, dispatch_uid="llm_conversations.webhooks")
         run_requires_action.connect(
-            webhooks.on_run_requires_action, dispatch_uid="llm_conversations.webhooks.action"
+            outbox.on_run_requires_action, dispatch_uid="llm_conversations.webhooks.action"
+        )
+        # A run that waited behind the conversation's active run goes to a task worker.
+        waiting_run_queued.connect(
+            enqueue_waited, sender=Run, dispatch_uid="llm_conversations.enqueue_waited"
         )
         # An attachment's file goes with its row, however the row goes.
         post_delete.connect(

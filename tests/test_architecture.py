@@ -48,6 +48,12 @@ def test_the_package_keeps_every_contract() -> None:
             "from llm_conversations.runs import service",
             "llm_conversations.conversations is not allowed to import llm_conversations.runs",
         ),
+        # The tools and the providers side by side: neither imports the other.
+        (
+            "tools/mcp_config.py",
+            "from llm_conversations.providers import registry",
+            "llm_conversations.tools is not allowed to import llm_conversations.providers",
+        ),
         # The pure core importing Django.
         (
             "core/messages.py",

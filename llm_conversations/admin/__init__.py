@@ -11,7 +11,9 @@ from llm_conversations.admin.attachments import AttachmentAdmin
 from llm_conversations.admin.conversations import ConversationAdmin, status_badge
 from llm_conversations.admin.decisions import ToolDecisionAdmin
 from llm_conversations.admin.feedback import FeedbackAdmin
-from llm_conversations.admin.history import HistoryAdmin, MessageAdmin, RunAdmin
+from llm_conversations.admin.messages import MessageAdmin
+from llm_conversations.admin.read_only import ReadOnlyAdmin
+from llm_conversations.admin.runs import RunAdmin
 from llm_conversations.admin.shares import ShareLinkAdmin
 from llm_conversations.admin.transcript import (
     RunSummary,
@@ -48,9 +50,9 @@ __all__ = [
     "AttachmentAdmin",
     "ConversationAdmin",
     "FeedbackAdmin",
-    "HistoryAdmin",
     "MessageAdmin",
     "PendingCall",
+    "ReadOnlyAdmin",
     "RunAdmin",
     "RunSummary",
     "ShareLinkAdmin",

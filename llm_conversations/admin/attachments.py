@@ -15,7 +15,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 
-from llm_conversations.admin.history import HistoryAdmin
+from llm_conversations.admin.read_only import ReadOnlyAdmin
 from llm_conversations.admin.transcript import attachment_content_url
 from llm_conversations.conversations.attachments import file_response
 from llm_conversations.models import Attachment
@@ -23,7 +23,7 @@ from llm_conversations.models import Attachment
 __all__ = ["AttachmentAdmin"]
 
 
-class AttachmentAdmin(HistoryAdmin):
+class AttachmentAdmin(ReadOnlyAdmin):
     """Uploaded attachments, read-only, with a preview."""
 
     list_display = ["__str__", "mime_type", "size", "owner", "created_at"]

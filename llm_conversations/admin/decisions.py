@@ -5,13 +5,13 @@ from __future__ import annotations
 from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 
-from llm_conversations.admin.history import HistoryAdmin
+from llm_conversations.admin.read_only import ReadOnlyAdmin
 from llm_conversations.models import ToolDecision
 
 __all__ = ["ToolDecisionAdmin"]
 
 
-class ToolDecisionAdmin(HistoryAdmin):
+class ToolDecisionAdmin(ReadOnlyAdmin):
     """Who approved or denied which call, when and why; filterable, never editable."""
 
     list_display = (

@@ -11,13 +11,13 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 
-from llm_conversations.admin.history import HistoryAdmin
+from llm_conversations.admin.read_only import ReadOnlyAdmin
 from llm_conversations.models import Feedback
 
 __all__ = ["FeedbackAdmin"]
 
 
-class FeedbackAdmin(HistoryAdmin):
+class FeedbackAdmin(ReadOnlyAdmin):
     """Users' ratings of assistant turns, read-only, filterable by rating and date.
 
     Each row links the rated message's conversation, whose transcript shows the

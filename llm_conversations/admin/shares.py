@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
-from llm_conversations.admin.history import HistoryAdmin
+from llm_conversations.admin.read_only import ReadOnlyAdmin
 from llm_conversations.conversations.sharing import revoke_shares
 from llm_conversations.models import ShareLink
 
@@ -22,7 +22,7 @@ __all__ = ["ShareLinkAdmin"]
 HASH_SHOWN = 12
 
 
-class ShareLinkAdmin(HistoryAdmin):
+class ShareLinkAdmin(ReadOnlyAdmin):
     """Links to conversation snapshots: who made them, what they show, whether they work."""
 
     list_display = (

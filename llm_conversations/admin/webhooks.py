@@ -10,13 +10,13 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext_lazy as _
 
-from llm_conversations.admin.history import HistoryAdmin
+from llm_conversations.admin.read_only import ReadOnlyAdmin
 from llm_conversations.models import WebhookDelivery, WebhookEndpoint
 
 __all__ = ["WebhookDeliveryAdmin", "WebhookEndpointAdmin"]
 
 
-class WebhookEndpointAdmin(HistoryAdmin):
+class WebhookEndpointAdmin(ReadOnlyAdmin):
     """Owners' webhook endpoints: URL, events, whether active; the secret as "set" only."""
 
     list_display = ("url", "owner", "events_label", "is_active", "secret_set", "created_at")
@@ -45,7 +45,7 @@ class WebhookEndpointAdmin(HistoryAdmin):
         return bool(obj.secret)
 
 
-class WebhookDeliveryAdmin(HistoryAdmin):
+class WebhookDeliveryAdmin(ReadOnlyAdmin):
     """Each event sent to each endpoint, with its attempts and last outcome."""
 
     list_display = (

@@ -1,7 +1,7 @@
 """OpenAPI descriptions that serializers cannot express on their own.
 
 Limits are not declared here: each is a validator of the field it bounds
-(:class:`~llm_conversations.api.serializers.common.Limit`), which drf-spectacular
+(:class:`~llm_conversations.api.serializers.common.SizeLimit`), which drf-spectacular
 states by itself on fields of one JSON type. The extensions below describe
 fields of more than one type (one message or a list, text or an object, any
 JSON value), reading the field's own limit (:func:`declared_limit`) for the

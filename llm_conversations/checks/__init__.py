@@ -43,7 +43,7 @@ for what it checks (the kinds of value they share are in ``values``):
   integer.
 - :func:`check_webhooks` (``webhooks``): E080 ``WEBHOOKS`` not a dict of endpoints, or an
   endpoint breaking the rules of
-  :func:`llm_conversations.runs.webhooks.endpoint_problems` (the secret is never
+  :func:`llm_conversations.runs.webhooks.endpoints.endpoint_problems` (the secret is never
   quoted), E081 ``WEBHOOK_ALLOWED_HOSTS`` neither ``None`` nor a list of host names.
 - :func:`check_share_links` (``conversations``): E090 ``SHARE_RATE`` neither ``None`` nor a DRF rate.
 - :func:`check_trash` (``conversations``): E091 ``TRASH_RETENTION_DAYS`` neither ``None`` nor a

@@ -7,14 +7,13 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Error
 
-from llm_conversations.checks.values import (
-    is_optional_positive_integer,
-    is_positive_integer,
-    rate_errors,
-    setting_errors,
-)
+from llm_conversations.checks.values import rate_errors, setting_errors
 from llm_conversations.conf import raw_setting
 from llm_conversations.core.content_parts import SUPPORTED_TYPES
+from llm_conversations.core.settings_rules import (
+    is_optional_positive_integer,
+    is_positive_integer,
+)
 
 __all__ = ["check_attachments", "check_share_links", "check_trash"]
 

@@ -8,13 +8,10 @@ from typing import Any
 from django.core.checks import CheckMessage, Error
 from django.utils.module_loading import import_string
 
-from llm_conversations.checks.values import (
-    is_optional_positive_integer,
-    rate_errors,
-    setting_errors,
-)
+from llm_conversations.checks.values import rate_errors, setting_errors
 from llm_conversations.conf import BUSY_STRATEGIES, raw_setting
 from llm_conversations.core.limits import limit_problems
+from llm_conversations.core.settings_rules import is_optional_positive_integer
 
 __all__ = ["POLICY_METHODS", "check_run_limits"]
 

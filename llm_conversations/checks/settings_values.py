@@ -9,14 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error
 
-from llm_conversations.checks.values import (
-    is_optional_duration,
-    is_optional_positive_integer,
-    is_positive_integer,
-    is_positive_number,
-    setting_errors,
-    wrong_type,
-)
+from llm_conversations.checks.values import setting_errors, wrong_type
 from llm_conversations.conf import (
     BOOLEANS,
     DEFAULTS,
@@ -27,7 +20,13 @@ from llm_conversations.conf import (
     POSITIVE_INTEGERS,
     raw_setting,
 )
-from llm_conversations.providers.registry import is_non_negative_integer
+from llm_conversations.core.settings_rules import (
+    is_finite_positive_number,
+    is_non_negative_integer,
+    is_optional_finite_positive_number,
+    is_optional_positive_integer,
+    is_positive_integer,
+)
 
 __all__ = ["check_settings"]
 
@@ -52,11 +51,16 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         (POSITIVE_INTEGERS, is_positive_integer, "a positive integer", "llm_conversations.E003"),
         (
             OPTIONAL_DURATIONS,
-            is_optional_duration,
+            is_optional_finite_positive_number,
             "a positive number of seconds or None",
             "llm_conversations.E005",
         ),
-        (DURATIONS, is_positive_number, "a positive number of seconds", "llm_conversations.E005"),
+        (
+            DURATIONS,
+            is_finite_positive_number,
+            "a positive number of seconds",
+            "llm_conversations.E005",
+        ),
         (
             NON_NEGATIVE_INTEGERS,
             is_non_negative_integer,

@@ -1,5 +1,6 @@
-"""What the checks of every module share: the kinds of value a setting may hold,
-and the messages for a value of the wrong kind."""
+"""What the checks of every module share: the messages for a value of the wrong
+kind, DRF rates, and problems of an entry as check messages. The kinds of value a
+setting may hold are :mod:`llm_conversations.core.settings_rules`."""
 
 from __future__ import annotations
 
@@ -8,15 +9,11 @@ from collections.abc import Callable
 from django.core.checks import CheckMessage, Error, Warning
 
 from llm_conversations.conf import raw_setting
-from llm_conversations.providers.registry import EntryProblem
+from llm_conversations.core.settings_rules import EntryProblem
 
 __all__ = [
     "RATE_PERIODS",
     "as_check_message",
-    "is_optional_duration",
-    "is_optional_positive_integer",
-    "is_positive_integer",
-    "is_positive_number",
     "is_rate",
     "rate_errors",
     "setting_errors",
@@ -36,27 +33,6 @@ def wrong_type(setting: str, expected: str, value: object, check_id: str) -> lis
             id=check_id,
         )
     ]
-
-
-def is_positive_integer(value: object) -> bool:
-    """An ``int`` above zero, ``True`` excluded."""
-    # bool is an int subclass, but True is a mistake here, not 1.
-    return not isinstance(value, bool) and isinstance(value, int) and value > 0
-
-
-def is_positive_number(value: object) -> bool:
-    """An ``int`` or ``float`` above zero, ``True`` excluded."""
-    return not isinstance(value, bool) and isinstance(value, int | float) and value > 0
-
-
-def is_optional_duration(value: object) -> bool:
-    """``None`` or a positive number of seconds."""
-    return value is None or is_positive_number(value)
-
-
-def is_optional_positive_integer(value: object) -> bool:
-    """``None`` or a positive integer."""
-    return value is None or is_positive_integer(value)
 
 
 def is_rate(value: object) -> bool:

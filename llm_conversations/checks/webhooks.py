@@ -8,7 +8,7 @@ from typing import Any
 from django.core.checks import CheckMessage, Error
 
 from llm_conversations.conf import raw_setting
-from llm_conversations.runs.webhooks import endpoint_problems
+from llm_conversations.runs.webhooks.endpoints import endpoint_problems
 
 __all__ = ["check_webhooks"]
 

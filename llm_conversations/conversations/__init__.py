@@ -6,8 +6,9 @@ positions under the conversation's row lock,
 :mod:`~llm_conversations.conversations.locks`);
 :mod:`~llm_conversations.conversations.history` reads them back, and
 :mod:`~llm_conversations.conversations.copies` forks. Attachments, feedback,
-search, titles, costs, usage, export and import, retention and idempotency keys
-sit beside them. Runs (:mod:`llm_conversations.runs`) build on this layer.
+search, titles, costs, usage, retention and idempotency keys sit beside them;
+export and import are a room of their own
+(:mod:`~llm_conversations.conversations.transfer`). Runs (:mod:`llm_conversations.runs`) build on this layer.
 """
 
 from llm_conversations.conversations.history import (

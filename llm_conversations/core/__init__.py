@@ -20,7 +20,7 @@ from llm_conversations.core.messages import (
 )
 from llm_conversations.core.model_info import ModelInfo, Prices
 from llm_conversations.core.parameters import RunParameters, ToolChoice
-from llm_conversations.core.structured import ResponseFormat, Verdict
+from llm_conversations.core.structured import Judgment, ResponseFormat
 from llm_conversations.core.tool_calls import ToolCall
 from llm_conversations.core.tool_specs import ToolSpec
 
@@ -34,6 +34,7 @@ __all__ = [
     "FinishReason",
     "ImagePart",
     "InvalidMessage",
+    "Judgment",
     "Limit",
     "Limits",
     "MessageInput",
@@ -48,7 +49,6 @@ __all__ = [
     "ToolChoice",
     "ToolSpec",
     "Usage",
-    "Verdict",
     "as_chat_messages",
     "check_sequence",
     "unanswered_tool_call_ids",

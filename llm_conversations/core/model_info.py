@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
+from llm_conversations.core.settings_rules import is_positive_integer
+
 __all__ = [
     "COST_DECIMALS",
     "COST_DIGITS",
@@ -161,10 +163,6 @@ def _price(value: object) -> Decimal | None:
     return price if price.is_finite() and price >= 0 else None
 
 
-def _is_positive_integer(value: object) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int) and value > 0
-
-
 def model_info_problems(value: object, where: str) -> list[str]:
     """Every problem of one ``MODEL_INFO`` value, each a sentence naming ``where``."""
     if not isinstance(value, Mapping):
@@ -180,7 +178,7 @@ def model_info_problems(value: object, where: str) -> list[str]:
         for key in sorted(set(info) - INFO_KEYS, key=str):
             problems.append(f"{at} has an unknown key {key!r}.")
         for key in ("context_window", "max_output_tokens"):
-            if key in info and not _is_positive_integer(info[key]):
+            if key in info and not is_positive_integer(info[key]):
                 problems.append(f"{at}[{key!r}] must be a positive integer; got {info[key]!r}.")
         if "prices" in info:
             problems.extend(_price_problems(info["prices"], f"{at}['prices']"))

@@ -39,9 +39,9 @@ from llm_conversations.exceptions import ParameterError
 __all__ = [
     "REPAIR_PROMPT",
     "VALIDATION_SECONDS",
+    "Judgment",
     "ResponseFormat",
     "SchemaTimeout",
-    "Verdict",
     "describes_object",
     "errors_within",
     "json_schema_validator",
@@ -72,7 +72,7 @@ def describes_object(schema: Mapping[str, Any]) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class Judgment:
     """How an answer fares against a schema: its parsed ``value``, or the ``problem``."""
 
     value: Any = None
@@ -176,7 +176,7 @@ class ResponseFormat:
         map_subschemas(self.schema, check)
         return fits
 
-    def judge(self, text: str) -> Verdict:
+    def judge(self, text: str) -> Judgment:
         """Read ``text`` as JSON (one surrounding code fence allowed) and validate it."""
         stripped = text.strip()
         fenced = _FENCE.match(stripped)
@@ -185,23 +185,23 @@ class ResponseFormat:
         try:
             value = json.loads(stripped, parse_constant=_refuse_constant)
         except ValueError as exc:
-            return Verdict(problem=_cut(f"the answer is not valid JSON ({exc})."))
+            return Judgment(problem=_cut(f"the answer is not valid JSON ({exc})."))
         problem = json_problem(value)
         if problem is not None:
-            return Verdict(problem=_cut(f"{problem.why} cannot be stored."))
+            return Judgment(problem=_cut(f"{problem.why} cannot be stored."))
         validator = json_schema_validator(self.schema)
         try:
             error = jsonschema.exceptions.best_match(errors_within(validator, value))
         except SchemaTimeout:
-            return Verdict(
+            return Judgment(
                 problem=f"the answer could not be checked within {VALIDATION_SECONDS:g} s.",
                 timed_out=True,
             )
         if error is not None:
             where = "/".join(str(part) for part in error.absolute_path)
             at = f"at /{where}" if where else "at the top level"
-            return Verdict(problem=_cut(f"{at}: {error.message}."))
-        return Verdict(value=value)
+            return Judgment(problem=_cut(f"{at}: {error.message}."))
+        return Judgment(value=value)
 
 
 def _refuse_constant(name: str) -> Any:

@@ -26,9 +26,12 @@ from django.db import transaction
 
 from llm_conversations.conversations.attachments import load_attachment_data
 from llm_conversations.conversations.history import load_history
-from llm_conversations.conversations.import_attachments import discard_files, store_attachments
 from llm_conversations.conversations.store import append_messages
 from llm_conversations.conversations.tail import change_last_turn
+from llm_conversations.conversations.transfer.import_attachments import (
+    discard_files,
+    store_attachments,
+)
 from llm_conversations.core.messages import ChatMessage, Role
 from llm_conversations.frameworks.agents_items import (
     BACKEND,

@@ -7,9 +7,9 @@ django-ai-assistant (0.4) keeps a ``Thread`` (``name``, ``created_by``,
 project's own database, with the app installed or not, and imports each thread as
 a conversation of its creator (the same user model; ``default_owner`` when the
 creator is gone), in its own transaction, through the importer
-(:class:`~llm_conversations.conversations.importing.Importer`): the store's rules,
+(:class:`~llm_conversations.conversations.transfer.importing.Importer`): the store's rules,
 the LangChain format's reading
-(:mod:`~llm_conversations.conversations.import_formats.langchain`), what a thread
+(:mod:`~llm_conversations.conversations.transfer.import_formats.langchain`), what a thread
 left out reported in ``left_out``, a thread refused in ``problems``, and a thread
 imported before skipped with ``skip_existing``. The thread's ``assistant_id``
 is kept in the conversation's ``metadata["imported_from"]``.
@@ -28,16 +28,16 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from llm_conversations.conversations.import_formats import ForeignFormat
-from llm_conversations.conversations.import_formats.langchain import (
-    REASONING_PROVIDER,
-    read_message,
-)
-from llm_conversations.conversations.import_formats.records import (
+from llm_conversations.conversations.transfer.import_formats import ForeignFormat
+from llm_conversations.conversations.transfer.import_formats.foreign_conversations import (
     ForeignConversation,
     Transcript,
 )
-from llm_conversations.conversations.importing import Imported, Importer
+from llm_conversations.conversations.transfer.import_formats.langchain import (
+    REASONING_PROVIDER,
+    read_message,
+)
+from llm_conversations.conversations.transfer.importing import Imported, Importer
 from llm_conversations.exceptions import InvalidImport
 
 __all__ = ["FORMAT", "MESSAGES", "THREADS", "import_threads", "parse_thread"]

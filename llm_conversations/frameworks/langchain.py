@@ -3,7 +3,7 @@
 ``ConversationChatMessageHistory(session_id, owner=user)`` keeps a LangChain
 history (``RunnableWithMessageHistory``'s, an agent's) as a conversation: each
 message is read as the ``langchain`` import format reads it
-(:mod:`llm_conversations.conversations.import_formats.langchain`) and stored
+(:mod:`llm_conversations.conversations.transfer.import_formats.langchain`) and stored
 through the store's rules; what no turn keeps is refused (``InvalidMessage``
 with the import's code), never dropped. Which conversation a session id names,
 and what ``clear()`` does: :mod:`.sessions`.
@@ -34,13 +34,16 @@ from langchain_core.messages import (
 
 from llm_conversations.conversations.attachments import load_attachment_data
 from llm_conversations.conversations.history import load_turns
-from llm_conversations.conversations.import_attachments import discard_files, store_attachments
-from llm_conversations.conversations.import_formats.langchain import (
+from llm_conversations.conversations.store import Turn, append_turns
+from llm_conversations.conversations.transfer.import_attachments import (
+    discard_files,
+    store_attachments,
+)
+from llm_conversations.conversations.transfer.import_formats.foreign_conversations import Transcript
+from llm_conversations.conversations.transfer.import_formats.langchain import (
     REASONING_PROVIDER,
     read_message,
 )
-from llm_conversations.conversations.import_formats.records import Transcript
-from llm_conversations.conversations.store import Turn, append_turns
 from llm_conversations.core.messages import ChatMessage, InvalidMessage, Role
 from llm_conversations.core.reasoning import ReasoningKind
 from llm_conversations.frameworks.sessions import SessionConversation

@@ -7,10 +7,8 @@
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -21,6 +19,14 @@ from django.utils.module_loading import import_string
 from llm_conversations.conf import conf
 from llm_conversations.core.fitting import ContextStrategy
 from llm_conversations.core.model_info import DEFAULT_MODEL_INFO, model_info_problems
+from llm_conversations.core.settings_rules import (
+    EntryProblem,
+    is_finite_non_negative_number,
+    is_finite_positive_number,
+    is_non_negative_integer,
+    is_positive_integer,
+    unknown_key_problems,
+)
 
 from .anthropic import AnthropicProvider
 from .base import (
@@ -42,7 +48,6 @@ __all__ = [
     "BACKENDS",
     "ENTRY_KEYS",
     "HOSTED_BACKENDS",
-    "EntryProblem",
     "backend_class",
     "build_provider",
     "circuit_breaker",
@@ -50,7 +55,6 @@ __all__ = [
     "fallback_chain",
     "fallback_problems",
     "get_provider",
-    "is_non_negative_integer",
     "provider_entry_problems",
 ]
 
@@ -107,39 +111,6 @@ def backend_class(backend: object) -> type[Provider]:
     return cls
 
 
-@dataclass(frozen=True)
-class EntryProblem:
-    """One problem of a ``PROVIDERS`` entry, with the system check id that reports it."""
-
-    id: str
-    """``llm_conversations.E0NN`` for an error, ``llm_conversations.W0NN`` for a warning."""
-    message: str
-    hint: str | None = None
-
-    @property
-    def is_error(self) -> bool:
-        """Whether the entry cannot be built; a warning only shows in ``manage.py check``."""
-        return self.id.rpartition(".")[2].startswith("E")
-
-
-def _is_positive_number(value: object) -> bool:
-    # bool is an int subclass, but TIMEOUT=True is a mistake, not one second.
-    return not isinstance(value, bool) and isinstance(value, int | float) and value > 0
-
-
-def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
-
-
-def _is_non_negative_number(value: object) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int | float) and value >= 0
-
-
-def is_non_negative_integer(value: object) -> bool:
-    """A count that may be zero (``True`` is a mistake here, not 1)."""
-    return not isinstance(value, bool) and isinstance(value, int) and value >= 0
-
-
 def _context_problems(entry: Mapping[str, Any], where: str) -> list[EntryProblem]:
     """E041 an unknown ``CONTEXT_STRATEGY``; W041 fitting on for a model without a
     known context window (its calls are then sent whole)."""
@@ -182,16 +153,30 @@ def provider_entry_problems(entry: object, name: str | None = None) -> list[Entr
     ``name`` is the entry's key in ``PROVIDERS``, used in the messages. Ids:
     E011 not a dict, E012 unusable BACKEND, E013 no MODEL, E014 no API_KEY for
     a hosted backend, E016 unknown key, E017 bad TIMEOUT, CONNECT_TIMEOUT,
-    MAX_RETRIES or MAX_RETRY_AFTER, E018
-    OPTIONS not a dict, E048 STREAM not a boolean, E019 MODELS not a list of model names, E040 an invalid
-    MODEL_INFO, E043 FALLBACKS not a list of entry names, E045 an entry
-    naming itself a fallback, E047 an invalid CIRCUIT_BREAKER, W010 the echo
-    backend while DEBUG is off. Fallbacks naming other entries are checked by
-    :func:`fallback_problems`.
+    MAX_RETRIES or MAX_RETRY_AFTER, E018 OPTIONS not a dict, E048 STREAM not a
+    boolean, E019 MODELS not a list of model names, E040 an invalid
+    MODEL_INFO, E041 / W041 the context strategy, E043 FALLBACKS not a list
+    of entry names, E045 an entry naming itself a fallback, E047 an invalid
+    CIRCUIT_BREAKER, W010 the echo backend while DEBUG is off. Fallbacks
+    naming other entries are checked by :func:`fallback_problems`.
     """
     where = "A provider entry" if name is None else f"LLM_CONVERSATIONS['PROVIDERS'][{name!r}]"
     if not isinstance(entry, Mapping):
         return [EntryProblem("llm_conversations.E011", f"{where} must be a dict.")]
+    return [
+        *_backend_problems(entry, where),
+        *unknown_key_problems(entry, ENTRY_KEYS, where, "llm_conversations.E016"),
+        *_sending_problems(entry, where),
+        *_call_problems(entry, where),
+        *_model_info_entry_problems(entry, where),
+        *_context_problems(entry, where),
+        *_fallback_entry_problems(entry, name, where),
+        *_echo_problems(entry, where),
+    ]
+
+
+def _backend_problems(entry: Mapping[str, Any], where: str) -> list[EntryProblem]:
+    """E012 an unusable BACKEND, E013 no MODEL, E014 no API_KEY for a hosted backend."""
     problems: list[EntryProblem] = []
     backend = entry.get("BACKEND")
     try:
@@ -218,42 +203,35 @@ def provider_entry_problems(entry: object, name: str | None = None) -> list[Entr
                 hint="Read it from the environment, e.g. os.environ['OPENAI_API_KEY'].",
             )
         )
-    for key in sorted(set(entry) - ENTRY_KEYS, key=str):
-        problems.append(
-            EntryProblem(
-                "llm_conversations.E016",
-                f"{where} has an unknown key {key!r}.",
-                hint=f"Known keys: {', '.join(sorted(ENTRY_KEYS))}.",
-            )
+    return problems
+
+
+# How a provider sends its requests: each key, the kind of value it takes, and
+# that kind in words (E017).
+_SENDING_KEYS = (
+    ("TIMEOUT", is_finite_positive_number, "a positive number"),
+    ("CONNECT_TIMEOUT", is_finite_positive_number, "a positive number"),
+    ("MAX_RETRIES", is_non_negative_integer, "a non-negative integer"),
+    ("MAX_RETRY_AFTER", is_finite_non_negative_number, "a non-negative number of seconds"),
+)
+
+
+def _sending_problems(entry: Mapping[str, Any], where: str) -> list[EntryProblem]:
+    """E017 a timeout, a retry count or the longest ``Retry-After`` of the wrong kind."""
+    # An absent key takes the Provider default, which is valid.
+    return [
+        EntryProblem(
+            "llm_conversations.E017",
+            f"{where}[{key!r}] must be {expected}; got {entry[key]!r}.",
         )
-    # An absent key takes the Provider default, which is valid. NaN and
-    # infinity compare false with 0 or are not finite: neither is a duration.
-    for key in ("TIMEOUT", "CONNECT_TIMEOUT"):
-        if key in entry and not (_is_positive_number(entry[key]) and _finite(entry[key])):
-            problems.append(
-                EntryProblem(
-                    "llm_conversations.E017",
-                    f"{where}[{key!r}] must be a positive number; got {entry[key]!r}.",
-                )
-            )
-    if "MAX_RETRIES" in entry and not is_non_negative_integer(entry["MAX_RETRIES"]):
-        problems.append(
-            EntryProblem(
-                "llm_conversations.E017",
-                f"{where}['MAX_RETRIES'] must be a non-negative integer; "
-                f"got {entry['MAX_RETRIES']!r}.",
-            )
-        )
-    if "MAX_RETRY_AFTER" in entry and not (
-        _is_non_negative_number(entry["MAX_RETRY_AFTER"]) and _finite(entry["MAX_RETRY_AFTER"])
-    ):
-        problems.append(
-            EntryProblem(
-                "llm_conversations.E017",
-                f"{where}['MAX_RETRY_AFTER'] must be a non-negative number of seconds; "
-                f"got {entry['MAX_RETRY_AFTER']!r}.",
-            )
-        )
+        for key, valid, expected in _SENDING_KEYS
+        if key in entry and not valid(entry[key])
+    ]
+
+
+def _call_problems(entry: Mapping[str, Any], where: str) -> list[EntryProblem]:
+    """E018 OPTIONS not a dict, E048 STREAM not a boolean, E019 MODELS not model names."""
+    problems: list[EntryProblem] = []
     if not isinstance(entry.get("OPTIONS", {}), Mapping):
         problems.append(
             EntryProblem("llm_conversations.E018", f"{where}['OPTIONS'] must be a dict.")
@@ -277,27 +255,35 @@ def provider_entry_problems(entry: object, name: str | None = None) -> list[Entr
                 hint="The models a run may ask for besides MODEL, e.g. ['gpt-4o', 'gpt-4o-mini'].",
             )
         )
-    if "MODEL_INFO" in entry:
-        problems.extend(
-            EntryProblem(
-                "llm_conversations.E040",
-                message,
-                hint="Prices are US dollars per million tokens, e.g. {'input': '2.50', "
-                "'cached_input': '1.25', 'output': '10.00'}.",
-            )
-            for message in model_info_problems(entry["MODEL_INFO"], where)
-        )
-    problems.extend(_context_problems(entry, where))
-    problems.extend(_fallback_entry_problems(entry, name, where))
-    if backend == "echo" and not settings.DEBUG:
-        problems.append(
-            EntryProblem(
-                "llm_conversations.W010",
-                f"{where} uses the echo backend while DEBUG is off.",
-                hint="The echo backend repeats input; configure a real provider in production.",
-            )
-        )
     return problems
+
+
+def _model_info_entry_problems(entry: Mapping[str, Any], where: str) -> list[EntryProblem]:
+    """E040, one per problem of the entry's ``MODEL_INFO`` (the rules are core's)."""
+    if "MODEL_INFO" not in entry:
+        return []
+    return [
+        EntryProblem(
+            "llm_conversations.E040",
+            message,
+            hint="Prices are US dollars per million tokens, e.g. {'input': '2.50', "
+            "'cached_input': '1.25', 'output': '10.00'}.",
+        )
+        for message in model_info_problems(entry["MODEL_INFO"], where)
+    ]
+
+
+def _echo_problems(entry: Mapping[str, Any], where: str) -> list[EntryProblem]:
+    """W010 the echo backend while ``DEBUG`` is off."""
+    if entry.get("BACKEND") != "echo" or settings.DEBUG:
+        return []
+    return [
+        EntryProblem(
+            "llm_conversations.W010",
+            f"{where} uses the echo backend while DEBUG is off.",
+            hint="The echo backend repeats input; configure a real provider in production.",
+        )
+    ]
 
 
 def _fallback_entry_problems(
@@ -337,9 +323,7 @@ def _breaker_settings(value: object) -> BreakerSettings | None:
     if not isinstance(value, Mapping) or set(value) != BREAKER_KEYS:
         return None
     failures, reset_after = value["FAILURES"], value["RESET_AFTER"]
-    if not (is_non_negative_integer(failures) and failures > 0):
-        return None
-    if not (_is_positive_number(reset_after) and _finite(reset_after)):
+    if not (is_positive_integer(failures) and is_finite_positive_number(reset_after)):
         return None
     return BreakerSettings(failures=failures, reset_after=float(reset_after))
 

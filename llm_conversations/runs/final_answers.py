@@ -20,7 +20,7 @@ from llm_conversations.conf import conf
 from llm_conversations.core.completions import CompletionResponse, FinishReason
 from llm_conversations.core.messages import ChatMessage, Role
 from llm_conversations.core.parameters import RunParameters
-from llm_conversations.core.structured import ResponseFormat, Verdict, repairs_so_far
+from llm_conversations.core.structured import Judgment, ResponseFormat, repairs_so_far
 from llm_conversations.exceptions import InvalidOutput
 from llm_conversations.models import Run, RunStatus, TerminationReason
 from llm_conversations.runs import transitions
@@ -36,8 +36,8 @@ Steps = Generator[LoopEvent, None, bool]
 """Events to yield; the return value says whether the loop goes on."""
 
 
-def judge(parameters: RunParameters, response: CompletionResponse) -> Verdict | None:
-    """The verdict on a final answer; ``None`` without a ``response_format``, or when
+def judge(parameters: RunParameters, response: CompletionResponse) -> Judgment | None:
+    """The judgment on a final answer; ``None`` without a ``response_format``, or when
     the model was cut off or refused."""
     schema = parameters.response_format
     if schema is None or response.finish_reason in _NOT_AN_ANSWER:
@@ -45,13 +45,13 @@ def judge(parameters: RunParameters, response: CompletionResponse) -> Verdict | 
     return schema.judge(response.content)
 
 
-def stored(verdict: Verdict | None) -> dict[str, Any]:
+def stored(judgment: Judgment | None) -> dict[str, Any]:
     """What the answer's row keeps: its parsed value, or why it has none."""
-    if verdict is None:
+    if judgment is None:
         return {}
-    if verdict.valid:
-        return {"parsed": verdict.value}
-    return {"metadata": {"invalid_output": verdict.problem}}
+    if judgment.valid:
+        return {"parsed": judgment.value}
+    return {"metadata": {"invalid_output": judgment.problem}}
 
 
 def repairs(parameters: RunParameters, history: Sequence[ChatMessage], iterations: int) -> int:
@@ -61,24 +61,24 @@ def repairs(parameters: RunParameters, history: Sequence[ChatMessage], iteration
     return repairs_so_far(history, iterations)
 
 
-def repair_or_fail(run: Run, verdict: Verdict, done: int, *, where: Q) -> Steps:
+def repair_or_fail(run: Run, judgment: Judgment, done: int, *, where: Q) -> Steps:
     """Store a repair prompt while repair rounds are left (the loop goes on), else fail.
 
     An answer that could not be checked in time fails at once: the schema, not
     the answer, is what takes too long.
     """
-    if done < conf.STRUCTURED_OUTPUT_REPAIRS and not verdict.timed_out:
-        return (yield from _ask_again(run, verdict))
-    return (yield from _fail(run, verdict, done, where=where))
+    if done < conf.STRUCTURED_OUTPUT_REPAIRS and not judgment.timed_out:
+        return (yield from _ask_again(run, judgment))
+    return (yield from _fail(run, judgment, done, where=where))
 
 
-def _fail(run: Run, verdict: Verdict, done: int, *, where: Q) -> Steps:
-    if verdict.timed_out:
-        error = InvalidOutput(f"the response_format could not judge the answer: {verdict.problem}")
+def _fail(run: Run, judgment: Judgment, done: int, *, where: Q) -> Steps:
+    if judgment.timed_out:
+        error = InvalidOutput(f"the response_format could not judge the answer: {judgment.problem}")
     else:
         error = InvalidOutput(
             f"the answer did not match the response_format after {done} repair round(s): "
-            f"{verdict.problem}"
+            f"{judgment.problem}"
         )
     reason = TerminationReason.INVALID_OUTPUT
     yield RunFailed(transitions.finish(run, RunStatus.FAILED, reason, error, where=where))
@@ -99,19 +99,19 @@ def ends_with_answer(run: Run, history: Sequence[ChatMessage]) -> bool:
 def resume_with_answer(run: Run, schema: ResponseFormat, answer: ChatMessage, *, where: Q) -> Steps:
     """A run resumed after its final answer was stored: a retry after ``invalid_output``
     (which asks for one more repair round), or a crash before the run ended."""
-    verdict = schema.judge(answer.content)
-    if verdict.valid:
+    judgment = schema.judge(answer.content)
+    if judgment.valid:
         reason = TerminationReason.COMPLETED
         yield RunCompleted(transitions.finish(run, RunStatus.COMPLETED, reason, where=where))
         return False
-    if verdict.timed_out:
-        return (yield from _fail(run, verdict, 0, where=where))
-    return (yield from _ask_again(run, verdict))
+    if judgment.timed_out:
+        return (yield from _fail(run, judgment, 0, where=where))
+    return (yield from _ask_again(run, judgment))
 
 
-def _ask_again(run: Run, verdict: Verdict) -> Steps:
-    """Store the repair prompt for ``verdict``; False when the run stopped meanwhile."""
-    row = transitions.store_repair_prompt(run, ChatMessage.user(verdict.repair_prompt()))
+def _ask_again(run: Run, judgment: Judgment) -> Steps:
+    """Store the repair prompt for ``judgment``; False when the run stopped meanwhile."""
+    row = transitions.store_repair_prompt(run, ChatMessage.user(judgment.repair_prompt()))
     if row is None:
         return False
     yield MessageStored(row)

@@ -258,12 +258,12 @@ class Execution:
                 tool_calls=(),
             )
         final = closing or not response.tool_calls
-        verdict = final_answers.judge(parameters, response) if final else None
+        judgment = final_answers.judge(parameters, response) if final else None
         # Calls that will run at once are logged as started with the turn.
         calls = list(response.tool_calls)
         starting = [] if tool_answers.waiting_calls(calls, self.offered, run) else calls
         fitted = None if self.window is None else self.window.fields(response.usage.input_tokens)
-        answered = final and (verdict is None or verdict.valid)
+        answered = final and (judgment is None or judgment.valid)
         ending = _end_reason(response, cut_short) if answered else None
         row = transitions.store_reply(
             run,
@@ -275,7 +275,7 @@ class Execution:
             model=reply.model,
             unlogged=reply.unlogged,
             ending=ending,
-            **final_answers.stored(verdict),
+            **final_answers.stored(judgment),
         )
         if row is None:
             return False
@@ -287,9 +287,9 @@ class Execution:
         if ending is not None:
             yield RunCompleted(run)  # ended with its answer, in the same transaction
             return False
-        if verdict is not None and not verdict.valid:
+        if judgment is not None and not judgment.valid:
             repaired = yield from final_answers.repair_or_fail(
-                run, verdict, repairs, where=self.mine
+                run, judgment, repairs, where=self.mine
             )
             return self._reloaded(repaired)
         return True

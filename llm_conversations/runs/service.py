@@ -61,11 +61,10 @@ from llm_conversations.runs.events import LoopEvent, RunEnded, RunFailed
 from llm_conversations.runs.fallbacks import ProviderChain
 from llm_conversations.runs.options import RunOptions
 from llm_conversations.runs.rounds import Execution
-from llm_conversations.signals import waiting_run_queued
 from llm_conversations.tools import ToolRegistry, default_registry, offered_by_default
 from llm_conversations.users import AnyUser
 
-__all__ = ["RunRef", "ToolLoopService", "enqueue_run", "execute_run"]
+__all__ = ["RunRef", "ToolLoopService", "enqueue_run", "enqueue_waited", "execute_run"]
 
 logger = logging.getLogger("llm_conversations.loop")
 
@@ -513,11 +512,7 @@ def enqueue_run(run_id: uuid.UUID | str, *, marked: bool = False) -> Any:
     return enqueue(execute_run, str(run_id))
 
 
-def _enqueue_waited(sender: type[Run], run: Run, **kwargs: Any) -> None:
-    """A run that waited behind another was queued: a task worker executes it."""
+def enqueue_waited(sender: type[Run], run: Run, **kwargs: Any) -> None:
+    """The receiver of ``waiting_run_queued`` (connected in ``apps.py``): a run that
+    waited behind another was queued, and a task worker executes it."""
     enqueue_run(run.pk, marked=True)
-
-
-waiting_run_queued.connect(
-    _enqueue_waited, sender=Run, dispatch_uid="llm_conversations.enqueue_waited"
-)

@@ -91,86 +91,135 @@ def answer_calls(
     may have run before its worker was lost) of a tool declared
     ``repeatable=False`` is answered with an error, not run again.
     """
+    batch = _Batch(calls, offered, run, ran_before)
+    # The tools may take long; a tool that queries takes a connection again.
+    return_connection()
+    if batch.answered_here:
+        return [batch.answer(calls[0])]
+    return batch.answer_all(stop)
 
-    contexts = tool_contexts(calls, offered, run)
-    # The run's span, for the spans of calls executed in pool threads and on the loop.
-    parent = telemetry.current_context()
 
-    def refused(call: ToolCall) -> ChatMessage | None:
-        if run.decision(call.id) is Decision.DENIED:
+class _Batch:
+    """The calls of one turn being answered: each call's tool context, deadline and
+    where it runs, when it started, and the steps from a call to its answer."""
+
+    def __init__(
+        self,
+        calls: Sequence[ToolCall],
+        offered: ToolRegistry,
+        run: Run,
+        ran_before: Collection[str],
+    ) -> None:
+        self.calls = calls
+        self.offered = offered
+        self.run = run
+        self.ran_before = ran_before
+        self.contexts = tool_contexts(calls, offered, run)
+        # The run's span, for the spans of calls executed in pool threads and on the loop.
+        self.parent = telemetry.current_context()
+        self.timeouts = [_timeout(call, offered) for call in calls]
+        self.on_loop = [_on_loop(call, offered) for call in calls]
+        self.started: dict[int, float] = {}
+
+    @property
+    def answered_here(self) -> bool:
+        """One sync call without a deadline runs in this thread, no pool needed."""
+        return len(self.calls) == 1 and self.timeouts[0] is None and not self.on_loop[0]
+
+    def refused(self, call: ToolCall) -> ChatMessage | None:
+        """The error answer of a denied call, or of one that must not run twice."""
+        if self.run.decision(call.id) is Decision.DENIED:
             return tool_result_message(call.id, DENIED, is_error=True)
-        if call.id in ran_before and call.name in offered and not offered.get(call.name).repeatable:
+        offered = self.offered
+        if (
+            call.id in self.ran_before
+            and call.name in offered
+            and not offered.get(call.name).repeatable
+        ):
             return tool_result_message(call.id, NOT_REPEATED, is_error=True)
         return None
 
-    def answer(call: ToolCall) -> ChatMessage:
-        if (message := refused(call)) is not None:
+    def answer(self, call: ToolCall) -> ChatMessage:
+        """Run a sync call (or refuse it) in this thread."""
+        if (message := self.refused(call)) is not None:
             return message
-        with telemetry.tool_execution(call, parent) as traced:
-            return traced.result(offered.execute(call, contexts.get(call.id)))
+        with telemetry.tool_execution(call, self.parent) as traced:
+            return traced.result(self.offered.execute(call, self.contexts.get(call.id)))
 
-    timeouts = [_timeout(call, offered) for call in calls]
-    on_loop = [_on_loop(call, offered) for call in calls]
-    # The tools may take long; a tool that queries takes a connection again.
-    return_connection()
-    if len(calls) == 1 and timeouts[0] is None and not on_loop[0]:
-        return [answer(calls[0])]
-    started: dict[int, float] = {}
-
-    def answer_in_thread(index: int) -> ChatMessage:
-        started[index] = time.monotonic()
+    def answer_in_thread(self, index: int) -> ChatMessage:
+        """Run a sync call on a pool thread, its deadline counted from now."""
+        self.started[index] = time.monotonic()
         try:
-            return answer(calls[index])
+            return self.answer(self.calls[index])
         finally:
             # A tool that used the ORM opened this thread's own connection.
             connections.close_all()
 
-    async def answer_on_loop(index: int) -> ChatMessage:
-        started[index] = time.monotonic()
-        call = calls[index]
-        if (message := refused(call)) is not None:
+    async def answer_on_loop(self, index: int) -> ChatMessage:
+        """Run an async call on the shared event loop, its deadline counted from now."""
+        self.started[index] = time.monotonic()
+        call = self.calls[index]
+        if (message := self.refused(call)) is not None:
             return message
-        with telemetry.tool_execution(call, parent) as traced:
-            tool = offered.get(call.name)
-            return traced.result(await tool.execute_async(call, contexts.get(call.id)))
+        with telemetry.tool_execution(call, self.parent) as traced:
+            tool = self.offered.get(call.name)
+            return traced.result(await tool.execute_async(call, self.contexts.get(call.id)))
 
-    threaded = on_loop.count(False)
-    pool = ThreadPoolExecutor(max_workers=min(conf.TOOL_WORKERS, threaded)) if threaded else None
-    futures: dict[Future[ChatMessage], int] = {}
-    try:
-        for i in range(len(calls)):
-            if on_loop[i]:
-                futures[async_loop.submit(answer_on_loop(i))] = i
-            else:
-                assert pool is not None
-                futures[pool.submit(answer_in_thread, i)] = i
+    def answer_all(self, stop: threading.Event | None) -> list[ChatMessage]:
+        """Start every call where it runs, then wait for their answers, in call order."""
+        threaded = self.on_loop.count(False)
+        pool = (
+            ThreadPoolExecutor(max_workers=min(conf.TOOL_WORKERS, threaded)) if threaded else None
+        )
+        futures: dict[Future[ChatMessage], int] = {}
+        try:
+            for index in range(len(self.calls)):
+                futures[self._start(index, pool)] = index
+            results = self._gather(futures, stop)
+            return [results[index] for index in range(len(self.calls))]
+        finally:
+            # Never wait for a call that timed out or was stopped; cancel the async ones.
+            for future in futures:
+                future.cancel()
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+
+    def _start(self, index: int, pool: ThreadPoolExecutor | None) -> Future[ChatMessage]:
+        if self.on_loop[index]:
+            return async_loop.submit(self.answer_on_loop(index))
+        assert pool is not None
+        return pool.submit(self.answer_in_thread, index)
+
+    def _gather(
+        self, futures: dict[Future[ChatMessage], int], stop: threading.Event | None
+    ) -> dict[int, ChatMessage]:
+        """Each call's answer by its index: its result, or an error once it is past its
+        deadline or the run stopped."""
         results: dict[int, ChatMessage] = {}
-        while len(results) < len(calls):
-            pending = [f for f, i in futures.items() if i not in results]
+        while len(results) < len(self.calls):
+            pending = [f for f, index in futures.items() if index not in results]
             done, _ = wait(pending, timeout=0.05, return_when=FIRST_COMPLETED)
             for future in done:
                 results[futures[future]] = future.result()
+            running = {f: futures[f] for f in pending if f not in done}
             if stop is not None and stop.is_set():
-                for future in pending:
-                    index = futures[future]
-                    results.setdefault(
-                        index, tool_result_message(calls[index].id, STOPPED, is_error=True)
-                    )
+                for index in running.values():
+                    results.setdefault(index, self._error(index, STOPPED))
                 break
-            now = time.monotonic()
-            for future in pending:
-                index = futures[future]
-                limit = timeouts[index]
-                if future in done or limit is None or index not in started:
-                    continue
-                if now - started[index] >= limit:
-                    message = TIMED_OUT.format(seconds=limit)
-                    results[index] = tool_result_message(calls[index].id, message, is_error=True)
-                    future.cancel()  # cancels an async call's coroutine; a thread runs on
-        return [results[i] for i in range(len(calls))]
-    finally:
-        # Never wait for a call that timed out or was stopped; cancel the async ones.
-        for future in futures:
-            future.cancel()
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            results.update(self._timed_out(running))
+        return results
+
+    def _timed_out(self, running: dict[Future[ChatMessage], int]) -> dict[int, ChatMessage]:
+        """The error answers of running calls past their deadline, each call cancelled."""
+        now = time.monotonic()
+        answers = {}
+        for future, index in running.items():
+            limit = self.timeouts[index]
+            if limit is None or index not in self.started or now - self.started[index] < limit:
+                continue
+            answers[index] = self._error(index, TIMED_OUT.format(seconds=limit))
+            future.cancel()  # cancels an async call's coroutine; a thread runs on
+        return answers
+
+    def _error(self, index: int, text: str) -> ChatMessage:
+        return tool_result_message(self.calls[index].id, text, is_error=True)

@@ -10,7 +10,7 @@ The loop runs forever on a daemon thread, started on first use. It is started
 again when its thread has died, and in a forked child (a fork copies the loop
 object but not its thread), which is told apart by its process id.
 
-Webhook attempts run here too (``runs/webhook_delivery.py``), each cancelled
+Webhook attempts run here too (``runs/webhooks/delivery.py``), each cancelled
 at its deadline. Only coroutines that do not block may run here: one blocking
 call (the ORM, ``time.sleep``, a synchronous HTTP client) stalls every async
 call of the process.

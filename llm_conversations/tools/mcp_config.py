@@ -14,7 +14,6 @@ connection is made.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Mapping
@@ -26,8 +25,12 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ImproperlyConfigured
 
 from llm_conversations.conf import conf
+from llm_conversations.core.settings_rules import (
+    EntryProblem,
+    is_finite_positive_number,
+    unknown_key_problems,
+)
 from llm_conversations.exceptions import LLMConversationsError
-from llm_conversations.providers.registry import EntryProblem
 
 __all__ = [
     "ENTRY_KEYS",
@@ -148,16 +151,6 @@ def missing_variables(names: Mapping[str, str]) -> list[str]:
     return [v for v in names.values() if isinstance(v, str) and v not in os.environ]
 
 
-def _is_duration(value: object) -> bool:
-    # bool is an int subclass, but True is a mistake here, not one second.
-    return (
-        not isinstance(value, bool)
-        and isinstance(value, int | float)
-        and value > 0
-        and math.isfinite(value)
-    )
-
-
 def _is_names(value: object) -> bool:
     # A value that is no variable name (a token pasted in) is refused without being echoed.
     return isinstance(value, Mapping) and all(
@@ -180,7 +173,7 @@ def _option_problems(options: Mapping[Any, Any], where: str) -> list[EntryProble
                     f"{where}[{key!r}] must be True or False; got {options[key]!r}.",
                 )
             )
-    if "TIMEOUT" in options and not _is_duration(options["TIMEOUT"]):
+    if "TIMEOUT" in options and not is_finite_positive_number(options["TIMEOUT"]):
         problems.append(
             EntryProblem(
                 "llm_conversations.E033",
@@ -189,19 +182,6 @@ def _option_problems(options: Mapping[Any, Any], where: str) -> list[EntryProble
             )
         )
     return problems
-
-
-def _unknown_keys(
-    options: Mapping[Any, Any], known: frozenset[str], where: str
-) -> list[EntryProblem]:
-    return [
-        EntryProblem(
-            "llm_conversations.E032",
-            f"{where} has an unknown key {key!r}.",
-            hint=f"Known keys: {', '.join(sorted(known))}.",
-        )
-        for key in sorted(set(options) - known, key=str)
-    ]
 
 
 def _transport_problems(entry: Mapping[Any, Any], where: str) -> list[EntryProblem]:
@@ -255,7 +235,8 @@ def _tools_problems(entry: Mapping[Any, Any], where: str) -> list[EntryProblem]:
         return problems
     for tool, options in tools.items():
         inner = f"{where}['TOOLS'][{tool!r}]"
-        problems += _unknown_keys(options, TOOL_KEYS, inner) + _option_problems(options, inner)
+        problems += unknown_key_problems(options, TOOL_KEYS, inner, "llm_conversations.E032")
+        problems += _option_problems(options, inner)
     return problems
 
 
@@ -282,7 +263,7 @@ def mcp_server_problems(
     if not isinstance(entry, Mapping):
         return [EntryProblem("llm_conversations.E030", f"{where} must be a dict.")]
     problems = _transport_problems(entry, where)
-    problems += _unknown_keys(entry, ENTRY_KEYS, where)
+    problems += unknown_key_problems(entry, ENTRY_KEYS, where, "llm_conversations.E032")
     problems += _option_problems(entry, where) + _tools_problems(entry, where)
     if not isinstance(entry.get("OFFER_BY_DEFAULT", False), bool):
         problems.append(

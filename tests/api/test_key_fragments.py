@@ -23,7 +23,7 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from llm_conversations.conversations.export import dumps, full_records
+from llm_conversations.conversations.transfer.export import dumps, full_records
 from llm_conversations.models import Conversation, Run
 from tests.providers.test_redaction import leaked, random_key
 from tests.support.http_server import serving

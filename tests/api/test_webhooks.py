@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 from llm_conversations.conversations import create_conversation
 from llm_conversations.core.webhook_signing import new_secret
 from llm_conversations.models import WebhookDelivery, WebhookEndpoint
-from llm_conversations.runs.webhook_delivery import send_webhook
+from llm_conversations.runs.webhooks.delivery import send_webhook
 from llm_conversations.users import User
 from tests.conftest import TASKS_PACKAGE, task_backend
 from tests.support.http_server import LocalHTTPServer

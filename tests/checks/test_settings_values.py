@@ -42,7 +42,7 @@ def test_e004_default_iterations_above_the_limit() -> None:
 @pytest.mark.parametrize(
     "key", ["TOOL_TIMEOUT", "RUN_TIMEOUT", "SSE_HEARTBEAT_SECONDS", "RUN_START_WAIT_SECONDS"]
 )
-@pytest.mark.parametrize("value", [0, -1, "30", True])
+@pytest.mark.parametrize("value", [0, -1, "30", True, float("inf"), float("nan")])
 def test_e005_not_a_duration(key: str, value: Any) -> None:
     assert setting_ids({key: value}) == ["llm_conversations.E005"]
 

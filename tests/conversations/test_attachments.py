@@ -20,17 +20,17 @@ from llm_conversations.conversations.attachments import (
     orphaned_attachments,
     purge_orphaned_attachments,
 )
-from llm_conversations.conversations.export import (
-    finetune_records,
-    full_records,
-    select_conversations,
-)
-from llm_conversations.conversations.importing import Importer
 from llm_conversations.conversations.retention import (
     Deleted,
     delete_user_data,
     purge_idle_conversations,
 )
+from llm_conversations.conversations.transfer.export import (
+    finetune_records,
+    full_records,
+    select_conversations,
+)
+from llm_conversations.conversations.transfer.importing import Importer
 from llm_conversations.core.content_parts import FilePart, ImagePart, TextPart
 from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.exceptions import InvalidAttachment, InvalidImport, InvalidMessage

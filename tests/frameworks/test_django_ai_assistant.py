@@ -23,7 +23,7 @@ from langchain_core.messages import (
 )
 
 from llm_conversations.conversations import load_messages
-from llm_conversations.conversations.importing import Importer
+from llm_conversations.conversations.transfer.importing import Importer
 from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.exceptions import InvalidImport
 from llm_conversations.frameworks.django_ai_assistant import import_threads

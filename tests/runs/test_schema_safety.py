@@ -204,12 +204,12 @@ def test_the_api_refuses_a_dangling_reference_and_stores_nothing(django_user_mod
 
 def test_a_catastrophic_pattern_ends_the_check_by_its_deadline() -> None:
     started = time.monotonic()
-    verdict = ResponseFormat(schema_with(a={"type": "string", "pattern": CATASTROPHIC})).judge(
+    judgment = ResponseFormat(schema_with(a={"type": "string", "pattern": CATASTROPHIC})).judge(
         json.dumps({"a": HOSTILE_TEXT})
     )
     elapsed = time.monotonic() - started
-    assert verdict.timed_out
-    assert verdict.problem == f"the answer could not be checked within {VALIDATION_SECONDS:g} s."
+    assert judgment.timed_out
+    assert judgment.problem == f"the answer could not be checked within {VALIDATION_SECONDS:g} s."
     # Python's re took minutes on this text; the deadline bounds it (with room for a slow machine).
     assert elapsed < VALIDATION_SECONDS * 10
 
@@ -228,8 +228,8 @@ def test_a_schema_exponential_in_the_answers_depth_ends_by_its_deadline() -> Non
         "$defs": {"n": {"anyOf": [{**branch, "minItems": 99}, branch]}},
     }
     started = time.monotonic()
-    verdict = ResponseFormat(schema).judge(json.dumps({"a": json.loads("[" * 30 + "]" * 30)}))
-    assert verdict.timed_out
+    judgment = ResponseFormat(schema).judge(json.dumps({"a": json.loads("[" * 30 + "]" * 30)}))
+    assert judgment.timed_out
     assert time.monotonic() - started < VALIDATION_SECONDS * 10
 
 

@@ -17,8 +17,8 @@ from typing import Any
 from django.db import transaction
 
 from llm_conversations.conversations import load_messages
-from llm_conversations.conversations.export import full_records, select_conversations
-from llm_conversations.conversations.importing import Importer
+from llm_conversations.conversations.transfer.export import full_records, select_conversations
+from llm_conversations.conversations.transfer.importing import Importer
 from llm_conversations.core.messages import ChatMessage, Role, check_sequence
 from llm_conversations.models import Conversation, Message
 

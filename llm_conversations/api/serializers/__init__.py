@@ -1,7 +1,7 @@
 """Serializers: the shape of request input and one declaration per response shape.
 
 Input serializers check types and the API's own size limits, each declared
-once on its field (:class:`~llm_conversations.api.serializers.common.Limit`),
+once on its field (:class:`~llm_conversations.api.serializers.common.SizeLimit`),
 where the schema reads it too; the rules about messages, runs, providers and
 tools belong to the services, which raise errors the API translates once
 (:mod:`llm_conversations.api.errors`).
@@ -21,10 +21,10 @@ from llm_conversations.api.serializers.chat import (
 from llm_conversations.api.serializers.common import (
     BackgroundField,
     ErrorSerializer,
-    Limit,
     MaxIterationsField,
     MetadataField,
     NamesSentFields,
+    SizeLimit,
     StrictTypes,
     declared_limit,
 )
@@ -89,7 +89,6 @@ __all__ = [
     "FeedbackSerializer",
     "ForkCreateSerializer",
     "HideMessageSerializer",
-    "Limit",
     "MaxIterationsField",
     "MessageContentField",
     "MessageFeedbackSerializer",
@@ -108,6 +107,7 @@ __all__ = [
     "RunOptionsSerializer",
     "RunRetrySerializer",
     "RunSerializer",
+    "SizeLimit",
     "StreamEventSerializer",
     "StrictTypes",
     "SubmitToolOutputsSerializer",

@@ -1,7 +1,7 @@
 """Strict input types, size limits, shared fields, and the error body.
 
 A limit of the HTTP surface (``MAX_MESSAGE_CHARS``, ``MAX_MESSAGES_PER_REQUEST``,
-``MAX_METADATA_KEYS``) is declared once, as a :class:`Limit` on the field it
+``MAX_METADATA_KEYS``) is declared once, as a :class:`SizeLimit` on the field it
 bounds, which reads its setting whenever it is applied. drf-spectacular states
 every such validator in the schema (``maxLength``, ``maxItems`` or
 ``maxProperties``, by the field's type), reading the same setting then, so
@@ -90,7 +90,7 @@ class StrictTypes(serializers.Serializer[_T]):
 # Limits -----------------------------------------------------------------------
 
 
-class Limit(MaxLengthValidator):
+class SizeLimit(MaxLengthValidator):
     """At most the setting ``setting`` of a request value, measured by ``measure``; refused
     with ``code`` (a stable error code) and ``message`` (``%(limit_value)d`` and
     ``%(show_value)d`` are the limit and the value's size).
@@ -123,14 +123,14 @@ class Limit(MaxLengthValidator):
 
 
 def declared_limit(field: serializers.Field[Any, Any, Any, Any]) -> int | None:
-    """The :class:`Limit` a field declares, for schema extensions that state it themselves
+    """The :class:`SizeLimit` a field declares, for schema extensions that state it themselves
     (fields of more than one JSON type, where drf-spectacular cannot place it)."""
-    limits = [v.limit() for v in field.validators if isinstance(v, Limit)]
+    limits = [v.limit() for v in field.validators if isinstance(v, SizeLimit)]
     return min(limits) if limits else None
 
 
 # Any JSON value, null included (the child's allow_null would make the schema an
-# ambiguous oneOf); maxProperties comes from the field's Limit.
+# ambiguous oneOf); maxProperties comes from the field's SizeLimit.
 @extend_schema_field({"type": "object", "additionalProperties": {}})
 class MetadataField(serializers.DictField):
     """A JSON object of any values (``null`` included), at most ``MAX_METADATA_KEYS`` keys."""
@@ -138,7 +138,7 @@ class MetadataField(serializers.DictField):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(child=serializers.JSONField(allow_null=True), **kwargs)
         self.validators.append(
-            Limit(
+            SizeLimit(
                 "MAX_METADATA_KEYS",
                 code="too_many_metadata_keys",
                 message="metadata may have at most %(limit_value)d keys; got %(show_value)d.",

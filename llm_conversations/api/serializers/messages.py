@@ -19,7 +19,7 @@ from rest_framework import serializers
 from rest_framework.fields import SkipField, empty
 from rest_framework.settings import api_settings
 
-from llm_conversations.api.serializers.common import Limit, NamesSentFields
+from llm_conversations.api.serializers.common import NamesSentFields, SizeLimit
 from llm_conversations.core.messages import Role
 from llm_conversations.core.text import json_problem
 from llm_conversations.core.tool_calls import CONTROL_CHARACTERS
@@ -60,9 +60,9 @@ def text_chars(value: Any) -> int:
     return len(value) if isinstance(value, str) else 0
 
 
-def message_chars(measure: Callable[[Any], int] = content_chars) -> Limit:
+def message_chars(measure: Callable[[Any], int] = content_chars) -> SizeLimit:
     """``MAX_MESSAGE_CHARS`` on the text of a message (``too_large``)."""
-    return Limit("MAX_MESSAGE_CHARS", code="too_large", message=TOO_LARGE, measure=measure)
+    return SizeLimit("MAX_MESSAGE_CHARS", code="too_large", message=TOO_LARGE, measure=measure)
 
 
 class MessageTextField(serializers.CharField):
@@ -262,7 +262,7 @@ class MessageListField(AsSentList):
             **kwargs,
         )
         self.validators.append(
-            Limit(
+            SizeLimit(
                 "MAX_MESSAGES_PER_REQUEST",
                 code="too_many_messages",
                 message="at most %(limit_value)d messages per request; got %(show_value)d.",

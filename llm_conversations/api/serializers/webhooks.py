@@ -11,13 +11,13 @@ from rest_framework import serializers
 from llm_conversations.api.serializers.common import StrictTypes
 from llm_conversations.core.webhook_signing import SECRET_PATTERN, secret_problem
 from llm_conversations.models import WebhookDelivery, WebhookEndpoint, WebhookEvent
-from llm_conversations.runs.webhook_hosts import (
+from llm_conversations.runs.webhooks.endpoints import events_problem
+from llm_conversations.runs.webhooks.hosts import (
     UNRESOLVED,
     host_problem,
     url_host,
     url_problem,
 )
-from llm_conversations.runs.webhooks import events_problem
 
 __all__ = ["WebhookDeliverySerializer", "WebhookEndpointSerializer"]
 

@@ -18,10 +18,10 @@ from typing import IO, Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from llm_conversations.conversations.export import (
+from llm_conversations.conversations.transfer.export import (
     CHUNK_SIZE,
     Attachments,
-    FeedbackFilter,
+    FeedbackSelection,
     FinetuneExport,
     full_records,
     select_conversations,
@@ -75,7 +75,7 @@ class Command(BaseCommand):
         parser.add_argument("--until", type=moment, help="Created before (ISO 8601).")
         parser.add_argument(
             "--feedback",
-            choices=[f.value for f in FeedbackFilter],
+            choices=[f.value for f in FeedbackSelection],
             help="positive: some answer rated +1 and none -1; negative: some rated -1; "
             "any: some rated.",
         )
@@ -94,7 +94,7 @@ class Command(BaseCommand):
             owners=users(options["user"]),
             since=options["since"],
             until=options["until"],
-            feedback=FeedbackFilter(options["feedback"]) if options["feedback"] else None,
+            feedback=FeedbackSelection(options["feedback"]) if options["feedback"] else None,
         )
         finetune = FinetuneExport()
         records = (

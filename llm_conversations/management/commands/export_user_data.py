@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from llm_conversations.conversations.export import (
+from llm_conversations.conversations.transfer.export import (
     Attachments,
     full_records,
     select_conversations,

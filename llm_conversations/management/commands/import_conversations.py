@@ -23,7 +23,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from llm_conversations.conversations.importing import FORMATS, Importer
+from llm_conversations.conversations.transfer.importing import FORMATS, Importer
 from llm_conversations.exceptions import LLMConversationsError
 from llm_conversations.frameworks.django_ai_assistant import import_threads
 from llm_conversations.management.commands.export_conversations import users

@@ -1,7 +1,7 @@
 """Webhooks of runs: which events make which deliveries, sent over a real socket to a
 receiver on 127.0.0.1 that checks each signature as a host would (``verify``).
 
-Retries, outcomes and allowed hosts: ``test_webhook_delivery.py``.
+Retries, outcomes and allowed hosts: ``test_delivery.py``.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from llm_conversations.providers import EchoProvider
 from llm_conversations.providers.base import CompletionRequest
 from llm_conversations.runs import ToolLoopService
 from llm_conversations.runs.transitions import cancel_run
-from llm_conversations.runs.webhook_delivery import send_webhook
-from llm_conversations.runs.webhooks import queue_event
+from llm_conversations.runs.webhooks.delivery import send_webhook
+from llm_conversations.runs.webhooks.outbox import queue_event
 from tests.conftest import TASKS_PACKAGE, task_backend
 from tests.support import loop_tools
 from tests.support.http_server import LocalHTTPServer

@@ -25,8 +25,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from llm_conversations.conversations.import_formats.openai_messages import content_parts
-from llm_conversations.conversations.import_formats.records import (
+from llm_conversations.conversations.transfer.import_formats.foreign_conversations import (
     ForeignConversation,
     Transcript,
     mapping,
@@ -36,6 +35,7 @@ from llm_conversations.conversations.import_formats.records import (
     sequence,
     uses_message_arrays,
 )
+from llm_conversations.conversations.transfer.import_formats.openai_messages import content_parts
 from llm_conversations.core.completions import Usage
 from llm_conversations.core.messages import Role
 

@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from llm_conversations.conversations.import_buffer import Source, TextBuffer
+from llm_conversations.conversations.transfer.import_buffer import Source, TextBuffer
 from llm_conversations.core.text import MAX_JSON_DEPTH
 from llm_conversations.exceptions import InvalidImport
 

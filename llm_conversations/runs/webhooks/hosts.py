@@ -16,7 +16,7 @@ under ``WEBHOOK_ALLOWED_HOSTS``:
   included (the test suite's receivers on 127.0.0.1 are allowed so).
 
 The API checks an endpoint's URL when it is written and every attempt checks
-it again before connecting (``runs/webhook_delivery.py``).
+it again before connecting (``runs/webhooks/delivery.py``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A run that ends (``run_finished``) or pauses for action (``run_requires_action``
 both sent once committed, makes one :class:`WebhookDelivery` per endpoint that
 wants the event: each ``WEBHOOKS`` entry, and the active endpoints of the
 conversation's owner (one query). The deliveries are written in one
-``INSERT``, then sent by :mod:`llm_conversations.runs.webhook_delivery`: each
+``INSERT``, then sent by :mod:`llm_conversations.runs.webhooks.delivery`: each
 as a task (``send_webhook``) queued once they are committed, whether the run
 executed in a worker or in a request, so no request's thread ever waits on a
 receiver. A failure here is logged and never reaches the run.
@@ -22,7 +22,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from llm_conversations.conf import conf
-from llm_conversations.core.webhook_signing import secret_problem
 from llm_conversations.models import (
     Conversation,
     Run,
@@ -31,13 +30,10 @@ from llm_conversations.models import (
     WebhookEndpoint,
     WebhookEvent,
 )
-from llm_conversations.runs.webhook_delivery import enqueue_delivery
-from llm_conversations.runs.webhook_hosts import url_problem
+from llm_conversations.runs.webhooks.delivery import enqueue_delivery
 
 __all__ = [
-    "endpoint_problems",
     "event_payload",
-    "events_problem",
     "on_run_finished",
     "on_run_requires_action",
     "queue_event",
@@ -51,33 +47,6 @@ _EVENTS = {
     RunStatus.CANCELLED: WebhookEvent.RUN_CANCELLED,
     RunStatus.REQUIRES_ACTION: WebhookEvent.RUN_REQUIRES_ACTION,
 }
-
-
-def endpoint_problems(url: object, secret: object, events: object) -> list[str]:
-    """The rules of an endpoint, from the settings or an owner's: what is wrong, if anything.
-
-    A URL is http(s) (whether its host may be reached is decided by
-    ``runs/webhook_hosts.host_problem()``, when an owner writes an endpoint and
-    at every attempt), a secret is ``whsec_`` and base64, events a
-    list of known event names (empty: all). Never quotes the secret.
-    """
-    problems = []
-    problem = url_problem(url) if isinstance(url, str) else "not a string"
-    if problem is not None:
-        problems.append("URL: " + problem)
-    if (problem := secret_problem(secret)) is not None:
-        problems.append("SECRET: " + problem)
-    if (problem := events_problem(events)) is not None:
-        problems.append("EVENTS: " + problem)
-    return problems
-
-
-def events_problem(events: object) -> str | None:
-    """Why ``events`` is not a list of event names (``None`` when it is; empty: all)."""
-    known = set(WebhookEvent.values)
-    if not isinstance(events, list) or not all(isinstance(e, str) and e in known for e in events):
-        return f"a list of event names ({', '.join(sorted(known))})"
-    return None
 
 
 def event_payload(run: Run, event: WebhookEvent) -> dict[str, Any]:

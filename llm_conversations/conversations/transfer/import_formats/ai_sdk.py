@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from llm_conversations.conversations.import_formats.records import (
+from llm_conversations.conversations.transfer.import_formats.foreign_conversations import (
     ForeignConversation,
     Transcript,
     mapping,

@@ -2,10 +2,10 @@
 
 Each module names its format (``NAME``), splits a parsed file into its
 conversations (``split``), says whether a file looks like it (``detect``) and
-reads one conversation into a :class:`~.records.ForeignConversation`
+reads one conversation into a :class:`~.foreign_conversations.ForeignConversation`
 (``parse``). :class:`ForeignFile` gives the importer the conversations of the
-records ``conversations/import_reading.py`` reads, a file's top-level array an
-item at a time; the importer (``conversations/importing.py``) stores them
+records ``conversations/transfer/import_reading.py`` reads, a file's top-level array an
+item at a time; the importer (``conversations/transfer/importing.py``) stores them
 through the store's rules, as it stores our own export.
 
 Pure: no Django, no database.
@@ -18,19 +18,19 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from llm_conversations.conversations.import_formats import (
+from llm_conversations.conversations.transfer.import_formats import (
     ai_sdk,
     chatgpt,
     claude,
     langchain,
     openai_messages,
 )
-from llm_conversations.conversations.import_formats.records import (
+from llm_conversations.conversations.transfer.import_formats.foreign_conversations import (
     ForeignConversation,
     ForeignMessage,
     LeftOut,
 )
-from llm_conversations.conversations.import_reading import Record
+from llm_conversations.conversations.transfer.import_reading import Record
 from llm_conversations.exceptions import InvalidImport
 
 __all__ = [

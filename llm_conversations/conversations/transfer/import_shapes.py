@@ -1,7 +1,7 @@
 """The shape of a line of the full-fidelity export form, and reading its values.
 
 Each reader checks one value and raises :class:`InvalidImport` naming its
-field (``messages[3].created_at``); :mod:`llm_conversations.conversations.importing`
+field (``messages[3].created_at``); :mod:`llm_conversations.conversations.transfer.importing`
 builds rows from what they return.
 """
 
@@ -31,7 +31,7 @@ __all__ = [
     "RUN_KEYS",
     "USAGE_KEYS",
     "check_attachment_list",
-    "check_storable",
+    "check_storable_value",
     "clean_row",
     "decimal_value",
     "invalid",
@@ -218,7 +218,7 @@ def clean_row(row: Any, field: str, exclude: list[str]) -> None:
         raise invalid(where, f"is invalid: {' '.join(errors)}") from None
 
 
-def check_storable(value: Any, field: str) -> None:
+def check_storable_value(value: Any, field: str) -> None:
     """Refuse text and JSON no supported database stores (:func:`json_problem`)."""
     problem = json_problem(value, field)
     if problem is not None:

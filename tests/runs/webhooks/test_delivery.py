@@ -17,9 +17,9 @@ from llm_conversations.models import (
     DeliveryStatus,
     WebhookDelivery,
 )
-from llm_conversations.runs.webhook_delivery import deliver, deliver_due
-from llm_conversations.runs.webhook_hosts import host_problem
-from llm_conversations.runs.webhooks import endpoint_problems
+from llm_conversations.runs.webhooks.delivery import deliver, deliver_due
+from llm_conversations.runs.webhooks.endpoints import endpoint_problems
+from llm_conversations.runs.webhooks.hosts import host_problem
 from llm_conversations.tools.async_loop import submit
 from tests.support.http_server import serving
 from tests.support.webhook_receiver import SECRET, Clock, Receiver, hooks, queued, receiver

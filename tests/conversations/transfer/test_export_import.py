@@ -17,16 +17,16 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from llm_conversations.conversations import append_messages, create_conversation
-from llm_conversations.conversations.export import (
+from llm_conversations.conversations.feedback import rate_message
+from llm_conversations.conversations.lifecycle import hide_message
+from llm_conversations.conversations.transfer.export import (
     FORMAT,
-    FeedbackFilter,
+    FeedbackSelection,
     FinetuneExport,
     full_records,
     select_conversations,
 )
-from llm_conversations.conversations.feedback import rate_message
-from llm_conversations.conversations.importing import Importer
-from llm_conversations.conversations.lifecycle import hide_message
+from llm_conversations.conversations.transfer.importing import Importer
 from llm_conversations.core.messages import ChatMessage, Reasoning, ReasoningKind
 from llm_conversations.exceptions import LLMConversationsError
 from llm_conversations.models import Conversation, Feedback, Message, Rating, Run, RunStatus
@@ -514,4 +514,6 @@ class TestUserData:
         assert Feedback.objects.count() == 2
 
     def test_filters_compose(self, corpus: list[Conversation], alice: Any) -> None:
-        assert select_conversations(owners=[alice], feedback=FeedbackFilter.NEGATIVE).count() == 0
+        assert (
+            select_conversations(owners=[alice], feedback=FeedbackSelection.NEGATIVE).count() == 0
+        )

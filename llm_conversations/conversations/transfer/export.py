@@ -11,7 +11,7 @@ never with the rows.
   (``ChatMessage.to_wire()``, tool calls included) up to the last final answer,
   and the tools the conversation's runs offered (``ToolSpec.to_wire()``).
 - :func:`full_records`: every stored field (see :data:`FORMAT` and
-  docs/data.md), read back by :mod:`llm_conversations.conversations.importing`.
+  docs/data.md), read back by :mod:`llm_conversations.conversations.transfer.importing`.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
     "Attachments",
-    "FeedbackFilter",
+    "FeedbackSelection",
     "FinetuneExport",
     "dumps",
     "finetune_records",
@@ -78,7 +78,7 @@ class Attachments(StrEnum):
     INLINE = "inline"  # the same, and the bytes as base64, so the line imports anywhere
 
 
-class FeedbackFilter(StrEnum):
+class FeedbackSelection(StrEnum):
     """Which rated conversations to keep."""
 
     POSITIVE = "positive"  # some answer rated +1, none rated -1
@@ -91,7 +91,7 @@ def select_conversations(
     owners: Iterable[User] = (),
     since: datetime | None = None,
     until: datetime | None = None,
-    feedback: FeedbackFilter | None = None,
+    feedback: FeedbackSelection | None = None,
 ) -> QuerySet[Conversation]:
     """Conversations of ``owners`` (all when empty), created in ``[since, until)``,
     rated as ``feedback`` asks, oldest first."""
@@ -107,9 +107,9 @@ def select_conversations(
         rated = Feedback.objects.filter(message__conversation_id=OuterRef("pk"))
         up = Exists(rated.filter(rating=Rating.UP))
         down = Exists(rated.filter(rating=Rating.DOWN))
-        if feedback is FeedbackFilter.POSITIVE:
+        if feedback is FeedbackSelection.POSITIVE:
             conversations = conversations.filter(up).exclude(down)
-        elif feedback is FeedbackFilter.NEGATIVE:
+        elif feedback is FeedbackSelection.NEGATIVE:
             conversations = conversations.filter(down)
         else:
             conversations = conversations.filter(Exists(rated))

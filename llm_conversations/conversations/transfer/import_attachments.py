@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from llm_conversations.conversations.attachments import create_attachment
-from llm_conversations.conversations.import_shapes import invalid, uuid_value
+from llm_conversations.conversations.transfer.import_shapes import invalid, uuid_value
 from llm_conversations.core.content_parts import ContentPart, FilePart, ImagePart, attached
 from llm_conversations.core.messages import ChatMessage
 from llm_conversations.exceptions import LLMConversationsError

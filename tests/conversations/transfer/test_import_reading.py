@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from llm_conversations.conversations import import_buffer
-from llm_conversations.conversations.import_reading import (
+from llm_conversations.conversations.transfer import import_buffer
+from llm_conversations.conversations.transfer.import_reading import (
     MAX_RECORD_DEPTH,
     ImportFile,
     Source,

@@ -18,13 +18,13 @@ from django.test.utils import CaptureQueriesContext
 
 from llm_conversations.conversations import append_messages, create_conversation, load_messages
 from llm_conversations.conversations.attachments import create_attachment
-from llm_conversations.conversations.export import (
+from llm_conversations.conversations.transfer.export import (
     Attachments,
     full_records,
     select_conversations,
     write_lines,
 )
-from llm_conversations.conversations.importing import Importer, ImportProblem
+from llm_conversations.conversations.transfer.importing import Importer, ImportProblem
 from llm_conversations.core.messages import ChatMessage, Role, check_sequence
 from llm_conversations.core.reasoning import Reasoning, ReasoningKind
 from llm_conversations.exceptions import InvalidImport, InvalidMessage

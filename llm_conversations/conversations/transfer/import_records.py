@@ -4,7 +4,7 @@
 row's field rules (``clean_fields()``, ``Message.clean()``), the rating rules
 (``conversations/feedback.check_rating``) and that messages point to runs of
 their own conversation, and builds the unsaved rows; the importer
-(``conversations/importing.py``) stores them through the store. Owners and
+(``conversations/transfer/importing.py``) stores them through the store. Owners and
 raters are found by username. A run exported unfinished (queued, running,
 waiting) is read as cancelled, ``imported_unfinished``, and the calls it left
 open get the results a cancel gives (:func:`answered_unfinished`).
@@ -19,10 +19,11 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
-from llm_conversations.conversations.export import FORMAT, FORMAT_VERSION
 from llm_conversations.conversations.feedback import check_rating
-from llm_conversations.conversations.import_attachments import InlineFile, inline_file
-from llm_conversations.conversations.import_shapes import (
+from llm_conversations.conversations.lifecycle import tool_groups
+from llm_conversations.conversations.transfer.export import FORMAT, FORMAT_VERSION
+from llm_conversations.conversations.transfer.import_attachments import InlineFile, inline_file
+from llm_conversations.conversations.transfer.import_shapes import (
     CONVERSATION_KEYS,
     FEEDBACK_KEYS,
     MESSAGE_KEYS,
@@ -32,7 +33,7 @@ from llm_conversations.conversations.import_shapes import (
     READ_VERSIONS,
     RUN_KEYS,
     check_attachment_list,
-    check_storable,
+    check_storable_value,
     clean_row,
     decimal_value,
     invalid,
@@ -44,7 +45,6 @@ from llm_conversations.conversations.import_shapes import (
     uuid_value,
     within,
 )
-from llm_conversations.conversations.lifecycle import tool_groups
 from llm_conversations.conversations.unanswered import unanswered_results
 from llm_conversations.core.messages import ChatMessage, unanswered_tool_call_ids
 from llm_conversations.core.tool_specs import ToolSpec
@@ -118,7 +118,7 @@ class RecordReader:
             forked_from_id=self._fork_source(record["forked_from"]),
             forked_at_position=record["forked_at_position"],
         )
-        check_storable({"title": record["title"], "metadata": record["metadata"]}, "")
+        check_storable_value({"title": record["title"], "metadata": record["metadata"]}, "")
         clean_row(conversation, "", ["owner", "id", "forked_from"])
         runs = [
             self._run(item, f"runs[{i}]", conversation_id)
@@ -164,7 +164,7 @@ class RecordReader:
 
     def _run(self, value: Any, field: str, conversation_id: uuid.UUID) -> Run:
         data = object_value(value, field, RUN_KEYS)
-        check_storable(dict(data), field)
+        check_storable_value(dict(data), field)
         run = Run(
             id=uuid_value(data["id"], f"{field}.id"),
             conversation_id=conversation_id,

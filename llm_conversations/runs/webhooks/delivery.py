@@ -12,7 +12,7 @@ outcome in a second conditional ``UPDATE`` (only while the claim is its own):
   ``WEBHOOK_BACKOFF_SECONDS * 2 ** (attempts - 1)`` seconds (capped at
   :data:`MAX_BACKOFF_SECONDS`), until ``WEBHOOK_MAX_ATTEMPTS`` attempts failed;
 - any other status (redirects are not followed), or a URL that may not be
-  reached (:mod:`~llm_conversations.runs.webhook_hosts`): failed at once.
+  reached (:mod:`~llm_conversations.runs.webhooks.hosts`): failed at once.
 
 An attempt has ``WEBHOOK_TIMEOUT`` seconds of wall-clock time in all: looking
 up the host's addresses, connecting, sending and receiving the response's
@@ -24,7 +24,7 @@ shared httpx client (connections reused), never follow redirects, and the
 response body is never read.
 
 Every delivery is sent by a task (:func:`send_webhook`), never by the request
-whose run made it (``runs/webhooks.py``). A retry is queued as a deferred task
+whose run made it (``runs/webhooks/outbox.py``). A retry is queued as a deferred task
 when the task backend can defer one; :func:`deliver_due` (the task
 ``send_due_webhooks``) sends every delivery that is due, whatever queued it,
 and picks up attempts whose worker died.
@@ -50,7 +50,7 @@ from llm_conversations.background import enqueue, enqueue_later, task
 from llm_conversations.conf import conf
 from llm_conversations.core.webhook_signing import signature_headers
 from llm_conversations.models import DeliveryStatus, WebhookDelivery
-from llm_conversations.runs.webhook_hosts import host_problem, url_host, url_problem
+from llm_conversations.runs.webhooks.hosts import host_problem, url_host, url_problem
 from llm_conversations.tools.async_loop import shared_loop, submit
 
 __all__ = [

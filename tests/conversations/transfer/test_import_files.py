@@ -15,9 +15,9 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
 from llm_conversations.conversations import load_messages
-from llm_conversations.conversations.import_formats import chatgpt
-from llm_conversations.conversations.import_reading import MAX_RECORD_DEPTH
-from llm_conversations.conversations.importing import Importer
+from llm_conversations.conversations.transfer.import_formats import chatgpt
+from llm_conversations.conversations.transfer.import_reading import MAX_RECORD_DEPTH
+from llm_conversations.conversations.transfer.importing import Importer
 from llm_conversations.exceptions import InvalidImport
 from llm_conversations.models import Conversation
 from tests.support.import_files import chatgpt_conversation, openai_line

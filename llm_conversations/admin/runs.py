@@ -1,4 +1,4 @@
-"""Read-only admins for the stored history: messages and runs.
+"""The read-only admin of runs.
 
 Rows are never edited one by one; the run changelist has two actions that go
 through the tool loop's own operations: cancel active runs, requeue failed ones.
@@ -6,12 +6,11 @@ through the tool loop's own operations: cancel active runs, requeue failed ones.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib import admin, messages
-from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -20,26 +19,16 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from llm_conversations.admin.conversations import status_badge
+from llm_conversations.admin.read_only import ReadOnlyAdmin, json_block
 from llm_conversations.admin.transcript import pretty_json
-from llm_conversations.core.model_info import cost_shown
 from llm_conversations.exceptions import LLMConversationsError
-from llm_conversations.models import ACTIVE_RUN_STATUSES, Message, Run, RunEvent, RunStatus
+from llm_conversations.models import ACTIVE_RUN_STATUSES, Run, RunEvent, RunStatus
 
-__all__ = ["HistoryAdmin", "MessageAdmin", "RunAdmin"]
-
-
-if TYPE_CHECKING:
-    _ModelAdmin = admin.ModelAdmin[Any]
-else:  # ModelAdmin is generic for type checkers only
-    _ModelAdmin = admin.ModelAdmin
+__all__ = ["RunAdmin", "tool_list"]
 
 
 # A tool's description on the run page, before its schema is opened.
 TOOL_DESCRIPTION_CHARS = 120
-
-
-def _pre(value: Any) -> SafeString | str:
-    return format_html("<pre>{}</pre>", pretty_json(value)) if value else "-"
 
 
 def tool_list(tools: Any) -> SafeString | str:
@@ -48,7 +37,7 @@ def tool_list(tools: Any) -> SafeString | str:
     if not tools:
         return "-"
     if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
-        return _pre(tools)  # not the stored form: shown as it is
+        return json_block(tools)  # not the stored form: shown as it is
     items = format_html_join(
         "",
         "<li><details><summary><code>{}</code> {}</summary><pre>{}</pre></details></li>",
@@ -65,101 +54,7 @@ def tool_list(tools: Any) -> SafeString | str:
     return format_html('<p class="help">{}</p><ul class="llmconv-tools">{}</ul>', count, items)
 
 
-class HistoryAdmin(_ModelAdmin):
-    """Read-only: rows can be viewed, never added, edited or deleted one by one.
-
-    Rewriting or removing one turn breaks the pairing of calls and results
-    and the gap-free positions. Delete permission itself is left to the
-    permission system, because deleting a conversation cascades to its rows
-    and the admin asks for delete permission on each of them.
-    """
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    @admin.display(description=_("Cost (USD)"), ordering="cost")
-    def cost_usd(self, obj: Message | Run) -> str:
-        """The row's cost as people read it (the exact value is in the API and the CSV)."""
-        return cost_shown(obj.cost)
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
-        # Django 6.1 passes action_location; 5.2 does not know it.
-        if action_location is None:
-            actions = super().get_actions(request)
-        else:
-            actions = super().get_actions(request, action_location=action_location)  # type: ignore[call-arg]
-        actions.pop("delete_selected", None)
-        return actions
-
-    def delete_view(
-        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
-    ) -> HttpResponse:
-        raise PermissionDenied
-
-    def change_view(
-        self,
-        request: HttpRequest,
-        object_id: str,
-        form_url: str = "",
-        extra_context: dict[str, Any] | None = None,
-    ) -> HttpResponse:
-        return super().change_view(
-            request, object_id, form_url, {**(extra_context or {}), "show_delete": False}
-        )
-
-
-class MessageAdmin(HistoryAdmin):
-    """Stored turns, read-only."""
-
-    list_display = ("position", "conversation", "role", "summary", "is_error", "created_at")
-    list_filter = ("role", "is_error", ("created_at", admin.DateFieldListFilter))
-    list_select_related = ("conversation",)
-    # tool_calls is matched as JSON text, which finds tool names.
-    search_fields = ("content", "tool_call_id", "tool_calls")
-    ordering = ("conversation", "position")
-    fields = (
-        "conversation",
-        "position",
-        "role",
-        "content",
-        "tool_calls_pretty",
-        "tool_call_id",
-        "is_error",
-        "run",
-        "provider",
-        "model",
-        "input_tokens",
-        "output_tokens",
-        "total_tokens",
-        "cached_tokens",
-        "cache_write_tokens",
-        "reasoning_tokens",
-        "cost_usd",
-        "metadata_pretty",
-        "created_at",
-    )
-    readonly_fields = ("tool_calls_pretty", "metadata_pretty", "cost_usd")
-
-    @admin.display(description=_("Content"))
-    def summary(self, obj: Message) -> str:
-        if obj.tool_calls:
-            names = (call.get("function", {}).get("name", "?") for call in obj.tool_calls)
-            return "calls: " + ", ".join(names)
-        return Truncator(obj.content).chars(80)
-
-    @admin.display(description=_("Tool calls"))
-    def tool_calls_pretty(self, obj: Message) -> SafeString | str:
-        return _pre(obj.tool_calls)
-
-    @admin.display(description=_("Metadata"))
-    def metadata_pretty(self, obj: Message) -> SafeString | str:
-        return _pre(obj.metadata)
-
-
-class RunAdmin(HistoryAdmin):
+class RunAdmin(ReadOnlyAdmin):
     """Runs of the tool loop, read-only, filterable by status.
 
     The change page shows who executes the run (attempts, lease owner and
@@ -285,7 +180,7 @@ class RunAdmin(HistoryAdmin):
 
     @admin.display(description=_("Waiting user turn"))
     def waiting_turn_pretty(self, obj: Run) -> SafeString | str:
-        return _pre(obj.waiting_turn) if obj.waiting_turn else "-"
+        return json_block(obj.waiting_turn) if obj.waiting_turn else "-"
 
     @admin.display(description=_("Conversation"))
     def conversation_link(self, obj: Run) -> SafeString:
@@ -297,11 +192,11 @@ class RunAdmin(HistoryAdmin):
 
     @admin.display(description=_("Pending tool calls"))
     def pending_pretty(self, obj: Run) -> SafeString | str:
-        return _pre(obj.pending_tool_calls)
+        return json_block(obj.pending_tool_calls)
 
     @admin.display(description=_("Decisions"))
     def decisions_pretty(self, obj: Run) -> SafeString | str:
-        return _pre(obj.decisions)
+        return json_block(obj.decisions)
 
     @admin.display(description=_("Tools offered"))
     def tools_pretty(self, obj: Run) -> SafeString | str:

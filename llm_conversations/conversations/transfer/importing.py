@@ -8,14 +8,14 @@ every upload, and for our own form each row's field rules (``clean_fields()``,
 ``Message.clean()``), the rating rules (``conversations/feedback.check_rating``)
 and messages that point to runs of their own conversation.
 
-Our form (:mod:`llm_conversations.conversations.export` writes it, one
-conversation a line, :mod:`~llm_conversations.conversations.import_records`
+Our form (:mod:`llm_conversations.conversations.transfer.export` writes it, one
+conversation a line, :mod:`~llm_conversations.conversations.transfer.import_records`
 reads it) keeps ids, timestamps and counts, so exporting again gives the same
 bytes. Other tools' files are read by the parsers of
-:mod:`~llm_conversations.conversations.import_formats` and stored for
+:mod:`~llm_conversations.conversations.transfer.import_formats` and stored for
 ``default_owner``.
 
-A file is read a record at a time (:mod:`~llm_conversations.conversations.import_reading`:
+A file is read a record at a time (:mod:`~llm_conversations.conversations.transfer.import_reading`:
 a line, or an item of a top-level array), so memory holds one conversation.
 A conversation refused, or a record that is not one (not JSON, not UTF-8, too
 deep), is reported (:class:`ImportProblem`: where, code, message, field) and
@@ -37,21 +37,21 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Field, Model
 from django.utils import timezone
 
-from llm_conversations.conversations.export import FORMAT
-from llm_conversations.conversations.import_attachments import (
+from llm_conversations.conversations.store import insert_history, usage_columns
+from llm_conversations.conversations.transfer.export import FORMAT
+from llm_conversations.conversations.transfer.import_attachments import (
     InlineFile,
     discard_files,
     store_attachments,
 )
-from llm_conversations.conversations.import_formats import (
+from llm_conversations.conversations.transfer.import_formats import (
     FOREIGN_FORMATS,
     ForeignFile,
     ForeignFormat,
 )
-from llm_conversations.conversations.import_reading import ImportFile, Source
-from llm_conversations.conversations.import_records import Items, RecordReader
-from llm_conversations.conversations.import_shapes import check_storable
-from llm_conversations.conversations.store import insert_history, usage_columns
+from llm_conversations.conversations.transfer.import_reading import ImportFile, Source
+from llm_conversations.conversations.transfer.import_records import Items, RecordReader
+from llm_conversations.conversations.transfer.import_shapes import check_storable_value
 from llm_conversations.exceptions import InvalidImport, LLMConversationsError
 from llm_conversations.models import Conversation, Feedback, Message, Run, TitleSource
 from llm_conversations.users import User
@@ -172,7 +172,7 @@ class Importer:
 
         ``source`` is the file, opened as bytes (UTF-8; a bad byte is reported in
         the record holding it) or text, or its lines. It is read a record at a
-        time, a top-level array an item at a time (``conversations/import_reading.py``).
+        time, a top-level array an item at a time (``conversations/transfer/import_reading.py``).
         """
         if format not in FORMATS:
             raise ValueError(f"format must be one of {', '.join(FORMATS)}")
@@ -270,7 +270,7 @@ class Importer:
             )
         title = " ".join(read.title.split())[:_TITLE_CHARS]
         metadata = {"imported_from": {"format": fmt.name, "id": read.source_id, **read.details}}
-        check_storable({"title": title, "metadata": metadata}, "")
+        check_storable_value({"title": title, "metadata": metadata}, "")
         conversation = Conversation(
             id=conversation_id,
             owner=owner or self.default_owner,
