@@ -54,10 +54,12 @@ DEFAULTS: dict[str, Any] = {
     # that took it and died before claiming the run).
     "REQUEUE_SECONDS": 300,
     # Requests of one process that may prepare runs at once (None: no limit),
-    # and the seconds one waits for its turn before a 503 server_busy
+    # how many may wait in line for their turn (None: no limit; one more is
+    # refused at once), and the seconds one waits before a 503 server_busy
     # (docs/deployment.md#bursts-of-run-starts).
     "RUN_START_CONCURRENCY": 1,
-    "RUN_START_WAIT_SECONDS": 10,
+    "RUN_START_QUEUE": 1000,
+    "RUN_START_WAIT_SECONDS": 30,
     "EVENT_RETENTION_DAYS": 7,
     # Days a conversation may stay idle (no new message) before it is purged;
     # None keeps conversations forever.
@@ -155,7 +157,11 @@ DURATIONS = (
 NON_NEGATIVE_INTEGERS = ("STRUCTURED_OUTPUT_REPAIRS",)
 
 # A positive integer, or None for no limit.
-OPTIONAL_POSITIVE_INTEGERS = ("CONVERSATION_RETENTION_DAYS", "RUN_START_CONCURRENCY")
+OPTIONAL_POSITIVE_INTEGERS = (
+    "CONVERSATION_RETENTION_DAYS",
+    "RUN_START_CONCURRENCY",
+    "RUN_START_QUEUE",
+)
 
 POSITIVE_INTEGERS = (
     "LEASE_SECONDS",
@@ -239,6 +245,7 @@ class Settings:
     MAX_ATTEMPTS: _Setting[int] = _Setting(int)
     REQUEUE_SECONDS: _Setting[int] = _Setting(int)
     RUN_START_CONCURRENCY: _Setting[int | None] = _Setting(_optional(int))
+    RUN_START_QUEUE: _Setting[int | None] = _Setting(_optional(int))
     RUN_START_WAIT_SECONDS: _Setting[float] = _Setting(float)
     EVENT_RETENTION_DAYS: _Setting[int] = _Setting(int)
     CONVERSATION_RETENTION_DAYS: _Setting[int | None] = _Setting(_optional(int))

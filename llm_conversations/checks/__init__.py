@@ -9,7 +9,7 @@ for what it checks (the kinds of value they share are in ``values``):
   E005 not a duration, E006 not a non-negative integer (``conf.NON_NEGATIVE_INTEGERS``),
   E007 neither ``None`` nor a positive integer (every name in
   ``conf.OPTIONAL_POSITIVE_INTEGERS``: ``CONVERSATION_RETENTION_DAYS``,
-  ``RUN_START_CONCURRENCY``), E008
+  ``RUN_START_CONCURRENCY``, ``RUN_START_QUEUE``), E008
   ``TELEMETRY_CAPTURE_CONTENT`` or ``STRICT_REQUEST_FIELDS`` not ``True`` or ``False``.
 - :func:`check_providers` (``providers``): E010 ``PROVIDERS`` not a non-empty dict, E015
   ``DEFAULT_PROVIDER`` not a key of it, E009 ``TITLE_PROVIDER`` neither

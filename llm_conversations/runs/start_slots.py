@@ -11,8 +11,11 @@ hash), before its run's database work, and gives it back when the run is
 claimed for execution (a foreground run executes without one) or when the
 request ends. A request that waits for a slot gives its pooled connection back
 first (:func:`~llm_conversations.runs.live_connections.return_connection`). A
-request that waits longer than ``RUN_START_WAIT_SECONDS`` is refused with
-:class:`ServerBusy` (the API's 503 ``server_busy``), having stored nothing.
+request waits in line, first come first served, so a burst is admitted rather
+than sent back; it is refused with :class:`ServerBusy` (the API's 503
+``server_busy``), having stored nothing, only when the line is full
+(``RUN_START_QUEUE`` wait already: at once, rather than holding one more
+thread) or after waiting ``RUN_START_WAIT_SECONDS``.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class StartSlots:
     def __init__(self) -> None:
         self._condition = threading.Condition()
         self._taken = 0
+        self._waiting = 0
 
     @property
     def taken(self) -> int:
@@ -42,7 +46,8 @@ class StartSlots:
 
     def take(self) -> Slot:
         """A slot, once one is free (first come, first served); :class:`ServerBusy`
-        after ``RUN_START_WAIT_SECONDS``. A caller that has to wait first gives its
+        at once when ``RUN_START_QUEUE`` requests wait already, or after
+        ``RUN_START_WAIT_SECONDS``. A caller that has to wait first gives its
         pooled connection back. The slot is also this context's, for
         :func:`give_back`."""
         size = conf.RUN_START_CONCURRENCY
@@ -50,16 +55,36 @@ class StartSlots:
             # About to wait: authentication's connection goes back to its pool meanwhile.
             return_connection()
         with self._condition:
-            if size is not None and not self._condition.wait_for(
-                lambda: self._taken < size, conf.RUN_START_WAIT_SECONDS
-            ):
-                raise ServerBusy(
-                    f"more than {size} run(s) are being started in this process; retry shortly."
-                )
+            if size is not None and self._taken >= size:
+                self._wait_in_line(size)
             self._taken += 1
         slot = Slot(self)
         slot.token = _current.set(slot)
         return slot
+
+    def _wait_in_line(self, size: int) -> None:
+        """Holding the condition: wait for a slot, unless the line is full."""
+        line = conf.RUN_START_QUEUE
+        if line is not None and self._waiting >= line:
+            raise ServerBusy(
+                f"{line} run start(s) wait in line in this process already; retry shortly."
+            )
+        self._waiting += 1
+        try:
+            admitted = self._condition.wait_for(
+                lambda: self._taken < size, conf.RUN_START_WAIT_SECONDS
+            )
+        finally:
+            self._waiting -= 1
+        if not admitted:
+            raise ServerBusy(
+                f"more than {size} run(s) are being started in this process; retry shortly."
+            )
+
+    @property
+    def waiting(self) -> int:
+        """How many requests wait in line for a slot now."""
+        return self._waiting
 
     def _give(self) -> None:
         with self._condition:

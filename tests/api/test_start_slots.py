@@ -385,3 +385,31 @@ def test_a_start_waiting_for_a_slot_gives_its_pooled_connection_back(
         slot.close()
         thread.join(30)
     assert outcome == [201]
+
+
+def test_a_full_line_refuses_at_once_and_the_one_in_line_is_admitted(settings: Any) -> None:
+    settings.LLM_CONVERSATIONS = {
+        "RUN_START_CONCURRENCY": 1,
+        "RUN_START_QUEUE": 1,
+        "RUN_START_WAIT_SECONDS": 5,
+    }
+    gate = StartSlots()
+    first = gate.take()
+    admitted: list[start_slots.Slot] = []
+    waiter = threading.Thread(target=lambda: admitted.append(gate.take()))
+    waiter.start()
+    deadline = time.monotonic() + 5
+    while gate.waiting < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert gate.waiting == 1
+    began = time.monotonic()
+    with pytest.raises(ServerBusy) as refused:
+        gate.take()  # the line is full: refused without waiting
+    assert time.monotonic() - began < 1
+    assert "wait in line" in str(refused.value)
+    first.close()
+    waiter.join(5)
+    assert len(admitted) == 1
+    assert gate.waiting == 0
+    admitted[0].release()
+    assert gate.taken == 0

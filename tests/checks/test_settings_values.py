@@ -82,6 +82,16 @@ def test_e007_start_concurrency_is_none_or_a_positive_integer(value: Any) -> Non
     assert setting_ids({"RUN_START_CONCURRENCY": value}) == ["llm_conversations.E007"]
 
 
+@pytest.mark.parametrize("value", [0, -1, 1.5, "100", True])
+def test_e007_start_queue_is_none_or_a_positive_integer(value: Any) -> None:
+    assert setting_ids({"RUN_START_QUEUE": value}) == ["llm_conversations.E007"]
+
+
+@pytest.mark.parametrize("value", [None, 1, 1000])
+def test_start_queue_may_be_unlimited_or_a_count(value: Any) -> None:
+    assert setting_ids({"RUN_START_QUEUE": value}) == []
+
+
 @pytest.mark.parametrize(("concurrency", "wait"), [(None, 10), (1, 0.5), (2, 10), (16, 60)])
 def test_start_concurrency_may_be_unlimited_or_a_count(concurrency: Any, wait: Any) -> None:
     assert setting_ids({"RUN_START_CONCURRENCY": concurrency, "RUN_START_WAIT_SECONDS": wait}) == []
