@@ -45,6 +45,7 @@ __all__ = [
     "TEXT_FLUSH_SECONDS",
     "DeltaBuffer",
     "EventItem",
+    "handed_batch",
     "knows_log",
     "record",
     "record_live",
@@ -61,6 +62,18 @@ EventItem = tuple[RunEventType, dict[str, Any]]
 _LOG_TAIL = "_llm_conversations_log_tail"
 
 
+# The batch a start logged, kept on its run for the stream that executes it.
+_HANDED = "_llm_conversations_handed_batch"
+
+
+def handed_batch(run: Run) -> Pushed | None:
+    """The batch :func:`record` kept on this instance (``hand_over``), once: pushed
+    when its transaction committed, before a reader that executes the run here
+    subscribed, which takes it from here instead of reading the log."""
+    batch: Pushed | None = run.__dict__.pop(_HANDED, None)
+    return batch
+
+
 def knows_log(run: Run, last_id: int) -> None:
     """``run`` (an instance) knows its log up to ``last_id``: the next batch it logs
     says so, and readers take it without reading the log."""
@@ -73,13 +86,15 @@ def record(
     *,
     messages: Sequence[Message] = (),
     state: Run | None = None,
+    hand_over: bool = False,
 ) -> list[RunEvent]:
     """Append events; the caller's transaction holds the run's row lock.
 
     Once committed they are pushed to this process's readers of the run, with
     ``messages`` (the stored turns they name) and ``state`` (the run as it now
     stands) where the caller has them; on PostgreSQL every process's listener
-    gets them too, through the ``NOTIFY`` sent here.
+    gets them too, through the ``NOTIFY`` sent here. ``hand_over``: the batch is
+    also kept on ``run`` for :func:`handed_batch`.
     """
     rows = insert_rows([RunEvent(run_id=run.pk, type=kind, data=data) for kind, data in items])
     if not rows:
@@ -96,6 +111,8 @@ def record(
         None if state is None else copy.copy(state),
     )
     knows_log(run, rows[-1].id)
+    if hand_over:
+        setattr(run, _HANDED, batch)
     alias = router.db_for_write(RunEvent)
     if notifies(alias):
         with connections[alias].cursor() as cursor:

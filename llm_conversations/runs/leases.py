@@ -122,7 +122,8 @@ def log_claimed(run: Run, history: History | None = None) -> None:
     conversation with the run's user turn and its hidden positions, read under
     that transaction's lock, for the execution (:func:`claimed_history`)."""
     knows_log(run, 0)
-    record(run, [(RunEventType.RUN_RUNNING, {"attempt": 1})], state=run)
+    # Handed over: a stream executing the run here subscribes after this commits.
+    record(run, [(RunEventType.RUN_RUNNING, {"attempt": 1})], state=run, hand_over=True)
     logger.info("Run %s claimed by %s (attempt 1)", run.pk, run.lease_owner)
     if history is not None:
         setattr(run, _HISTORY, history)

@@ -38,9 +38,9 @@ from llm_conversations.api.streams.base import LogRenderer
 from llm_conversations.api.streams.formats import EVENT_STREAM
 from llm_conversations.conf import conf
 from llm_conversations.models import Run, RunStatus
-from llm_conversations.runs import ToolLoopService, events, leases
+from llm_conversations.runs import ToolLoopService, event_log, events, leases
 from llm_conversations.runs import event_reader as run_events
-from llm_conversations.runs.event_listener import Waiter, listener
+from llm_conversations.runs.event_listener import Pushed, Waiter, listener
 
 __all__ = [
     "HEARTBEAT",
@@ -85,14 +85,21 @@ def _state(fmt: LogRenderer, run_id: Any) -> bytes:
 
 
 def _steps(
-    run_id: Any, after_id: int, stream: Iterator[events.LoopEvent], waiter: Waiter
+    run_id: Any,
+    after_id: int,
+    stream: Iterator[events.LoopEvent],
+    waiter: Waiter,
+    handed: Pushed | None = None,
 ) -> Iterator[run_events.Page]:
     """The pages each step of the execution logged, as they were pushed in this thread
     when committed; read from the log when a push is missing (the execution's writes
-    in an outer transaction, a test's, commit only at its end)."""
+    in an outer transaction, a test's, commit only at its end). ``handed``: the
+    start's batch, pushed before this stream subscribed."""
     for _ in stream:
         # The loop logged this step (and any before it) before yielding it.
         batches, read = waiter.take()
+        if handed is not None:
+            batches, handed = [handed, *batches], None
         for batch in batches:
             if batch.last_id <= after_id:
                 continue
@@ -114,12 +121,13 @@ def _execute(service: ToolLoopService, run: Run, fmt: LogRenderer) -> Generator[
     # then; a run never started, or started as it was stored, has none before.
     fresh = run.started_at is None or leases.holds(run)
     after_id = 0 if fresh else run_events.last_event_id(run_id)
+    handed = event_log.handed_batch(run)
     fmt.prime(after_id)
     stream = cast(Generator[events.LoopEvent, None, None], service.events(run))
     try:
         ended = False
         with listener.subscribe(run_id) as waiter:
-            for page in _steps(run_id, after_id, stream, waiter):
+            for page in _steps(run_id, after_id, stream, waiter, handed):
                 after_id = page.events[-1].id
                 ended = ended or page.ended
                 yield fmt.render(page)
