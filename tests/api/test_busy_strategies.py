@@ -497,7 +497,7 @@ def test_rolling_back_a_paused_run_removes_its_call_and_turn(
 # Query counts ---------------------------------------------------------------------
 
 
-def test_an_enqueued_start_costs_two_queries_more_than_a_refused_one(
+def test_an_enqueued_start_costs_three_queries_more_than_a_refused_one(
     client: APIClient, conversation: Conversation
 ) -> None:
     ToolLoopService().start(conversation, "first")
@@ -509,7 +509,7 @@ def test_an_enqueued_start_costs_two_queries_more_than_a_refused_one(
         return len(captured)
 
     refused = queries(if_busy="reject")
-    # The run ahead of it, read under the lock, and the run's insert: however
-    # many wait already.
-    assert [queries(if_busy="enqueue") for _ in range(3)] == [refused + 2] * 3
+    # The run ahead of it, read under the lock, its user turn counted out again
+    # (the lock counted it in), and the run's insert: however many wait already.
+    assert [queries(if_busy="enqueue") for _ in range(3)] == [refused + 3] * 3
     assert refused <= 5
