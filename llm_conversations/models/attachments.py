@@ -104,7 +104,7 @@ class MessageAttachment(models.Model):
         related_name="message_links",
         verbose_name=_("attachment"),
     )
-    kind = models.CharField(_("kind"), max_length=8, choices=PartKind.choices)
+    kind = models.CharField(_("kind"), max_length=8, choices=PartKind)
 
     class Meta:
         verbose_name = _("message attachment")

@@ -62,7 +62,7 @@ class Conversation(models.Model):
     )
     title = models.CharField(_("title"), max_length=200, blank=True)
     title_source = models.CharField(
-        _("title source"), max_length=8, choices=TitleSource.choices, blank=True, default=""
+        _("title source"), max_length=8, choices=TitleSource, blank=True, default=""
     )
     metadata = models.JSONField(_("metadata"), default=dict, blank=True)
     # A fork holds copies of the first forked_at_position messages of forked_from

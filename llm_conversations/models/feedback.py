@@ -42,7 +42,7 @@ class Feedback(models.Model):
         related_name="+",
         verbose_name=_("user"),
     )
-    rating = models.SmallIntegerField(_("rating"), choices=Rating.choices)
+    rating = models.SmallIntegerField(_("rating"), choices=Rating)
     comment = models.TextField(_("comment"), blank=True, max_length=MAX_COMMENT_CHARS)
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)

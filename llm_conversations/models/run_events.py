@@ -72,7 +72,7 @@ class RunEvent(models.Model):
         related_name="events",
         verbose_name=_("run"),
     )
-    type = models.CharField(_("type"), max_length=40, choices=RunEventType.choices)
+    type = models.CharField(_("type"), max_length=40, choices=RunEventType)
     data = models.JSONField(_("data"), default=dict, blank=True)
     created_at = models.DateTimeField(_("created at"), default=timezone.now, db_index=True)
 

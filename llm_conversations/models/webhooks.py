@@ -96,11 +96,11 @@ class WebhookDelivery(models.Model):
         verbose_name=_("endpoint"),
     )
     endpoint_name = models.CharField(_("endpoint setting"), max_length=100, blank=True)
-    event = models.CharField(_("event"), max_length=40, choices=WebhookEvent.choices)
+    event = models.CharField(_("event"), max_length=40, choices=WebhookEvent)
     run_id = models.UUIDField(_("run"), null=True, blank=True, db_index=True)
     payload = models.JSONField(_("payload"))
     status = models.CharField(
-        _("status"), max_length=10, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
+        _("status"), max_length=10, choices=DeliveryStatus, default=DeliveryStatus.PENDING
     )
     attempts = models.PositiveIntegerField(_("attempts"), default=0)
     response_status = models.PositiveIntegerField(_("response code"), null=True, blank=True)
