@@ -51,7 +51,7 @@ class Conversation(models.Model):
     purged ``TRASH_RETENTION_DAYS`` after it was trashed.
     """
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField(_("ID"), primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -133,7 +133,7 @@ FINISH_REASON_CHOICES = [(reason.value, reason.value) for reason in FinishReason
 class Message(models.Model):
     """One stored turn of a conversation, for any role."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField(_("ID"), primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(
         Conversation,
         on_delete=models.CASCADE,

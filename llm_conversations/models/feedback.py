@@ -29,7 +29,7 @@ class Rating(models.IntegerChoices):
 class Feedback(models.Model):
     """A user's rating of one assistant message, changeable, one per user and message."""
 
-    id = models.BigAutoField(primary_key=True)
+    id = models.BigAutoField(_("ID"), primary_key=True)
     message = models.ForeignKey(
         "llm_conversations.Message",
         on_delete=models.CASCADE,

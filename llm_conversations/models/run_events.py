@@ -65,7 +65,7 @@ class RunEvent(models.Model):
     to a fallback entry.
     """
 
-    id = models.BigAutoField(primary_key=True)
+    id = models.BigAutoField(_("ID"), primary_key=True)
     run = models.ForeignKey(
         "llm_conversations.Run",
         on_delete=models.CASCADE,

@@ -204,7 +204,7 @@ class Run(models.Model):
     database enforces it with a conditional unique constraint.
     """
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField(_("ID"), primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(
         "llm_conversations.Conversation",
         on_delete=models.CASCADE,

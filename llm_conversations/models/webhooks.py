@@ -43,7 +43,7 @@ class WebhookEndpoint(models.Model):
     shown again (the admin and the API say only that one is set).
     """
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField(_("ID"), primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.CASCADE,
@@ -86,7 +86,7 @@ class WebhookDelivery(models.Model):
     (pushed ahead while an attempt is in flight, so no other worker sends it too).
     """
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField(_("ID"), primary_key=True, default=uuid.uuid4, editable=False)
     endpoint = models.ForeignKey(
         WebhookEndpoint,
         null=True,
