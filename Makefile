@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install run test lint typecheck bench wheel-check clean FORCE
+.PHONY: install run test lint typecheck docs bench wheel-check clean FORCE
 
 # requirements.txt installs the app editable in strict mode, a tree of links to
 # the package's files: when a file is added to or removed from the package, the
@@ -71,6 +71,11 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
+# The documentation site (mkdocs.yml) into site/; --strict makes every warning,
+# a broken link or anchor, a page missing from the nav, an error.
+docs: install
+	$(BIN)/mkdocs build --strict --quiet
+
 bench: install
 	for script in bench/*.py; do $(BIN)/python $$script || exit 1; done
 
@@ -78,7 +83,7 @@ wheel-check: install
 	bash .ci/wheel-check $(BIN)/python
 
 clean:
-	rm -rf $(VENV) .venv-py312 .venv-py313 build dist *.egg-info db.sqlite3 test-artifacts tests/node_modules \
+	rm -rf $(VENV) .venv-py312 .venv-py313 build dist site *.egg-info db.sqlite3 test-artifacts tests/node_modules \
 		tests/node/node_modules tests/agui/node_modules examples/react-chat/node_modules examples/react-chat/dist
 
 FORCE:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.core.checks import ERROR, CheckMessage
@@ -278,3 +279,21 @@ def test_every_document_is_listed_in_the_index() -> None:
     index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
     listed = set(re.findall(r"\]\(([\w-]+\.md)\)", index))
     assert {path.name for path in DOCUMENTS if path.parent.name == "docs"} - {"index.md"} == listed
+
+
+def nav_pages(entries: list[Any]) -> list[str]:
+    """The pages of a MkDocs ``nav``, its sections flattened, in order."""
+    pages: list[str] = []
+    for entry in entries:
+        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+        pages.extend(nav_pages(value) if isinstance(value, list) else [value])
+    return pages
+
+
+def test_the_sites_nav_lists_every_document_once() -> None:
+    # `make docs` (mkdocs build --strict) warns of a page left out of the nav, but a
+    # page listed twice passes it.
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    pages = nav_pages(config["nav"])
+    assert len(pages) == len(set(pages))
+    assert set(pages) == {path.name for path in DOCUMENTS if path.parent.name == "docs"}
