@@ -26,15 +26,14 @@ $(BIN)/.installed: requirements.txt pyproject.toml $(PACKAGE_FILES)
 	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.txt
 	touch $@
 
-# npm packages the tests run, each at the exact version of its package-lock.json:
-# tests/ holds the reference MCP server the MCP tests start, tests/node/ the AI
-# SDK (`ai`) whose own parser reads our streams, tests/agui/ AG-UI's schemas and
-# client (`@ag-ui/core`, `@ag-ui/client`) that read our AG-UI streams,
-# examples/react-chat/ the React example (useChat) that the demo serves and a
-# browser test drives. Without npm
-# nothing is installed: those tests skip, and fail under CI=true.
-NODE_MODULES := tests/node_modules/.package-lock.json tests/node/node_modules/.package-lock.json \
-	tests/agui/node_modules/.package-lock.json examples/react-chat/node_modules/.package-lock.json
+# npm packages, each at the exact version of its package-lock.json. tests/ holds
+# the ones the tests run: the reference MCP server the MCP tests start, the AI
+# SDK (`ai`) whose own parser reads our streams and AG-UI's schemas and client
+# (`@ag-ui/core`, `@ag-ui/client`) that read our AG-UI streams (the scripts of
+# tests/node/ drive those two). examples/react-chat/ is the React example
+# (useChat) that the demo serves and a browser test drives. Without npm nothing
+# is installed: those tests skip, and fail under CI=true.
+NODE_MODULES := tests/node_modules/.package-lock.json examples/react-chat/node_modules/.package-lock.json
 REACT_EXAMPLE := examples/react-chat/dist/app.js
 
 %/node_modules/.package-lock.json: %/package.json %/package-lock.json
@@ -83,7 +82,7 @@ wheel-check: install
 	bash .ci/wheel-check $(BIN)/python
 
 clean:
-	rm -rf $(VENV) .venv-py312 .venv-py313 build dist site *.egg-info db.sqlite3 test-artifacts tests/node_modules \
-		tests/node/node_modules tests/agui/node_modules examples/react-chat/node_modules examples/react-chat/dist
+	rm -rf $(VENV) .venv-py312 .venv-py313 build dist site *.egg-info db.sqlite3 test-artifacts \
+		tests/node_modules examples/react-chat/node_modules examples/react-chat/dist
 
 FORCE:
