@@ -34,6 +34,7 @@ from django.contrib.auth import get_user_model
 from django.core.checks import ERROR, CheckMessage
 from django.test import RequestFactory, override_settings
 
+import llm_conversations
 from llm_conversations.checks import (
     check_attachments,
     check_mcp_servers,
@@ -297,3 +298,15 @@ def test_the_sites_nav_lists_every_document_once() -> None:
     pages = nav_pages(config["nav"])
     assert len(pages) == len(set(pages))
     assert set(pages) == {path.name for path in DOCUMENTS if path.parent.name == "docs"}
+
+
+def test_the_changelog_releases_the_packages_version() -> None:
+    # Keep a Changelog: an "Unreleased" section first, then the releases, newest
+    # first, each dated, in its four categories at most.
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    sections = re.findall(r"^## (.+)$", changelog, flags=re.MULTILINE)
+    assert sections[0] == "[Unreleased]"
+    assert re.fullmatch(r"\[(\S+)\] - \d{4}-\d{2}-\d{2}", sections[1])
+    assert sections[1].startswith(f"[{llm_conversations.__version__}] ")
+    categories = set(re.findall(r"^### (.+)$", changelog, flags=re.MULTILINE))
+    assert categories <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}
