@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: install run test lint typecheck bench wheel-check clean FORCE
+.PHONY: install run test lint typecheck docs bench wheel-check clean FORCE
 
 # requirements.txt installs the app editable in strict mode, a tree of links to
 # the package's files: when a file is added to or removed from the package, the
@@ -26,15 +26,14 @@ $(BIN)/.installed: requirements.txt pyproject.toml $(PACKAGE_FILES)
 	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements.txt
 	touch $@
 
-# npm packages the tests run, each at the exact version of its package-lock.json:
-# tests/ holds the reference MCP server the MCP tests start, tests/node/ the AI
-# SDK (`ai`) whose own parser reads our streams, tests/agui/ AG-UI's schemas and
-# client (`@ag-ui/core`, `@ag-ui/client`) that read our AG-UI streams,
-# examples/react-chat/ the React example (useChat) that the demo serves and a
-# browser test drives. Without npm
-# nothing is installed: those tests skip, and fail under CI=true.
-NODE_MODULES := tests/node_modules/.package-lock.json tests/node/node_modules/.package-lock.json \
-	tests/agui/node_modules/.package-lock.json examples/react-chat/node_modules/.package-lock.json
+# npm packages, each at the exact version of its package-lock.json. tests/ holds
+# the ones the tests run: the reference MCP server the MCP tests start, the AI
+# SDK (`ai`) whose own parser reads our streams and AG-UI's schemas and client
+# (`@ag-ui/core`, `@ag-ui/client`) that read our AG-UI streams (the scripts of
+# tests/node/ drive those two). examples/react-chat/ is the React example
+# (useChat) that the demo serves and a browser test drives. Without npm nothing
+# is installed: those tests skip, and fail under CI=true.
+NODE_MODULES := tests/node_modules/.package-lock.json examples/react-chat/node_modules/.package-lock.json
 REACT_EXAMPLE := examples/react-chat/dist/app.js
 
 %/node_modules/.package-lock.json: %/package.json %/package-lock.json
@@ -57,18 +56,30 @@ run: install
 	$(BIN)/python manage.py seed_demo
 	$(BIN)/python -m project.run 127.0.0.1:8000
 
+# `make test COVERAGE=1` also measures the app's suite's coverage of the package:
+# the lines no test runs are listed, and a total under the floor of
+# pyproject.toml ([tool.coverage.report] fail_under) fails the run. CI measures
+# one suite (Python 3.13, SQLite), so the others keep their speed.
+COVERAGE_ARGS := $(if $(COVERAGE),--cov --cov-report=term-missing:skip-covered)
+
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(COVERAGE_ARGS)
 	$(BIN)/python -m pytest project/tests --ds=project.settings
 
+# Every hook of .pre-commit-config.yaml on every file (django-upgrade, ruff check,
+# ruff format, mypy, lint-imports; a hook that changes a file fails), then the
+# migrations check. `make typecheck` is mypy alone.
 lint: install
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
-	$(BIN)/lint-imports --no-cache --no-logo
+	$(BIN)/pre-commit run --all-files --show-diff-on-failure
 	$(BIN)/python manage.py makemigrations --check --dry-run
 
 typecheck: install
 	$(BIN)/mypy
+
+# The documentation site (mkdocs.yml) into site/; --strict makes every warning,
+# a broken link or anchor, a page missing from the nav, an error.
+docs: install
+	$(BIN)/mkdocs build --strict --quiet
 
 bench: install
 	for script in bench/*.py; do $(BIN)/python $$script || exit 1; done
@@ -77,7 +88,7 @@ wheel-check: install
 	bash .ci/wheel-check $(BIN)/python
 
 clean:
-	rm -rf $(VENV) .venv-py312 .venv-py313 build dist *.egg-info db.sqlite3 test-artifacts tests/node_modules \
-		tests/node/node_modules tests/agui/node_modules examples/react-chat/node_modules examples/react-chat/dist
+	rm -rf $(VENV) .venv-py312 .venv-py313 build dist site *.egg-info db.sqlite3 test-artifacts .coverage \
+		tests/node_modules examples/react-chat/node_modules examples/react-chat/dist
 
 FORCE:

@@ -1,11 +1,12 @@
 from django.apps import AppConfig
 from django.core.checks import register
 from django.core.signals import request_finished, request_started
+from django.utils.translation import gettext_lazy as _
 
 
 class LLMConversationsConfig(AppConfig):
     name = "llm_conversations"
-    verbose_name = "LLM conversations"
+    verbose_name = _("LLM conversations")
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:

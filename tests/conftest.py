@@ -12,11 +12,16 @@ from django.db import connection, connections
 from django.test import client as client_module
 
 from llm_conversations.core.messages import ChatMessage, ToolCall
+from tests.support import random_order
 from tests.support import title_server as titles
 
 # The Agents SDK sends its traces to OpenAI unless told not to: never from the tests
 # (read when the SDK is first imported).
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    random_order.register(config)
 
 
 def parallel_call_history() -> list[ChatMessage]:

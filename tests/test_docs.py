@@ -28,11 +28,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.core.checks import ERROR, CheckMessage
 from django.test import RequestFactory, override_settings
 
+import llm_conversations
 from llm_conversations.checks import (
     check_attachments,
     check_mcp_servers,
@@ -278,3 +280,33 @@ def test_every_document_is_listed_in_the_index() -> None:
     index = (ROOT / "docs" / "index.md").read_text(encoding="utf-8")
     listed = set(re.findall(r"\]\(([\w-]+\.md)\)", index))
     assert {path.name for path in DOCUMENTS if path.parent.name == "docs"} - {"index.md"} == listed
+
+
+def nav_pages(entries: list[Any]) -> list[str]:
+    """The pages of a MkDocs ``nav``, its sections flattened, in order."""
+    pages: list[str] = []
+    for entry in entries:
+        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+        pages.extend(nav_pages(value) if isinstance(value, list) else [value])
+    return pages
+
+
+def test_the_sites_nav_lists_every_document_once() -> None:
+    # `make docs` (mkdocs build --strict) warns of a page left out of the nav, but a
+    # page listed twice passes it.
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    pages = nav_pages(config["nav"])
+    assert len(pages) == len(set(pages))
+    assert set(pages) == {path.name for path in DOCUMENTS if path.parent.name == "docs"}
+
+
+def test_the_changelog_releases_the_packages_version() -> None:
+    # Keep a Changelog: an "Unreleased" section first, then the releases, newest
+    # first, each dated, in its four categories at most.
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    sections = re.findall(r"^## (.+)$", changelog, flags=re.MULTILINE)
+    assert sections[0] == "[Unreleased]"
+    assert re.fullmatch(r"\[(\S+)\] - \d{4}-\d{2}-\d{2}", sections[1])
+    assert sections[1].startswith(f"[{llm_conversations.__version__}] ")
+    categories = set(re.findall(r"^### (.+)$", changelog, flags=re.MULTILINE))
+    assert categories <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}

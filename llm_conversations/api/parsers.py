@@ -77,7 +77,7 @@ def check_text(value: Any, path: str = "") -> None:
 
 def _declared_length(request: HttpRequest) -> int | None:
     """The body's ``Content-Length``, or ``None`` when it has none (or a malformed one)."""
-    value = request.META.get("CONTENT_LENGTH")
+    value = request.headers.get("content-length")
     try:
         return int(value) if value not in (None, "") else None
     except (TypeError, ValueError):
@@ -94,7 +94,7 @@ def _unlengthed_body(request: HttpRequest) -> IO[bytes] | HttpRequest | None:
         if environ.get("wsgi.input_terminated"):
             stream: IO[bytes] = environ["wsgi.input"]
             return stream
-        if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
+        if "chunked" in request.headers.get("transfer-encoding", "").lower():
             # Reading on could block or read the chunk framing: refuse instead.
             raise ApiError(
                 411,

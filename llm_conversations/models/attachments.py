@@ -43,7 +43,7 @@ class Attachment(models.Model):
     images, ``pages`` for PDFs.
     """
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField(_("ID"), primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -104,7 +104,7 @@ class MessageAttachment(models.Model):
         related_name="message_links",
         verbose_name=_("attachment"),
     )
-    kind = models.CharField(_("kind"), max_length=8, choices=PartKind.choices)
+    kind = models.CharField(_("kind"), max_length=8, choices=PartKind)
 
     class Meta:
         verbose_name = _("message attachment")

@@ -51,7 +51,7 @@ class Conversation(models.Model):
     purged ``TRASH_RETENTION_DAYS`` after it was trashed.
     """
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField(_("ID"), primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -62,7 +62,7 @@ class Conversation(models.Model):
     )
     title = models.CharField(_("title"), max_length=200, blank=True)
     title_source = models.CharField(
-        _("title source"), max_length=8, choices=TitleSource.choices, blank=True, default=""
+        _("title source"), max_length=8, choices=TitleSource, blank=True, default=""
     )
     metadata = models.JSONField(_("metadata"), default=dict, blank=True)
     # A fork holds copies of the first forked_at_position messages of forked_from
@@ -133,7 +133,7 @@ FINISH_REASON_CHOICES = [(reason.value, reason.value) for reason in FinishReason
 class Message(models.Model):
     """One stored turn of a conversation, for any role."""
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField(_("ID"), primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(
         Conversation,
         on_delete=models.CASCADE,

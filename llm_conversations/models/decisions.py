@@ -24,7 +24,7 @@ MAX_REASON_CHARS = 2000
 class ToolDecision(models.Model):
     """One decision on one call that waited for approval."""
 
-    id = models.BigAutoField(primary_key=True)
+    id = models.BigAutoField(_("ID"), primary_key=True)
     run = models.ForeignKey(
         Run, on_delete=models.CASCADE, related_name="tool_decisions", verbose_name=_("run")
     )

@@ -29,7 +29,7 @@ class Rating(models.IntegerChoices):
 class Feedback(models.Model):
     """A user's rating of one assistant message, changeable, one per user and message."""
 
-    id = models.BigAutoField(primary_key=True)
+    id = models.BigAutoField(_("ID"), primary_key=True)
     message = models.ForeignKey(
         "llm_conversations.Message",
         on_delete=models.CASCADE,
@@ -42,7 +42,7 @@ class Feedback(models.Model):
         related_name="+",
         verbose_name=_("user"),
     )
-    rating = models.SmallIntegerField(_("rating"), choices=Rating.choices)
+    rating = models.SmallIntegerField(_("rating"), choices=Rating)
     comment = models.TextField(_("comment"), blank=True, max_length=MAX_COMMENT_CHARS)
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
     updated_at = models.DateTimeField(_("updated at"), auto_now=True)

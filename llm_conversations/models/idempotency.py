@@ -18,7 +18,7 @@ class IdempotencyKey(models.Model):
     treated as unknown and pruned.
     """
 
-    id = models.BigAutoField(primary_key=True)
+    id = models.BigAutoField(_("ID"), primary_key=True)
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.CASCADE,

@@ -65,14 +65,14 @@ class RunEvent(models.Model):
     to a fallback entry.
     """
 
-    id = models.BigAutoField(primary_key=True)
+    id = models.BigAutoField(_("ID"), primary_key=True)
     run = models.ForeignKey(
         "llm_conversations.Run",
         on_delete=models.CASCADE,
         related_name="events",
         verbose_name=_("run"),
     )
-    type = models.CharField(_("type"), max_length=40, choices=RunEventType.choices)
+    type = models.CharField(_("type"), max_length=40, choices=RunEventType)
     data = models.JSONField(_("data"), default=dict, blank=True)
     created_at = models.DateTimeField(_("created at"), default=timezone.now, db_index=True)
 

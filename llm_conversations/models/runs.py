@@ -204,7 +204,7 @@ class Run(models.Model):
     database enforces it with a conditional unique constraint.
     """
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField(_("ID"), primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(
         "llm_conversations.Conversation",
         on_delete=models.CASCADE,
@@ -212,10 +212,10 @@ class Run(models.Model):
         verbose_name=_("conversation"),
     )
     status = models.CharField(
-        _("status"), max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED
+        _("status"), max_length=20, choices=RunStatus, default=RunStatus.QUEUED
     )
     termination_reason = models.CharField(
-        _("termination reason"), max_length=40, blank=True, choices=TerminationReason.choices
+        _("termination reason"), max_length=40, blank=True, choices=TerminationReason
     )
     provider = models.CharField(_("provider"), max_length=100, blank=True)
     model = models.CharField(_("model"), max_length=200, blank=True)

@@ -62,7 +62,7 @@ class ShareLink(models.Model):
     is not in the trash. ``created_by`` is the conversation's owner who made it.
     """
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField(_("ID"), primary_key=True, default=uuid.uuid4, editable=False)
     conversation = models.ForeignKey(
         "llm_conversations.Conversation",
         on_delete=models.CASCADE,

@@ -43,7 +43,7 @@ class WebhookEndpoint(models.Model):
     shown again (the admin and the API say only that one is set).
     """
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField(_("ID"), primary_key=True, default=uuid.uuid4, editable=False)
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.CASCADE,
@@ -86,7 +86,7 @@ class WebhookDelivery(models.Model):
     (pushed ahead while an attempt is in flight, so no other worker sends it too).
     """
 
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    id = models.UUIDField(_("ID"), primary_key=True, default=uuid.uuid4, editable=False)
     endpoint = models.ForeignKey(
         WebhookEndpoint,
         null=True,
@@ -96,11 +96,11 @@ class WebhookDelivery(models.Model):
         verbose_name=_("endpoint"),
     )
     endpoint_name = models.CharField(_("endpoint setting"), max_length=100, blank=True)
-    event = models.CharField(_("event"), max_length=40, choices=WebhookEvent.choices)
+    event = models.CharField(_("event"), max_length=40, choices=WebhookEvent)
     run_id = models.UUIDField(_("run"), null=True, blank=True, db_index=True)
     payload = models.JSONField(_("payload"))
     status = models.CharField(
-        _("status"), max_length=10, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
+        _("status"), max_length=10, choices=DeliveryStatus, default=DeliveryStatus.PENDING
     )
     attempts = models.PositiveIntegerField(_("attempts"), default=0)
     response_status = models.PositiveIntegerField(_("response code"), null=True, blank=True)

@@ -12,6 +12,7 @@ from tests.browser.chromium import (
     pytest_sessionfinish,
     pytest_terminal_summary,
 )
+from tests.support import random_order
 
 __all__ = [
     "browser",
@@ -45,6 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # STATIC_ROOT exists only after collectstatic; tests serve static files
     # through the finders (live_server) or collect them first (test_static).
     config.addinivalue_line("filterwarnings", "ignore:No directory at:UserWarning")
+    random_order.register(config)
 
 
 if settings.SETTINGS_MODULE != "project.settings":

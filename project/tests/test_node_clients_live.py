@@ -1,5 +1,5 @@
-"""The AI SDK's chat and AG-UI's ``HttpAgent`` (the npm packages of tests/node and
-tests/agui) show a background run's text as the model writes it.
+"""The AI SDK's chat and AG-UI's ``HttpAgent`` (npm packages of tests/package.json,
+driven by the scripts of tests/node) show a background run's text as the model writes it.
 
 The demo's live server starts each run on a worker engine (``llm_worker``, and on
 PostgreSQL Celery); the model halts after each piece of its answer, and the client

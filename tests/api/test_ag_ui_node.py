@@ -1,5 +1,5 @@
 """AG-UI's own packages (``@ag-ui/core`` and ``@ag-ui/client`` on the npm registry, pinned
-in tests/agui/package.json) read this API's AG-UI streams from a live server: every
+in tests/package.json) read this API's AG-UI streams from a live server: every
 event parses with the protocol's schema, the client's verifier accepts their order,
 and its HTTP agent rebuilds the stored turns."""
 
@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,17 +20,17 @@ from llm_conversations.models import Conversation, Message, Run
 from llm_conversations.runs import ToolLoopService
 from tests.api.conftest import API_SETTINGS, calls_text, joined
 from tests.browser.chromium import running_under_ci
+from tests.support.node_scripts import INSTALL_HINT, NODE_MODULES, SCRIPTS
 
-NODE_DIR = Path(__file__).resolve().parents[1] / "agui"
-SCRIPT = NODE_DIR / "ag_ui_events.mjs"
+SCRIPT = SCRIPTS / "ag_ui_events.mjs"
 NODE = shutil.which("node")
 
 
 def _missing() -> str | None:
     if NODE is None:
         return "node is not installed"
-    if not (NODE_DIR / "node_modules" / "@ag-ui" / "client").is_dir():
-        return "tests/agui/node_modules is missing: run `npm ci --prefix tests/agui`"
+    if not (NODE_MODULES / "@ag-ui" / "client").is_dir():
+        return f"AG-UI's client is not in tests/node_modules: {INSTALL_HINT}"
     return None
 
 

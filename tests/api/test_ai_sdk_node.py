@@ -1,4 +1,4 @@
-"""The AI SDK itself (``ai`` on the npm registry, pinned in tests/node/package.json) reads
+"""The AI SDK itself (``ai`` on the npm registry, pinned in tests/package.json) reads
 this API's UI message streams from a live server, and rebuilds the stored turns."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,17 +17,17 @@ from llm_conversations.conversations import create_conversation
 from llm_conversations.models import Conversation, Message, Run
 from tests.api.conftest import API_SETTINGS, calls_text
 from tests.browser.chromium import running_under_ci
+from tests.support.node_scripts import INSTALL_HINT, NODE_MODULES, SCRIPTS
 
-NODE_DIR = Path(__file__).resolve().parents[1] / "node"
-SCRIPT = NODE_DIR / "ui_message.mjs"
+SCRIPT = SCRIPTS / "ui_message.mjs"
 NODE = shutil.which("node")
 
 
 def _missing() -> str | None:
     if NODE is None:
         return "node is not installed"
-    if not (NODE_DIR / "node_modules" / "ai").is_dir():
-        return "tests/node/node_modules is missing: run `npm ci --prefix tests/node`"
+    if not (NODE_MODULES / "ai").is_dir():
+        return f"the AI SDK is not in tests/node_modules: {INSTALL_HINT}"
     return None
 
 

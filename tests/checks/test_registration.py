@@ -64,6 +64,18 @@ def test_each_check_is_registered(check: Any) -> None:
     assert checks.TAG in check.tags
 
 
+def test_every_check_the_app_registers_has_a_tag() -> None:
+    # Any check of the package, so one registered later outside apps.ready()'s list
+    # counts too: an untagged check escapes `manage.py check --tag llm_conversations`.
+    ours = [
+        check
+        for check in registry.get_checks(include_deployment_checks=True)
+        if check.__module__.partition(".")[0] == "llm_conversations"
+    ]
+    assert len(ours) >= 10
+    assert [check.__qualname__ for check in ours if checks.TAG not in check.tags] == []
+
+
 def test_every_id_in_the_code_has_a_broken_setting_here() -> None:
     # Every module of the checks package, so an id in a module added later counts too.
     parts = [

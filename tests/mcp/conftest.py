@@ -32,12 +32,9 @@ from django.test import override_settings
 
 from llm_conversations.tools.mcp_config import mcp_installed
 from tests.browser.chromium import running_under_ci
+from tests.support.node_scripts import INSTALL_HINT, NODE_MODULES
 
-EVERYTHING = (
-    Path(__file__).resolve().parents[1]
-    / "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-)
-INSTALL_HINT = "run: npm ci --prefix tests (make install does where npm exists)"
+EVERYTHING = NODE_MODULES / "@modelcontextprotocol/server-everything/dist/index.js"
 
 
 SDK_MISSING = "the mcp package is not installed (pip install -r requirements.txt)"

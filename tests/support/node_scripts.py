@@ -1,4 +1,9 @@
-"""A Node script of tests/node or tests/agui, read while it runs.
+"""A Node script of tests/node, read while it runs, and where its npm packages are.
+
+The tests' npm packages have one root, tests/package.json (with its lock):
+``npm ci --prefix tests`` (``make install``) puts them in :data:`NODE_MODULES`,
+where Node finds them from the scripts of tests/node and the MCP tests find the
+reference server.
 
 Run with ``progress`` in its spec, a script prints ``{"progress": ...}`` lines
 as its client gets a reply's text, then its result (JSON) as its last line, so a
@@ -17,7 +22,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["NodeScript"]
+__all__ = ["INSTALL_HINT", "NODE_MODULES", "SCRIPTS", "NodeScript"]
+
+TESTS = Path(__file__).resolve().parents[1]
+NODE_MODULES = TESTS / "node_modules"
+SCRIPTS = TESTS / "node"
+INSTALL_HINT = "run `npm ci --prefix tests` (make install does where npm exists)"
 
 
 class NodeScript:
