@@ -10,7 +10,8 @@ process's writes are also sent as ``NOTIFY`` with the batch as payload
 :class:`EventListener`: a thread that ``LISTEN``\\s on a connection of its
 own while anyone waits and pushes what another process wrote. It starts with
 the first waiter and closes its connection when the last one leaves, so an
-idle process holds no connection.
+idle process holds no connection; a stream that executes its run here follows
+it by local pushes alone and starts none.
 
 The log stays the one durable source: a reader takes a pushed batch only when
 it continues exactly where the reader stands (``after`` is its last id), and
@@ -97,8 +98,9 @@ class Pushed:
 class Waiter:
     """One reader's wake-up: a thread waits with :meth:`wait`, a coroutine with :meth:`await_`."""
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, *, wakes: bool = True) -> None:
         self.run_id = run_id
+        self.wakes = wakes
         self._event = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._async_event: asyncio.Event | None = None
@@ -132,7 +134,10 @@ class Waiter:
         self._async_event = asyncio.Event()
 
     def wake(self) -> None:
-        """Ask the reader to read the log (safe from any thread)."""
+        """Ask the reader to read the log (safe from any thread); nothing for one that
+        does not take wake-ups."""
+        if not self.wakes:
+            return
         with self._lock:
             self._read_wanted = True
         self._signal()
@@ -175,6 +180,7 @@ class EventListener:
         self.origin = f"{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._lock = threading.Lock()
         self._waiters: dict[str, set[Waiter]] = {}
+        self._woken = 0  # waiters that take wake-ups: the LISTEN thread runs for them
         self._thread: threading.Thread | None = None
         self._stop: threading.Event | None = None
         self._wakeup: tuple[socket.socket, socket.socket] | None = None
@@ -191,12 +197,20 @@ class EventListener:
         return self._listening.is_set()
 
     @contextmanager
-    def subscribe(self, run_id: uuid.UUID | str) -> Iterator[Waiter]:
-        """A waiter woken when events of the run may have been committed."""
-        waiter = Waiter(str(run_id))
+    def subscribe(self, run_id: uuid.UUID | str, *, local: bool = False) -> Iterator[Waiter]:
+        """A waiter woken when events of the run may have been committed.
+
+        ``local``: the reader follows the execution it drives in this thread, whose
+        every write is pushed to it in process. It needs no ``LISTEN`` (none is
+        started for it) and takes no wake-ups: what another process logs
+        meanwhile (a cancel) stops the execution, after which the reader reads
+        the log.
+        """
+        waiter = Waiter(str(run_id), wakes=not local)
         with self._lock:
             self._waiters.setdefault(waiter.run_id, set()).add(waiter)
-            if _uses_notify() and self._thread is None:
+            self._woken += waiter.wakes
+            if waiter.wakes and _uses_notify() and self._thread is None:
                 self._start()
         try:
             yield waiter
@@ -206,7 +220,8 @@ class EventListener:
                 waiters.discard(waiter)
                 if not waiters:
                     self._waiters.pop(waiter.run_id, None)
-                if not self._waiters and self._thread is not None:
+                self._woken -= waiter.wakes
+                if not self._woken and self._thread is not None:
                     self._end()
 
     def wake(self, run_id: uuid.UUID | str | None = None) -> None:

@@ -13,7 +13,13 @@ from django.db import connection, connections, transaction
 from llm_conversations.conversations import create_conversation
 from llm_conversations.models import Run, RunEvent, RunEventType
 from llm_conversations.runs import event_listener, event_reader
-from llm_conversations.runs.event_listener import CHANNEL, EventListener, from_payload, listener
+from llm_conversations.runs.event_listener import (
+    CHANNEL,
+    EventListener,
+    Pushed,
+    from_payload,
+    listener,
+)
 from llm_conversations.runs.event_log import record
 
 on_postgresql = pytest.mark.skipif(
@@ -109,6 +115,27 @@ def test_one_connection_wakes_all_readers_of_a_run_elsewhere_and_closes_when_the
             subscription.__exit__(None, None, None)
     assert eventually(lambda: listening_connections(fresh_listener) == 0)
     assert not fresh_listener.listening
+
+
+@on_postgresql
+@pytest.mark.django_db(transaction=True)
+def test_a_local_reader_listens_on_no_connection_and_takes_no_wake_ups(
+    fresh_listener: EventListener,
+) -> None:
+    run = make_run()
+    with fresh_listener.subscribe(run.pk, local=True) as local:
+        assert not eventually(lambda: fresh_listener.listening, seconds=0.3)
+        assert listening_connections(fresh_listener) == 0
+        with fresh_listener.subscribe(run.pk) as woken:
+            assert eventually(lambda: fresh_listener.listening)
+            fresh_listener.wake(run.pk)
+            assert woken.take() == ([], True)
+            assert local.take() == ([], False)  # listening started: not its concern
+        # The last reader that listens left: the connection closes though a local one stays.
+        assert eventually(lambda: listening_connections(fresh_listener) == 0)
+        rows = record(run, [(RunEventType.TEXT_DELTA, {"delta": "x"})])
+        fresh_listener.publish(Pushed(str(run.pk), None, rows))
+        assert local.take() == ([Pushed(str(run.pk), None, rows)], False)
 
 
 @on_postgresql

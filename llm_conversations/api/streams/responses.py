@@ -126,7 +126,7 @@ def _execute(service: ToolLoopService, run: Run, fmt: LogRenderer) -> Generator[
     stream = cast(Generator[events.LoopEvent, None, None], service.events(run))
     try:
         ended = False
-        with listener.subscribe(run_id) as waiter:
+        with listener.subscribe(run_id, local=True) as waiter:
             for page in _steps(run_id, after_id, stream, waiter, handed):
                 after_id = page.events[-1].id
                 ended = ended or page.ended
