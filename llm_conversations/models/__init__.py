@@ -20,6 +20,8 @@ from llm_conversations.models.message_rows import (
     chat_messages_of,
     conversation_history,
     conversation_messages,
+    message_page,
+    message_position,
 )
 from llm_conversations.models.run_events import DELTAS, RunEvent, RunEventType
 from llm_conversations.models.runs import (
@@ -82,4 +84,6 @@ __all__ = [
     "chat_messages_of",
     "conversation_history",
     "conversation_messages",
+    "message_page",
+    "message_position",
 ]

@@ -15,6 +15,8 @@ from rest_framework.test import APIClient
 from llm_conversations.api.representations import message_data, message_row
 from llm_conversations.api.serializers import MessageSerializer
 from llm_conversations.conversations import append_completion, create_conversation, load_messages
+from llm_conversations.conversations.feedback import rate_message
+from llm_conversations.conversations.lifecycle import hide_message
 from llm_conversations.core.completions import CompletionResponse, Usage
 from llm_conversations.core.messages import ChatMessage, Reasoning, ReasoningKind, Role, ToolCall
 from llm_conversations.models import Conversation, Message, Run, RunStatus
@@ -204,9 +206,32 @@ def test_list_query_count_is_constant_in_page_size(
     with CaptureQueriesContext(connection) as cursor_queries:
         client.get(url(conversation), {"limit": limit, "order": "asc", "after": after}).json()
     assert len(first["data"]) == limit
-    # The conversation (owner check) and one page of rows; a cursor adds its own lookup.
+    # The conversation (owner check) and one page of rows, its cursor looked up in it.
     assert len(queries) == 2
-    assert len(cursor_queries) == 3
+    assert len(cursor_queries) == 2
+
+
+def test_every_read_path_represents_a_message_alike(
+    client: APIClient, user: User, history: Conversation
+) -> None:
+    """The page's prepared statement, the search's ORM query and a model instance
+    (an append's answer, a stream's message) give each message the same JSON."""
+    answer = Message.objects.get(conversation=history, position=5)
+    rate_message(answer, user, 1, "Good.")
+    hide_message(history, Message.objects.get(conversation=history, position=0), "noise")
+    page = client.get(url(history), {"order": "asc", "limit": 100}).json()["data"]
+    searched = client.get(url(history), {"order": "asc", "search": "degrees"}).json()["data"]
+    instances = Message.objects.filter(conversation=history).order_by("position")
+    built = json.loads(json.dumps([message_data(message_row(m)) for m in instances]))
+    for entry in built:
+        entry["feedback"] = page[entry["position"]]["feedback"]
+    assert page == built
+    assert searched == [page[5]]
+    assert page[5]["feedback"] == {"rating": 1, "comment": "Good."}
+    assert page[0]["hidden_reason"] == "noise"
+    assert page[0]["hidden_at"].endswith("Z")
+    assert page[2]["cost"] == "0.0000750000"
+    assert page[2]["usage"]["input_tokens"] == 10
 
 
 def test_post_one_message_object(client: APIClient, history: Conversation) -> None:

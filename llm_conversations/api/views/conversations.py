@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import QuerySet, Subquery
 from django.http import HttpResponseBase
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
@@ -17,7 +18,13 @@ from rest_framework.response import Response
 
 from llm_conversations.api.errors import ApiError
 from llm_conversations.api.idempotency import IDEMPOTENCY_KEY, idempotent
-from llm_conversations.api.representations import MESSAGE_COLUMNS, message_data, message_row
+from llm_conversations.api.representations import (
+    MESSAGE_COLUMNS,
+    message_data,
+    message_row,
+    message_rows,
+    represented_rows,
+)
 from llm_conversations.api.serializers import (
     ORDERING_FIELDS,
     ConversationDeleteQuerySerializer,
@@ -63,7 +70,13 @@ from llm_conversations.conversations.search import (
     search_conversations,
     search_terms,
 )
-from llm_conversations.models import Conversation, Message, TitleSource
+from llm_conversations.models import (
+    Conversation,
+    Message,
+    TitleSource,
+    message_page,
+    message_position,
+)
 
 MESSAGE_ID = OpenApiParameter(
     "id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="A message id."
@@ -252,31 +265,51 @@ class MessageViewSet(ApiView, viewsets.GenericViewSet[Message]):
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """A page of messages after the ``after`` cursor, in ``order``, with the
         caller's feedback; only those ``search`` finds, if given."""
-        rows = self.get_queryset()
         query = valid_query(MessageListQuerySerializer, request)
         after, limit = query.validated_data.get("after"), query.validated_data["limit"]
         ascending = query.validated_data["order"] == "asc"
-        if after is not None:
-            position = rows.filter(pk=after).values_list("position", flat=True).first()
-            if position is None:
-                raise ApiError(
-                    400, "invalid", "after is not a message of this conversation.", field="after"
-                )
-            rows = (
-                rows.filter(position__gt=position)
-                if ascending
-                else rows.filter(position__lt=position)
-            )
-        rows = with_feedback(
-            matching_messages(rows, query.validated_data.get("search", "")), request.user
-        )
+        search = query.validated_data.get("search", "")
+        conversation = self.get_conversation()
         # One row more than the page tells whether another page follows.
-        page = list(
-            rows.order_by("position" if ascending else "-position").values(
-                *MESSAGE_COLUMNS, *FEEDBACK_COLUMNS
-            )[: limit + 1]
-        )
+        if search:
+            page = message_rows(
+                self._searched(search, after, ascending)[: limit + 1], *FEEDBACK_COLUMNS
+            )
+        else:
+            reader = request.user.pk if request.user.is_authenticated else None
+            fetched = message_page(
+                conversation.pk,
+                MESSAGE_COLUMNS,
+                reader_id=reader,
+                after=after,
+                ascending=ascending,
+                limit=limit + 1,
+            )
+            page = represented_rows(
+                (*MESSAGE_COLUMNS, *FEEDBACK_COLUMNS), fetched, Message.objects.db
+            )
+        # An empty page is the end, or a cursor of another conversation (asked only then).
+        if not page and after is not None and message_position(conversation.pk, after) is None:
+            raise ApiError(
+                400, "invalid", "after is not a message of this conversation.", field="after"
+            )
         return Response(_page([message_data(row) for row in page[:limit]], len(page) > limit))
+
+    def _searched(self, search: str, after: uuid.UUID | None, ascending: bool) -> QuerySet[Message]:
+        """The messages ``search`` finds after the message ``after`` in order, with the
+        caller's feedback: the list's ORM path (every other page is one prepared
+        statement, ``message_page``)."""
+        rows = self.get_queryset()
+        if after is not None:
+            position = rows.filter(pk=after).values("position")
+            rows = (
+                rows.filter(position__gt=Subquery(position))
+                if ascending
+                else rows.filter(position__lt=Subquery(position))
+            )
+        return with_feedback(matching_messages(rows, search), self.request.user).order_by(
+            "position" if ascending else "-position"
+        )
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> HttpResponseBase:
         """Append one message or a list, atomically; refused while a run is active."""

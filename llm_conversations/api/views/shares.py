@@ -33,7 +33,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import BaseThrottle
 
-from llm_conversations.api.representations import MESSAGE_COLUMNS, shared_message_data
+from llm_conversations.api.representations import message_rows, shared_message_data
 from llm_conversations.api.serializers import ConversationSerializer
 from llm_conversations.api.serializers.shares import (
     NewShareLinkSerializer,
@@ -197,7 +197,7 @@ class SharedViewSet(ApiView, viewsets.ViewSet):
         """The title and the snapshot's messages, oldest first, numbered from 0 (two
         queries at any length)."""
         share = resolve_share(token)
-        rows = snapshot_messages(share).values(*MESSAGE_COLUMNS)
+        rows = message_rows(snapshot_messages(share))
         return Response(
             {
                 "title": share.conversation.title,
