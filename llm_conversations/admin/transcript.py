@@ -33,7 +33,7 @@ from llm_conversations.models import (
     RunStatus,
     WaitReason,
 )
-from llm_conversations.providers.registry import backend_class
+from llm_conversations.providers.backends import backend_class
 
 
 def attachment_content_url(attachment: Attachment, site_name: str = "admin") -> str:

@@ -17,10 +17,10 @@ for what it checks (the kinds of value they share are in ``values``):
   (E011-E014, E016-E019, E040 ``MODEL_INFO``, E041 ``CONTEXT_STRATEGY``, E043
   ``FALLBACKS`` not a list of names, E045 an entry its own fallback, E047
   ``CIRCUIT_BREAKER``, W010, W041 a context strategy without a context window) from
-  :func:`~llm_conversations.providers.registry.provider_entry_problems`, which
+  :func:`~llm_conversations.providers.entries.provider_entry_problems`, which
   ``build_provider()`` applies too; E044 a fallback not a key of ``PROVIDERS``
   and E046 fallbacks in a circle, from
-  :func:`~llm_conversations.providers.registry.fallback_problems`.
+  :func:`~llm_conversations.providers.entries.fallback_problems`.
 - :func:`check_tools` (``tools``): E020 a ``TOOLS`` entry is not a usable tool, E021 two
   tools share a name, E022 ``DEFAULT_TOOLS`` neither ``None`` nor a list of
   names, E023 a name of ``DEFAULT_TOOLS`` neither a ``TOOLS`` tool nor

@@ -14,7 +14,7 @@ from django.core.checks import CheckMessage, Error
 
 from llm_conversations.checks.values import as_check_message
 from llm_conversations.conf import raw_setting
-from llm_conversations.providers.registry import fallback_problems, provider_entry_problems
+from llm_conversations.providers.entries import fallback_problems, provider_entry_problems
 
 __all__ = ["check_providers"]
 

@@ -4,6 +4,7 @@ See ``docs/providers.md`` for the settings of each backend.
 """
 
 from .anthropic import AnthropicProvider, to_anthropic_request
+from .backends import BACKENDS
 from .base import CompletionRequest, Provider
 from .echo import EchoProvider
 from .errors import (
@@ -20,7 +21,7 @@ from .gemini import GeminiProvider, to_gemini_request
 from .ollama import OllamaProvider, to_ollama_request
 from .openai import OpenAIProvider
 from .openai_responses import OpenAIResponsesProvider
-from .registry import BACKENDS, build_provider, clear_provider_cache, get_provider
+from .registry import build_provider, clear_provider_cache, get_provider
 from .stream_events import (
     ReasoningDelta,
     ResponseCompleted,

@@ -1,19 +1,19 @@
 """Anthropic Messages API (``POST /v1/messages``).
 
-All conversion to Anthropic's format happens in :func:`to_anthropic_request`.
+All conversion to Anthropic's format happens in :func:`to_anthropic_request`,
+one step of the request per function; the turns are
+:func:`~llm_conversations.providers.anthropic_messages.anthropic_turns`.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx
 
 from llm_conversations.core.completions import CompletionResponse, FinishReason, Usage
-from llm_conversations.core.content_parts import ContentPart, ImagePart, TextPart
 from llm_conversations.core.messages import ChatMessage, Role
 from llm_conversations.core.parameters import ParameterSupport, RunParameters
 from llm_conversations.core.structured import describes_object, map_subschemas
@@ -26,9 +26,9 @@ from ._wire import (
     iter_sse,
     merge_fields,
     pass_through,
-    wire_call_id,
 )
-from .anthropic_thinking import BACKEND, fit_thinking, keep_thinking, thinking_blocks
+from .anthropic_messages import anthropic_turns
+from .anthropic_thinking import BACKEND, fit_thinking, keep_thinking
 from .base import CompletionRequest, Provider
 from .caching import caching_on, last_key, place_breakpoints
 from .stream import StreamAccumulator
@@ -42,7 +42,6 @@ __all__ = [
     "anthropic_parameters",
     "anthropic_schema",
     "anthropic_usage",
-    "thinking_blocks",
     "to_anthropic_request",
 ]
 
@@ -73,10 +72,6 @@ _MOVED_CONSTRAINTS = (
     "minProperties",
     "maxProperties",
 )
-
-
-# The ids Anthropic takes for tool_use blocks (and their results).
-_TOOL_USE_ID = re.compile(r"[a-zA-Z0-9_-]+")
 
 
 def anthropic_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -143,14 +138,6 @@ SUPPORTED_PARTS = {
 }
 
 
-def anthropic_block(part: ContentPart) -> dict[str, Any]:
-    """A content part as a Messages block: ``text``, ``image`` or ``document`` (base64)."""
-    if isinstance(part, TextPart):
-        return {"type": "text", "text": part.text}
-    source = {"type": "base64", "media_type": part.mime_type, "data": part.base64()}
-    return {"type": "image" if isinstance(part, ImagePart) else "document", "source": source}
-
-
 def to_anthropic_request(
     messages: Sequence[ChatMessage],
     tools: Sequence[ToolSpec],
@@ -161,80 +148,43 @@ def to_anthropic_request(
 ) -> dict[str, Any]:
     """Build the Messages request body.
 
-    System messages are joined into top-level ``system``. Content parts
-    become ``text``, ``image`` and ``document`` blocks (base64 sources), in
-    user turns and inside ``tool_result`` content. An assistant turn Anthropic
-    answered starts with its thinking blocks (:func:`thinking_blocks`); its calls
-    become ``tool_use`` blocks after any text; tool results become
-    ``tool_result`` blocks of a user turn. Consecutive same-role turns are
-    merged (so the results of one assistant turn share one user message,
-    ahead of any user text) and empty text blocks are never sent.
+    System messages are joined into top-level ``system``; the other turns
+    are ``messages`` (:func:`anthropic_turns`: content blocks, thinking sent
+    back, ``tool_use`` and ``tool_result`` blocks, same-role turns merged).
     ``parameters`` (:func:`anthropic_parameters`) override what ``options`` set.
     Prompt caching (:func:`place_breakpoints`) is on unless the ``cache``
     option is ``false``; ``messages`` comes last, so the body of the next
     round extends this one's bytes.
     """
     check_supported_parts(messages, "anthropic", SUPPORTED_PARTS)
-    system = [m.content for m in messages if m.role is Role.SYSTEM]
-    turns: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role is Role.SYSTEM:
-            continue
-        blocks: list[dict[str, Any]] = []
-        if message.role is Role.TOOL:
-            answered = message.tool_call_id
-            assert answered, "a tool turn answers one call (core's rule)"
-            block: dict[str, Any] = {
-                "type": "tool_result",
-                "tool_use_id": wire_call_id(answered, _TOOL_USE_ID),
-            }
-            if message.parts is not None:
-                block["content"] = [anthropic_block(part) for part in message.parts]
-            elif message.content:
-                block["content"] = message.content
-            if message.is_error:
-                block["is_error"] = True
-            blocks.append(block)
-        elif message.parts is not None:
-            blocks.extend(anthropic_block(part) for part in message.parts)
-        else:
-            blocks.extend(thinking_blocks(message.reasoning))
-            if message.content:
-                blocks.append({"type": "text", "text": message.content})
-        for call in message.tool_calls or ():
-            # input must be an object; a malformed call is answered by an error result.
-            blocks.append(
-                {
-                    "type": "tool_use",
-                    "id": wire_call_id(call.id, _TOOL_USE_ID),
-                    "name": call.name,
-                    "input": dict(call.arguments),
-                }
-            )
-        role = "assistant" if message.role is Role.ASSISTANT else "user"
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(blocks)
-        else:
-            turns.append({"role": role, "content": blocks})
-    for turn in turns:
-        # Anthropic wants tool_result blocks first in a user turn.
-        turn["content"].sort(key=lambda b: b["type"] != "tool_result")
     options = dict(options)
     cache = caching_on(options)
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": options.pop("max_tokens", DEFAULT_MAX_TOKENS),
-        "messages": turns,
+        "messages": anthropic_turns(messages),
     }
+    system = [m.content for m in messages if m.role is Role.SYSTEM]
     if system:
         body["system"] = "\n\n".join(system)
     if tools:
-        body["tools"] = [
-            {"name": t.name, "description": t.description, "input_schema": t.parameters}
-            if t.description
-            else {"name": t.name, "input_schema": t.parameters}
-            for t in tools
-        ]
+        body["tools"] = [_tool(spec) for spec in tools]
+    body = pass_through(_entry_fields(body, options), options)
+    body = fit_thinking(_run_fields(body, parameters or _NONE))
+    # After fit_thinking: the rolling breakpoint goes on a block that is sent.
+    return last_key(place_breakpoints(body) if cache else body, "messages")
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    """A tool offered, with its description when it has one."""
+    if spec.description:
+        return {"name": spec.name, "description": spec.description, "input_schema": spec.parameters}
+    return {"name": spec.name, "input_schema": spec.parameters}
+
+
+def _entry_fields(body: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with the entry's ``stop`` and ``tool_choice`` options in Anthropic's
+    form, taken out of ``options`` (the rest pass through as they are)."""
     if "stop" in options:
         stop = options.pop("stop")
         body["stop_sequences"] = [stop] if isinstance(stop, str) else list(stop)
@@ -243,8 +193,11 @@ def to_anthropic_request(
         body["tool_choice"] = (
             _TOOL_CHOICE.get(choice, choice) if isinstance(choice, str) else choice
         )
-    body = pass_through(body, options)
-    parameters = parameters or _NONE
+    return body
+
+
+def _run_fields(body: dict[str, Any], parameters: RunParameters) -> dict[str, Any]:
+    """``body`` with the run's parameters over the entry's options."""
     if parameters.tool_choice is not None:
         body.pop("tool_choice", None)  # the run's choice replaces the entry's
     body = merge_fields(body, anthropic_parameters(parameters))
@@ -254,9 +207,7 @@ def to_anthropic_request(
         tool_choice.setdefault("type", "auto")
         if tool_choice["type"] == "none":
             del tool_choice["disable_parallel_tool_use"]
-    body = fit_thinking(body)
-    # After fit_thinking: the rolling breakpoint goes on a block that is sent.
-    return last_key(place_breakpoints(body) if cache else body, "messages")
+    return body
 
 
 def anthropic_usage(data: object) -> Usage:

@@ -1,14 +1,18 @@
-"""The provider base class: one pooled httpx client, replies, key redaction.
+"""The provider base class: one pooled httpx client, calls, run parameters.
 
 Subclasses implement four hooks: ``build_request`` (path and JSON body),
-``auth_headers``, ``parse_response`` and ``parse_stream``. Sending, retrying,
-deadlines, size caps and turning HTTP failures into typed errors live once in
-:mod:`~llm_conversations.providers.http`, mixed into :class:`Provider`.
+``auth_headers``, ``parse_response`` and ``parse_stream``, and may refine how
+an error body is read (``error_message``, ``error_class``). What
+:class:`Provider` is made of lives beside it, each part once: sending,
+retrying, deadlines, size caps and typed errors from failed responses in
+:mod:`~llm_conversations.providers.http`; building a reply (``completion()``)
+in :mod:`~llm_conversations.providers.replies`; errors from error bodies and
+streams in :mod:`~llm_conversations.providers.errors`; key redaction in
+:mod:`~llm_conversations.providers.redaction`.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -19,34 +23,23 @@ import httpx
 
 from llm_conversations import telemetry
 from llm_conversations.conf import conf
-from llm_conversations.core.completions import CompletionResponse, FinishReason, Usage
+from llm_conversations.core.completions import CompletionResponse
 from llm_conversations.core.messages import (
     ChatMessage,
     InvalidMessage,
     MessageInput,
     Role,
-    ToolCall,
     as_chat_messages,
 )
 from llm_conversations.core.parameters import ParameterSupport, RunParameterInput, RunParameters
-from llm_conversations.core.reasoning import Reasoning, bounded_reasoning
-from llm_conversations.core.text import storable_text
 from llm_conversations.core.tool_specs import ToolSpec
 
-from ._wire import ToolInput, as_tool_specs, storable_call
-from .errors import (
-    AuthenticationError,
-    InvalidRequestError,
-    InvalidResponseError,
-    ProviderError,
-    ProviderTimeout,
-    ProviderUnavailableError,
-    RateLimitError,
-    stream_error_class,
-)
-from .http import HttpTransport, backoff_delay, parse_retry_after
+from ._wire import ToolInput, as_tool_specs
+from .errors import ErrorReports, ProviderTimeout, ProviderUnavailableError
+from .http import HttpTransport
 from .interrupts import NO_INTERRUPT, Interrupt
-from .redaction import REDACTED, KeyRedactor, key_redactor
+from .redaction import KeyRedaction
+from .replies import ReplyBuilding
 from .stream_events import ResponseCompleted, StreamEvent, TextDelta, whole_reply_stream
 
 __all__ = [
@@ -54,11 +47,8 @@ __all__ = [
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_MAX_RETRY_AFTER",
     "DEFAULT_TIMEOUT",
-    "ERROR_TEXT_LIMIT",
-    "REDACTED",
+    "CompletionRequest",
     "Provider",
-    "backoff_delay",
-    "parse_retry_after",
 ]
 
 
@@ -70,9 +60,6 @@ DEFAULT_TIMEOUT = 60.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_MAX_RETRY_AFTER = 60.0
-# Provider text quoted in an error is cut to this many characters, after the
-# key is redacted (cutting first could leave part of the key behind).
-ERROR_TEXT_LIMIT = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +82,7 @@ class CompletionRequest:
     interrupt: Interrupt = NO_INTERRUPT
 
 
-class Provider(HttpTransport):
+class Provider(HttpTransport, ReplyBuilding, ErrorReports, KeyRedaction):
     """One configured model behind one wire protocol.
 
     ``options`` are default request options, overridden per call by the
@@ -353,147 +340,3 @@ class Provider(HttpTransport):
     ) -> Iterator[StreamEvent]:
         """Yield events from an open streaming response."""
         raise NotImplementedError
-
-    def error_message(self, data: object) -> str | None:
-        """The provider's own explanation in an error body."""
-        if isinstance(data, Mapping):
-            error = data.get("error")
-            nested = error.get("message") if isinstance(error, Mapping) else None
-            if isinstance(nested, str):
-                return nested
-            if isinstance(error, str):
-                return error
-            message = data.get("message")
-            if isinstance(message, str):
-                return message
-        return None
-
-    def error_class(self, status: int, data: object) -> type[ProviderError]:
-        """The exception type for an HTTP error status."""
-        if status in (401, 403):
-            return AuthenticationError
-        if status == 429:
-            return RateLimitError
-        if status >= 500:
-            return ProviderUnavailableError
-        return InvalidRequestError
-
-    # Redaction ------------------------------------------------------------
-
-    @property
-    def _redactor(self) -> KeyRedactor | None:
-        return key_redactor(frozenset({self._api_key})) if self._api_key else None
-
-    def redact(self, text: str) -> str:
-        """``text`` with the API key replaced, and any fragment of it
-        (``providers/redaction.py``: another case, split, masked)."""
-        redactor = self._redactor
-        return text if redactor is None else redactor.redact(text)
-
-    def error_text(self, text: str) -> str:
-        """Provider text for an error message: the key redacted, then cut short."""
-        return self.redact(text)[:ERROR_TEXT_LIMIT]
-
-    def check_size(self, chars: int, what: str) -> None:
-        """Raise :class:`InvalidResponseError` when ``chars`` exceeds ``max_reply_chars``."""
-        if chars > self.max_reply_chars:
-            raise InvalidResponseError(
-                f"{self.backend}: the reply's {what} is longer than MAX_REPLY_CHARS "
-                f"({self.max_reply_chars} characters).",
-                provider=self.backend,
-            )
-
-    def stream_ended_early(self, marker: str) -> ProviderUnavailableError:
-        """The error for a stream that closed before ``marker``; its partial reply is dropped."""
-        return ProviderUnavailableError(
-            f"{self.backend}: the stream ended early, before {marker}; "
-            "the partial reply was discarded.",
-            provider=self.backend,
-        )
-
-    def completion(
-        self,
-        *,
-        content: str,
-        tool_calls: Iterable[ToolCall],
-        finish_reason: FinishReason,
-        usage: Usage,
-        model: str | None,
-        raw: Mapping[str, Any],
-        raw_finish_reason: str | None,
-        sanitized: bool = False,
-        reasoning: Iterable[Reasoning] = (),
-    ) -> CompletionResponse:
-        """A parsed reply from this provider: ``raw`` redacted, ``model`` defaulted.
-
-        Every adapter builds its replies here, so no raw body escapes
-        redaction, no reply exceeds ``max_reply_chars`` (text, or any call's
-        arguments text), none holds what a database cannot store and its
-        reasoning fits a turn (``bounded_reasoning``, ``reasoning_omitted``).
-        ``StreamAccumulator`` already made its text and calls storable and
-        says so in ``sanitized``; this applies the same rules again for
-        replies built another way.
-        """
-        clean_content = storable_text(content)
-        sanitized = sanitized or clean_content != content
-        calls = []
-        for call in tool_calls:
-            arguments = call.raw_arguments if call.malformed else call.arguments
-            clean, changed = storable_call(call.id, call.name, arguments)
-            if changed:
-                call, sanitized = clean, True
-            calls.append(call)
-        parts = []
-        for part in reasoning:
-            clean_text = storable_text(part.text)
-            clean_data = None if part.data is None else storable_text(part.data)
-            if (clean_text, clean_data) != (part.text, part.data):
-                part, sanitized = replace(part, text=clean_text, data=clean_data), True
-            parts.append(part)
-        self.check_size(len(clean_content), "text")
-        for call in calls:
-            self.check_size(len(call.arguments_json), f"arguments of {call.name!r}")
-        self.check_size(sum(part.size for part in parts), "reasoning")
-        kept, omitted = bounded_reasoning(parts)
-        return CompletionResponse(
-            content=clean_content,
-            tool_calls=tuple(calls),
-            finish_reason=finish_reason,
-            usage=usage,
-            model=model or self.model,
-            provider=self.backend,
-            raw=self.redact_data(raw),
-            raw_finish_reason=raw_finish_reason,
-            sanitized=sanitized,
-            reasoning=kept,
-            reasoning_omitted=omitted,
-        )
-
-    def redact_data(self, data: Any) -> Any:
-        """Decoded JSON with the API key (and its fragments) replaced in every string."""
-        redactor = self._redactor
-        return data if redactor is None else redactor.redact_data(data)
-
-    def stream_error(self, data: object) -> ProviderError:
-        """An error object that arrived inside a stream, classed by what it says it is.
-
-        An HTTP-like numeric ``code`` (OpenRouter, Gemini) is classed as that
-        status would be; otherwise the error's ``type`` or ``status`` word
-        (OpenAI, Anthropic, Gemini), and what names nothing known is the
-        provider being unavailable (retryable).
-        """
-        message = self.error_text(self.error_message(data) or json.dumps(data))
-        error = data.get("error") if isinstance(data, Mapping) else None
-        details = error if isinstance(error, Mapping) else {}
-        code = details.get("code")
-        kind = details.get("type") or details.get("status")
-        if isinstance(code, int) and not isinstance(code, bool) and 400 <= code < 600:
-            cls = self.error_class(code, data)
-        else:
-            cls = stream_error_class(kind if isinstance(kind, str) else code)
-        named = kind if isinstance(kind, str) and kind else "an error"
-        return cls(
-            f"{self.backend} reported {named} in the stream: {message}",
-            provider=self.backend,
-            provider_message=message,
-        )

@@ -1,19 +1,19 @@
 """Google Gemini ``generateContent`` (the Gemini API, ``x-goog-api-key``).
 
-All conversion to Gemini's format happens in :func:`to_gemini_request`.
+All conversion to Gemini's format happens in :func:`to_gemini_request`,
+one step of the request per function; the turns are
+:func:`~llm_conversations.providers.gemini_contents.gemini_contents`.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import httpx
 
 from llm_conversations.core.completions import CompletionResponse, FinishReason, Usage
-from llm_conversations.core.content_parts import TextPart
 from llm_conversations.core.messages import ChatMessage, Role
 from llm_conversations.core.parameters import SAMPLING, ParameterSupport, RunParameters
 from llm_conversations.core.reasoning import ReasoningKind
@@ -27,29 +27,21 @@ from ._wire import (
     iter_sse,
     merge_fields,
     pass_through,
-    tool_names_by_id,
 )
 from .base import CompletionRequest, Provider
 from .caching import last_key
 from .errors import AuthenticationError, InvalidResponseError, ProviderError
+from .gemini_contents import BACKEND, gemini_contents
 from .stream import StreamAccumulator
 from .stream_events import StreamEvent
 
 __all__ = [
     "BACKEND",
-    "SKIP_SIGNATURE",
     "GeminiProvider",
     "gemini_parameters",
     "gemini_usage",
     "to_gemini_request",
 ]
-
-BACKEND = "gemini"
-# Google's documented stand-in for the signature of a call Gemini did not make
-# (or made before signatures were kept); Gemini 3 refuses a turn's first
-# function call without one.
-SKIP_SIGNATURE = "skip_thought_signature_validator"
-_NEEDS_SIGNATURE = re.compile(r"^(?:models/)?gemini-(\d+)")
 
 _GENERATION_KEYS = {
     "temperature": "temperature",
@@ -80,11 +72,6 @@ _FILTERED = {
     "IMAGE_SAFETY",
     "LANGUAGE",
 }
-
-
-def _needs_signature(model: str) -> bool:
-    match = _NEEDS_SIGNATURE.match(model)
-    return bool(match) and int(match.group(1)) >= 3  # type: ignore[union-attr]
 
 
 def gemini_parameters(parameters: RunParameters) -> dict[str, Any]:
@@ -119,39 +106,6 @@ def gemini_parameters(parameters: RunParameters) -> dict[str, Any]:
     return fields
 
 
-def _model_parts(message: ChatMessage, sign: bool) -> list[dict[str, Any]]:
-    """The parts of an assistant turn, with the reasoning state Gemini made put back.
-
-    Each thought part and each ``thoughtSignature`` goes back on the part that
-    carried it: thoughts first, then the text, then the calls. A turn's first
-    call without a signature of Gemini's own gets :data:`SKIP_SIGNATURE` when
-    the model needs one (``sign``); reasoning of other providers is never sent.
-    """
-    own = [part for part in message.reasoning or () if part.provider == BACKEND]
-    parts: list[dict[str, Any]] = []
-    for part in own:
-        if part.kind is ReasoningKind.THINKING:
-            parts.append(_signed({"text": part.text, "thought": True}, part.data))
-    signatures = {part.call_id: part.data for part in own if part.kind is ReasoningKind.SIGNATURE}
-    text_signature = signatures.pop(None, None)
-    if message.content or text_signature:
-        parts.append(_signed({"text": message.content}, text_signature))
-    for index, call in enumerate(message.tool_calls or ()):
-        # args must be an object; a malformed call is answered by an error result.
-        function_call = {"functionCall": {"name": call.name, "args": dict(call.arguments)}}
-        signature = signatures.get(call.id)
-        if signature is None and sign and index == 0:
-            signature = SKIP_SIGNATURE
-        parts.append(_signed(function_call, signature))
-    return parts
-
-
-def _signed(part: dict[str, Any], signature: str | None) -> dict[str, Any]:
-    if signature is not None:
-        part["thoughtSignature"] = signature
-    return part
-
-
 # Images and PDFs in user turns; function responses carry text only.
 SUPPORTED_PARTS = {"user": frozenset({"text", "image", "file"}), "tool": frozenset({"text"})}
 
@@ -166,71 +120,39 @@ def to_gemini_request(
 ) -> dict[str, Any]:
     """Build the ``generateContent`` body.
 
-    System messages become ``systemInstruction``; assistant turns are
-    ``model`` contents with ``functionCall`` parts and the thought parts and
-    signatures Gemini made (:func:`_model_parts`); the results of one
-    assistant turn go in one ``user`` content as ``functionResponse`` parts in
-    call order, each named after its call and carrying ``{"output": ...}`` or
-    ``{"error": ...}``. Tools become ``functionDeclarations`` whose
-    parameters are sent as JSON Schema (``parametersJsonSchema``).
-    Images and PDFs are ``inlineData`` parts (``mimeType``, base64 ``data``).
+    System messages become ``systemInstruction``; the other turns are
+    ``contents`` (:func:`gemini_contents`: ``model`` contents with their
+    calls and the reasoning Gemini made, results as ``functionResponse``
+    parts, images and PDFs as ``inlineData``). Tools become
+    ``functionDeclarations`` whose parameters are sent as JSON Schema
+    (``parametersJsonSchema``).
     ``parameters`` (:func:`gemini_parameters`) override what ``options`` set.
     """
     check_supported_parts(messages, "gemini", SUPPORTED_PARTS)
-    names = tool_names_by_id(messages)
-    sign = _needs_signature(model)
     system = [{"text": m.content} for m in messages if m.role is Role.SYSTEM]
-    contents: list[dict[str, Any]] = []
-    call_order: dict[str, int] = {}
-    for message in messages:
-        if message.role is Role.SYSTEM:
-            continue
-        if message.role is Role.TOOL:
-            key = "error" if message.is_error else "output"
-            result: dict[str, Any] = {
-                "functionResponse": {
-                    "name": names.get(message.tool_call_id or "", "unknown"),
-                    "response": {key: message.content},
-                }
-            }
-            last = contents[-1] if contents else None
-            if last and last.get("_results"):
-                last["parts"].append((call_order.get(message.tool_call_id or "", 0), result))
-            else:
-                order = call_order.get(message.tool_call_id or "", 0)
-                contents.append({"role": "user", "parts": [(order, result)], "_results": True})
-            continue
-        parts: list[dict[str, Any]] = []
-        if message.role is Role.ASSISTANT:
-            parts = _model_parts(message, sign)
-            call_order.update((call.id, i) for i, call in enumerate(message.tool_calls or ()))
-        elif message.parts is not None:
-            parts.extend(
-                {"text": part.text}
-                if isinstance(part, TextPart)
-                else {"inlineData": {"mimeType": part.mime_type, "data": part.base64()}}
-                for part in message.parts
-            )
-        elif message.content:
-            parts.append({"text": message.content})
-        role = "model" if message.role is Role.ASSISTANT else "user"
-        contents.append({"role": role, "parts": parts})
-    for content in contents:
-        if content.pop("_results", False):
-            content["parts"] = [part for _, part in sorted(content["parts"], key=lambda p: p[0])]
-    body: dict[str, Any] = {"contents": contents}
+    body: dict[str, Any] = {"contents": gemini_contents(messages, model)}
     if system:
         body["systemInstruction"] = {"parts": system}
     if tools:
-        declarations = []
-        for spec in tools:
-            declaration: dict[str, Any] = {"name": spec.name}
-            if spec.description:
-                declaration["description"] = spec.description
-            declaration["parametersJsonSchema"] = spec.parameters
-            declarations.append(declaration)
-        body["tools"] = [{"functionDeclarations": declarations}]
+        body["tools"] = [{"functionDeclarations": [_declaration(spec) for spec in tools]}]
     options = dict(options)
+    body = pass_through(_entry_fields(body, options), options)
+    return _run_fields(body, parameters or _NONE)
+
+
+def _declaration(spec: ToolSpec) -> dict[str, Any]:
+    """A tool offered as a ``functionDeclaration``, its parameters as JSON Schema."""
+    declaration: dict[str, Any] = {"name": spec.name}
+    if spec.description:
+        declaration["description"] = spec.description
+    declaration["parametersJsonSchema"] = spec.parameters
+    return declaration
+
+
+def _entry_fields(body: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """``body`` with the entry's sampling options in ``generationConfig`` and its
+    ``tool_choice`` in ``toolConfig``, taken out of ``options`` (the rest pass
+    through as they are)."""
     generation = dict(options.pop("generationConfig", {}) or {})
     for key, wire_key in _GENERATION_KEYS.items():
         if key in options:
@@ -241,8 +163,11 @@ def to_gemini_request(
     choice = options.pop("tool_choice", None)
     if isinstance(choice, str) and choice in _TOOL_MODES:
         body["toolConfig"] = {"functionCallingConfig": {"mode": _TOOL_MODES[choice]}}
-    body = pass_through(body, options)
-    parameters = parameters or _NONE
+    return body
+
+
+def _run_fields(body: dict[str, Any], parameters: RunParameters) -> dict[str, Any]:
+    """``body`` with the run's parameters over the entry's options."""
     # The run's tool choice and thinking level replace the entry's, never mix with them.
     if parameters.tool_choice is not None:
         body.pop("toolConfig", None)

@@ -72,6 +72,10 @@ def parse_retry_after(headers: httpx.Headers) -> float | None:
     return max(0.0, moment.timestamp() - time.time())
 
 
+# What can end an attempt before its response is read, besides an interrupt.
+_AttemptFailure = httpx.TransportError | httpx.DecodingError | ProviderTimeout
+
+
 class _Adapter(Protocol):
     """What :class:`HttpTransport` needs of the provider it is mixed into."""
 
@@ -98,6 +102,12 @@ class _Adapter(Protocol):
     def _too_large(self, cap: int) -> InvalidResponseError: ...
 
     def _deadline_passed(self) -> ProviderTimeout: ...
+
+    def _opened(
+        self, response: httpx.Response, started: float, interrupt: Interrupt
+    ) -> httpx.Response: ...
+
+    def _attempt_error(self, exc: _AttemptFailure, interrupt: Interrupt) -> ProviderError: ...
 
     def _read_body(
         self, response: httpx.Response, started: float, interrupt: Interrupt
@@ -209,37 +219,10 @@ class HttpTransport:
             try:
                 response = self._client.send(request, stream=True)
                 if stream and response.status_code < 400:
-                    if time.monotonic() - started > self.timeout:
-                        # The headers trickled in past the deadline for the first byte.
-                        response.close()
-                        raise self._deadline_passed()
-                    # Read back by lines(): the stream checks it as its bytes arrive.
-                    response.extensions[_INTERRUPT] = interrupt
-                    return response, b""
+                    return self._opened(response, started, interrupt), b""
                 content = self._read_body(response, started, interrupt)
-            except httpx.TimeoutException as exc:
-                # A wait cut to the run's deadline is the run's timeout, not the provider's.
-                interrupt.check()
-                error = ProviderTimeout(
-                    f"{self.backend}: no answer within {self.timeout:g}s ({type(exc).__name__}).",
-                    provider=self.backend,
-                )
-            except httpx.DecodingError as exc:
-                # A body whose content-encoding does not decode (corrupt gzip): a
-                # proxy or the provider failed mid-answer; another attempt may not.
-                error = ProviderUnavailableError(
-                    f"{self.backend}: the response body could not be decoded "
-                    f"({type(exc).__name__}).",
-                    provider=self.backend,
-                )
-            except httpx.TransportError as exc:
-                # httpx messages name hosts, not headers; redact anyway.
-                detail = self.error_text(str(exc)) or type(exc).__name__
-                error = ProviderUnavailableError(
-                    f"{self.backend}: connection failed: {detail}", provider=self.backend
-                )
-            except ProviderTimeout as exc:
-                error = exc
+            except (httpx.TransportError, httpx.DecodingError, ProviderTimeout) as exc:
+                error = self._attempt_error(exc, interrupt)
             else:
                 if response.status_code < 400:
                     return response, content
@@ -257,6 +240,42 @@ class HttpTransport:
                 delay,
             )
             self._sleep(delay)
+
+    def _opened(
+        self: _Adapter, response: httpx.Response, started: float, interrupt: Interrupt
+    ) -> httpx.Response:
+        """An open stream whose headers came in time, left for :meth:`lines` to read."""
+        if time.monotonic() - started > self.timeout:
+            # The headers trickled in past the deadline for the first byte.
+            response.close()
+            raise self._deadline_passed()
+        # Read back by lines(): the stream checks it as its bytes arrive.
+        response.extensions[_INTERRUPT] = interrupt
+        return response
+
+    def _attempt_error(self: _Adapter, exc: _AttemptFailure, interrupt: Interrupt) -> ProviderError:
+        """The typed error of an attempt that failed before its response was read."""
+        if isinstance(exc, httpx.TimeoutException):
+            # A wait cut to the run's deadline is the run's timeout, not the provider's.
+            interrupt.check()
+            return ProviderTimeout(
+                f"{self.backend}: no answer within {self.timeout:g}s ({type(exc).__name__}).",
+                provider=self.backend,
+            )
+        if isinstance(exc, httpx.DecodingError):
+            # A body whose content-encoding does not decode (corrupt gzip): a
+            # proxy or the provider failed mid-answer; another attempt may not.
+            return ProviderUnavailableError(
+                f"{self.backend}: the response body could not be decoded ({type(exc).__name__}).",
+                provider=self.backend,
+            )
+        if isinstance(exc, httpx.TransportError):
+            # httpx messages name hosts, not headers; redact anyway.
+            detail = self.error_text(str(exc)) or type(exc).__name__
+            return ProviderUnavailableError(
+                f"{self.backend}: connection failed: {detail}", provider=self.backend
+            )
+        return exc  # the body's deadline passed (_read_body)
 
     def _read_body(
         self: _Adapter, response: httpx.Response, started: float, interrupt: Interrupt

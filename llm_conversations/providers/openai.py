@@ -265,7 +265,7 @@ class OpenAIProvider(Provider):
         """
         ids = CallIds(messages)
         reply = StreamAccumulator()
-        # Fragments keyed by index: id and name come in the first one only.
+        # Call fragments gathered by index (_gather_fragment).
         pending: dict[int, dict[str, str]] = {}
         finished = done = False
         # Usage comes after the finish reason; with both, only [DONE] is missing.
@@ -293,35 +293,47 @@ class OpenAIProvider(Provider):
                 if text := reply.text(content_text(delta.get("content"))):
                     yield text
                 for fragment in delta.get("tool_calls") or ():
-                    index = fragment.get("index", len(pending))
-                    slot = pending.setdefault(index, {"id": "", "name": "", "args": ""})
-                    function = fragment.get("function") or {}
-                    slot["id"] = slot["id"] or fragment.get("id") or ""
-                    slot["name"] = slot["name"] or function.get("name") or ""
-                    arguments = function.get("arguments")
-                    if isinstance(arguments, str):
-                        slot["args"] += arguments
-                    elif arguments is not None:
-                        slot["args"] += json.dumps(arguments)
-                    self.check_size(len(slot["args"]), "tool call arguments")
+                    arguments = _gather_fragment(pending, fragment)
+                    self.check_size(len(arguments), "tool call arguments")
                 if choice.get("finish_reason") and not finished:
                     finished = True
                     reply.keep(raw_reason=choice["finish_reason"])
-                    for index in sorted(pending):
-                        slot = pending[index]
-                        yield reply.call(ids.take(slot["id"]), slot["name"], slot["args"])
-                    pending.clear()
+                    yield from _gathered_calls(reply, ids, pending)
         if not finished:
             # Some servers (OpenRouter) end a whole reply with usage and [DONE] but
             # no finish_reason; the official SDK takes it, and so does this.
             if not (done and reply.usage is not None):
                 raise self.stream_ended_early("a finish_reason")
-            for index in sorted(pending):
-                slot = pending[index]
-                yield reply.call(ids.take(slot["id"]), slot["name"], slot["args"])
+            yield from _gathered_calls(reply, ids, pending)
             reply.keep(raw_reason=None if reply.has_calls else "stop")
         yield reply.finish(self, *self._ending(reply, reply.usage))
 
     @staticmethod
     def _ending(reply: StreamAccumulator, usage: object) -> tuple[FinishReason, Usage]:
         return openai_finish_reason(reply.raw_reason, reply.has_calls), openai_usage(usage)
+
+
+def _gather_fragment(pending: dict[int, dict[str, str]], fragment: Mapping[str, Any]) -> str:
+    """Add a streamed call fragment to its call (by ``index``: id and name come in
+    the first fragment only); the call's arguments so far."""
+    index = fragment.get("index", len(pending))
+    slot = pending.setdefault(index, {"id": "", "name": "", "args": ""})
+    function = fragment.get("function") or {}
+    slot["id"] = slot["id"] or fragment.get("id") or ""
+    slot["name"] = slot["name"] or function.get("name") or ""
+    arguments = function.get("arguments")
+    if isinstance(arguments, str):
+        slot["args"] += arguments
+    elif arguments is not None:
+        slot["args"] += json.dumps(arguments)
+    return slot["args"]
+
+
+def _gathered_calls(
+    reply: StreamAccumulator, ids: CallIds, pending: dict[int, dict[str, str]]
+) -> Iterator[StreamEvent]:
+    """The gathered calls, in index order, as the reply's calls; none is left pending."""
+    for index in sorted(pending):
+        slot = pending[index]
+        yield reply.call(ids.take(slot["id"]), slot["name"], slot["args"])
+    pending.clear()

@@ -15,6 +15,8 @@ are replaced as one.
 
 :func:`key_redactor` builds one :class:`KeyRedactor` per set of keys and
 keeps it. ``bench/redaction.py`` measures it on a 1 MB body.
+:class:`KeyRedaction`, mixed into ``Provider``, applies it to what a
+provider passes on: error messages and raw reply bodies.
 """
 
 from __future__ import annotations
@@ -22,9 +24,16 @@ from __future__ import annotations
 import bisect
 import functools
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["FRAGMENT_CHARS", "REDACTED", "KeyRedactor", "key_redactor"]
+__all__ = [
+    "ERROR_TEXT_LIMIT",
+    "FRAGMENT_CHARS",
+    "REDACTED",
+    "KeyRedaction",
+    "KeyRedactor",
+    "key_redactor",
+]
 
 REDACTED = "[redacted]"
 FRAGMENT_CHARS = 5
@@ -32,6 +41,9 @@ _ANCHOR_CHARS = FRAGMENT_CHARS - 1
 # Joins the strings of a decoded body so they are searched at once. No key
 # holds it (no HTTP header value may), so no fragment spans two strings.
 _SEPARATOR = "\x00"
+# Provider text quoted in an error is cut to this many characters, after the
+# key is redacted (cutting first could leave part of the key behind).
+ERROR_TEXT_LIMIT = 500
 
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 
@@ -171,3 +183,35 @@ def _replaced(text: str, spans: list[Span]) -> str:
 def key_redactor(keys: frozenset[str]) -> KeyRedactor:
     """The redactor of ``keys``, built once per set."""
     return KeyRedactor(keys)
+
+
+class _Keyed(Protocol):
+    """What :class:`KeyRedaction` needs of the provider it is mixed into."""
+
+    _api_key: str | None
+
+    def redact(self, text: str) -> str: ...
+
+
+class KeyRedaction:
+    """Mixed into :class:`~llm_conversations.providers.base.Provider`: its API key
+    (and any fragment of it) replaced in text and decoded bodies."""
+
+    def redact(self: _Keyed, text: str) -> str:
+        """``text`` with the API key replaced, and any fragment of it
+        (another case, split, masked)."""
+        redactor = _redactor_of(self._api_key)
+        return text if redactor is None else redactor.redact(text)
+
+    def redact_data(self: _Keyed, data: Any) -> Any:
+        """Decoded JSON with the API key (and its fragments) replaced in every string."""
+        redactor = _redactor_of(self._api_key)
+        return data if redactor is None else redactor.redact_data(data)
+
+    def error_text(self: _Keyed, text: str) -> str:
+        """Provider text for an error message: the key redacted, then cut short."""
+        return self.redact(text)[:ERROR_TEXT_LIMIT]
+
+
+def _redactor_of(api_key: str | None) -> KeyRedactor | None:
+    return key_redactor(frozenset({api_key})) if api_key else None

@@ -24,7 +24,7 @@ from llm_conversations.core.messages import ToolCall
 from llm_conversations.core.parameters import ParameterSupport
 from llm_conversations.exceptions import RunNotPermitted, TooManyActiveRuns
 from llm_conversations.models import ACTIVE_RUN_STATUSES, Decision, Run
-from llm_conversations.providers.registry import backend_class
+from llm_conversations.providers.backends import backend_class
 from llm_conversations.users import AnyUser
 
 __all__ = [

@@ -31,7 +31,7 @@ from llm_conversations.checks import (
     check_trash,
     check_webhooks,
 )
-from llm_conversations.providers import registry as provider_registry
+from llm_conversations.providers import entries as provider_entries
 from llm_conversations.tools import mcp_config
 from tests.checks.broken import BROKEN, BROKEN_PROJECT, ID
 
@@ -83,7 +83,7 @@ def test_every_id_in_the_code_has_a_broken_setting_here() -> None:
         for module in pkgutil.iter_modules(checks.__path__)
     ]
     assert len(parts) > 1
-    sources = (checks, *parts, provider_registry, mcp_config)
+    sources = (checks, *parts, provider_entries, mcp_config)
     source = "".join(inspect.getsource(module) for module in sources)
     assert set(ID.findall(source)) == set(BROKEN) | set(BROKEN_PROJECT)
 

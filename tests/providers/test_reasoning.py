@@ -22,7 +22,7 @@ from llm_conversations.providers import (
     ResponseCompleted,
 )
 from llm_conversations.providers.errors import InvalidResponseError
-from llm_conversations.providers.gemini import SKIP_SIGNATURE
+from llm_conversations.providers.gemini_contents import SKIP_SIGNATURE
 
 from .conftest import TOOLS, Recorder, sse
 

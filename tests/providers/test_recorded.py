@@ -33,7 +33,7 @@ from llm_conversations.providers import (
     TextDelta,
     ToolCallCompleted,
 )
-from llm_conversations.providers.base import ERROR_TEXT_LIMIT
+from llm_conversations.providers.redaction import ERROR_TEXT_LIMIT
 
 from .recordings import SOURCES, Exchange, Expected, corpus_root, exchanges, expected
 from .recordings import recording_files as files

@@ -22,8 +22,8 @@ import pytest
 from llm_conversations.core.messages import ChatMessage, ToolCall, check_sequence
 from llm_conversations.core.reasoning import Reasoning, ReasoningKind
 from llm_conversations.core.tool_specs import ToolSpec
-from llm_conversations.providers.gemini import SKIP_SIGNATURE
-from llm_conversations.providers.registry import backend_class
+from llm_conversations.providers.backends import backend_class
+from llm_conversations.providers.gemini_contents import SKIP_SIGNATURE
 from tests.faults.server import API_KEY, OK_TEXT, FakeProvider
 
 BACKENDS = ("openai", "openai_responses", "anthropic", "gemini", "ollama")
