@@ -22,9 +22,9 @@ from django.db import connections
 from django.db.models import QuerySet
 
 from llm_conversations.conf import conf
+from llm_conversations.conversations.history import stored_message
 from llm_conversations.core.messages import Reasoning, Role
 from llm_conversations.core.model_info import cost_text
-from llm_conversations.core.stored_rows import chat_message_from_checked_row
 from llm_conversations.models import Message
 
 __all__ = [
@@ -82,15 +82,7 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
     (images and files by ``attachment_id``; ``attachments/{id}/`` describes
     each). ``reasoning`` is the reasoning text of the turn (:func:`shown_reasoning`).
     """
-    message = chat_message_from_checked_row(
-        row["role"],
-        row["content"],
-        row["tool_calls"],
-        row["tool_call_id"],
-        row["is_error"],
-        row["content_parts"],
-        row["reasoning"],
-    )
+    message = stored_message(row)
     if message.parts is None:
         data = message.to_wire()
     else:

@@ -27,8 +27,8 @@ from django.urls import reverse
 
 from llm_conversations.api.representations import shown_reasoning
 from llm_conversations.api.streams.ai_sdk import reasoning_part_id, run_metadata
-from llm_conversations.core.messages import ChatMessage, Role
-from llm_conversations.core.stored_rows import chat_message_from_checked_row
+from llm_conversations.conversations.history import stored_message
+from llm_conversations.core.messages import Role
 from llm_conversations.models import (
     Attachment,
     Conversation,
@@ -200,14 +200,7 @@ def _assistant(message_id: str, run: Run | None) -> dict[str, Any]:
 def _turn_parts(
     row: dict[str, Any], results: dict[str | None, dict[str, Any]], run: Run | None
 ) -> list[dict[str, Any]]:
-    message: ChatMessage = chat_message_from_checked_row(
-        row["role"],
-        row["content"],
-        row["tool_calls"],
-        row["tool_call_id"],
-        row["is_error"],
-        reasoning=row["reasoning"],
-    )
+    message = stored_message(row)
     parts: list[dict[str, Any]] = [{"type": "step-start"}]
     for index, thought in enumerate(shown_reasoning(message.reasoning) or ()):
         part_id = reasoning_part_id(row["id"], index)

@@ -60,9 +60,16 @@ def load_history(conversation: ConversationRef) -> tuple[list[ChatMessage], froz
     return conversation_history(conversation_pk(conversation))
 
 
-def stored_message(row: Mapping[str, Any]) -> ChatMessage:
-    """The message of a row read with ``values()`` of at least ``MESSAGE_COLUMNS``
-    (the checked path: what the database checked is not validated again)."""
+def stored_message(row: Message | Mapping[str, Any]) -> ChatMessage:
+    """The message of a stored row: a ``Message``, or a row read with ``values()``
+    of at least ``MESSAGE_COLUMNS``.
+
+    The one way the layers above read a row as a value object (a history is
+    loaded whole by :func:`load_messages`). The checked path: what the
+    database checked is not validated again.
+    """
+    if isinstance(row, Message):
+        return chat_message_from_checked_row(*(getattr(row, name) for name in MESSAGE_COLUMNS))
     return chat_message_from_checked_row(*(row[name] for name in MESSAGE_COLUMNS))
 
 

@@ -1,7 +1,6 @@
 """The app's models: conversations with their messages and attachments, runs of the tool
 loop, feedback, webhooks, share links."""
 
-from llm_conversations.core.stored_rows import chat_message_from_row
 from llm_conversations.models.attachments import Attachment, MessageAttachment, PartKind
 from llm_conversations.models.conversations import (
     MAX_ID_CHARS,
@@ -80,7 +79,6 @@ __all__ = [
     "WebhookDelivery",
     "WebhookEndpoint",
     "WebhookEvent",
-    "chat_message_from_row",
     "chat_messages_of",
     "conversation_history",
     "conversation_messages",

@@ -26,6 +26,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from llm_conversations.conf import conf
 from llm_conversations.conversations.attachments import file_response
+from llm_conversations.conversations.history import stored_message
 from llm_conversations.conversations.sharing import (
     continue_as_copy,
     resolve_share,
@@ -39,7 +40,6 @@ from llm_conversations.models import (
     Attachment,
     Conversation,
     ShareLink,
-    chat_message_from_row,
 )
 
 __all__ = ["PageEntry", "shared_attachment", "shared_copy", "shared_page"]
@@ -69,8 +69,8 @@ def _share(token: str) -> ShareLink:
 def _entries(share: ShareLink) -> list[PageEntry]:
     """The snapshot's messages, oldest first (one query)."""
     entries = []
-    for row in snapshot_messages(share).values_list(*MESSAGE_COLUMNS):
-        message = chat_message_from_row(*row)
+    for row in snapshot_messages(share).values(*MESSAGE_COLUMNS):
+        message = stored_message(row)
         parts = message.parts or ()
         attached = [part for part in parts if isinstance(part, AttachedPart)]
         texts = [part.text for part in parts if isinstance(part, TextPart)]

@@ -50,6 +50,7 @@ import uuid
 from typing import Any
 
 from llm_conversations.api.streams.base import LogRenderer, denied, shown, sse_message
+from llm_conversations.conversations.history import stored_message
 from llm_conversations.core.messages import Role
 from llm_conversations.models import (
     Message,
@@ -57,7 +58,6 @@ from llm_conversations.models import (
     RunEvent,
     RunEventType,
     RunStatus,
-    chat_message_from_row,
 )
 from llm_conversations.runs.event_reader import Page
 
@@ -80,9 +80,7 @@ def _ours(**data: Any) -> dict[str, Any]:
 
 def _tool_calls(message: Message, parent_id: str) -> list[dict[str, Any]]:
     """Start, arguments and end of each call of an assistant turn."""
-    chat = chat_message_from_row(
-        message.role, message.content, message.tool_calls, message.tool_call_id, message.is_error
-    )
+    chat = stored_message(message)
     events: list[dict[str, Any]] = []
     for call in chat.tool_calls or ():
         events += [

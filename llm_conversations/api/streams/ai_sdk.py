@@ -45,6 +45,7 @@ from typing import Any
 
 from llm_conversations.api.representations import shown_reasoning
 from llm_conversations.api.streams.base import LogRenderer, denied, shown, sse_message
+from llm_conversations.conversations.history import stored_message
 from llm_conversations.core.messages import Role
 from llm_conversations.core.reasoning import reasoning_from_list
 from llm_conversations.models import (
@@ -54,7 +55,6 @@ from llm_conversations.models import (
     RunEventType,
     TerminationReason,
     WaitReason,
-    chat_message_from_row,
 )
 from llm_conversations.runs import event_reader as run_events
 from llm_conversations.runs.event_reader import Page
@@ -90,9 +90,7 @@ _FINISH_REASONS = {
 
 def _tool_inputs(message: Message) -> list[dict[str, Any]]:
     """The chunks announcing an assistant turn's calls, with their decoded arguments."""
-    chat = chat_message_from_row(
-        message.role, message.content, message.tool_calls, message.tool_call_id, message.is_error
-    )
+    chat = stored_message(message)
     chunks: list[dict[str, Any]] = []
     for call in chat.tool_calls or ():
         ids = {"toolCallId": call.id, "toolName": call.name}

@@ -23,6 +23,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from llm_conversations.conf import conf
 from llm_conversations.conversations import create_conversation
+from llm_conversations.conversations.history import stored_message
 from llm_conversations.core.messages import ChatMessage, InvalidMessage, ToolCall
 from llm_conversations.core.model_info import cost_shown
 from llm_conversations.core.parameters import REASONING_EFFORTS, RunParameterInput, RunParameters
@@ -322,7 +323,7 @@ class Command(BaseCommand):
 
     def print_reply(self, message: Message, *, streamed: bool) -> None:
         """The assistant turn: its text unless already streamed, then its calls."""
-        chat = message.to_chat_message()
+        chat = stored_message(message)
         # Text arrives as TextDelta when streaming; print it only when it did not.
         if chat.content and not streamed:
             self.stdout.write(f"assistant> {chat.content}")
