@@ -40,7 +40,7 @@ def tool_contexts(
     calls: Sequence[ToolCall], offered: ToolRegistry, run: Run
 ) -> dict[str, ToolContext]:
     """The context of each call whose tool declares one, by call id; no query when none does."""
-    wanting = [c for c in calls if c.name in offered and offered.get(c.name).wants_context]
+    wanting = [c for c in calls if c.name in offered and offered.get(c.name).wants_tool_context]
     if not wanting:
         return {}
     if Run.conversation.is_cached(run) and Conversation.owner.is_cached(run.conversation):

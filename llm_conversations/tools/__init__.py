@@ -8,7 +8,6 @@ frontend runs it and submits the output. Executing a call always produces a
 """
 
 from llm_conversations.exceptions import ToolArgumentsError, ToolError
-from llm_conversations.tools.context import ToolContext
 from llm_conversations.tools.definition import Tool, ToolOptions, tool
 from llm_conversations.tools.registry import (
     ToolRegistry,
@@ -17,6 +16,7 @@ from llm_conversations.tools.registry import (
     offered_by_default,
 )
 from llm_conversations.tools.results import format_tool_output, tool_result_message, truncate_text
+from llm_conversations.tools.tool_context import ToolContext
 
 __all__ = [
     "Tool",

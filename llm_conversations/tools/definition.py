@@ -18,7 +18,6 @@ from llm_conversations.core.structured import VALIDATION_SECONDS, SchemaTimeout,
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.exceptions import ToolArgumentsError, ToolError
 from llm_conversations.tools import async_loop
-from llm_conversations.tools.context import ToolContext, context_parameter
 from llm_conversations.tools.results import exception_summary, malformed_reason, tool_result_message
 from llm_conversations.tools.schema import (
     arguments_model,
@@ -27,6 +26,7 @@ from llm_conversations.tools.schema import (
     provider_schema,
     schema_validator,
 )
+from llm_conversations.tools.tool_context import ToolContext, tool_context_parameter
 
 logger = logging.getLogger("llm_conversations.tools")
 
@@ -75,8 +75,8 @@ class Tool(Generic[P, R]):
     _model: type[pydantic.BaseModel] | None = field(
         default=None, repr=False, compare=False, hash=False
     )
-    # The parameter annotated ToolContext, which the loop fills (see tools/context.py).
-    _context: str | None = field(default=None, repr=False, compare=False, hash=False)
+    # The parameter annotated ToolContext, which the loop fills (see tools/tool_context.py).
+    _tool_context: str | None = field(default=None, repr=False, compare=False, hash=False)
     _validator: Any = field(init=False, default=None, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -106,11 +106,11 @@ class Tool(Generic[P, R]):
         if description is None:
             description = description_from_doc(function)
         schema = options.get("schema")
-        context = context_parameter(tool_name, function)
+        tool_context = tool_context_parameter(tool_name, function)
         if schema is not None:
             parameters, model = deepcopy(schema), None
         else:
-            model = arguments_model(tool_name, function, exclude=context)
+            model = arguments_model(tool_name, function, exclude=tool_context)
             parameters = provider_schema(model, tool_name)
         return cls(
             tool_name,
@@ -121,7 +121,7 @@ class Tool(Generic[P, R]):
             timeout=options.get("timeout"),
             repeatable=options.get("repeatable", True),
             _model=model,
-            _context=context,
+            _tool_context=tool_context,
         )
 
     @classmethod
@@ -206,9 +206,9 @@ class Tool(Generic[P, R]):
         return dict(call.arguments)
 
     @property
-    def wants_context(self) -> bool:
+    def wants_tool_context(self) -> bool:
         """True when the function declares a :class:`ToolContext` parameter."""
-        return self._context is not None
+        return self._tool_context is not None
 
     @property
     def is_async(self) -> bool:
@@ -216,10 +216,10 @@ class Tool(Generic[P, R]):
         event loop (:mod:`llm_conversations.tools.async_loop`)."""
         return self.function is not None and inspect.iscoroutinefunction(self.function)
 
-    def execute(self, call: ToolCall, context: ToolContext | None = None) -> ChatMessage:
+    def execute(self, call: ToolCall, tool_context: ToolContext | None = None) -> ChatMessage:
         """Validate, run and answer ``call`` with a tool turn; never raises for tool failures.
 
-        ``context`` is passed to a tool that declares a :class:`ToolContext`
+        ``tool_context`` is passed to a tool that declares a :class:`ToolContext`
         parameter; without one such a tool is answered with an error result.
         Invalid arguments and exceptions become error results (the traceback
         is logged, not sent), for client-side tools too: a call a frontend
@@ -229,7 +229,7 @@ class Tool(Generic[P, R]):
         An async tool runs on the shared event loop while this thread waits;
         code that runs on an event loop awaits :meth:`execute_async` instead.
         """
-        kwargs = self._arguments(call, context)
+        kwargs = self._arguments(call, tool_context)
         if isinstance(kwargs, ChatMessage):
             return kwargs
         # Called with the validated arguments by name, whatever its signature.
@@ -242,7 +242,7 @@ class Tool(Generic[P, R]):
         return tool_result_message(call.id, value)
 
     async def execute_async(
-        self, call: ToolCall, context: ToolContext | None = None
+        self, call: ToolCall, tool_context: ToolContext | None = None
     ) -> ChatMessage:
         """:meth:`execute` for an async tool, awaited on the caller's loop.
 
@@ -253,7 +253,7 @@ class Tool(Generic[P, R]):
         """
         if self.function is not None and not self.is_async:
             raise ToolError("not_async", f"{self.name} is synchronous; call execute().")
-        kwargs = self._arguments(call, context)
+        kwargs = self._arguments(call, tool_context)
         if isinstance(kwargs, ChatMessage):
             return kwargs
         function: Callable[..., Any] | None = self.function
@@ -265,7 +265,7 @@ class Tool(Generic[P, R]):
         return tool_result_message(call.id, value)
 
     def _arguments(
-        self, call: ToolCall, context: ToolContext | None
+        self, call: ToolCall, tool_context: ToolContext | None
     ) -> dict[str, Any] | ChatMessage:
         """The function's keyword arguments, or the error result answering ``call``."""
         try:
@@ -277,11 +277,11 @@ class Tool(Generic[P, R]):
                 "client_side_tool",
                 f"{self.name} is client-side: its result must be submitted, not executed.",
             )
-        if self._context is not None:
-            if context is None:
-                message = f"{self.name} needs the context of a run; it was called without one."
+        if self._tool_context is not None:
+            if tool_context is None:
+                message = f"{self.name} needs the tool context of a run; it was called without one."
                 return tool_result_message(call.id, message, is_error=True)
-            kwargs[self._context] = context
+            kwargs[self._tool_context] = tool_context
         return kwargs
 
     def _wait_for(self, function: Callable[..., Any], kwargs: dict[str, Any]) -> Any:

@@ -31,8 +31,8 @@ from llm_conversations.tools.mcp_config import McpServer, McpUnavailable, config
 from llm_conversations.tools.results import tool_result_message
 
 if TYPE_CHECKING:
-    from llm_conversations.tools.context import ToolContext
     from llm_conversations.tools.mcp_client import McpAnswer, RemoteTool
+    from llm_conversations.tools.tool_context import ToolContext
 
 __all__ = ["RETRY_SECONDS", "McpTool", "clear_mcp_cache", "mcp_tools"]
 
@@ -64,15 +64,15 @@ class McpTool(Tool):
         """Only when its server's entry sets ``OFFER_BY_DEFAULT``."""
         return self.server is not None and self.server.offer_by_default
 
-    def execute(self, call: ToolCall, context: ToolContext | None = None) -> ChatMessage:
+    def execute(self, call: ToolCall, tool_context: ToolContext | None = None) -> ChatMessage:
         """Validate the arguments, call the server and answer with its result.
 
         ``isError`` results and a server that fails or times out are error
         results; a client-side tool behaves as :meth:`Tool.execute` says. An
-        MCP tool takes no ``context``: the server sees only the arguments.
+        MCP tool takes no ``tool_context``: the server sees only the arguments.
         """
         if self.function is None:
-            return super().execute(call, context)
+            return super().execute(call, tool_context)
         try:
             arguments = self.validate_call(call)
         except ToolArgumentsError as exc:

@@ -16,9 +16,9 @@ from llm_conversations.conf import conf, raw_setting
 from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.exceptions import ToolError
-from llm_conversations.tools.context import ToolContext
 from llm_conversations.tools.definition import Tool
 from llm_conversations.tools.results import tool_result_message
+from llm_conversations.tools.tool_context import ToolContext
 
 logger = logging.getLogger("llm_conversations.tools")
 
@@ -74,13 +74,13 @@ class ToolRegistry:
             raise ToolError("unknown_tool", self._unknown_message(missing))
         return ToolRegistry(self._tools[name] for name in wanted)
 
-    def execute(self, call: ToolCall, context: ToolContext | None = None) -> ChatMessage:
-        """Answer ``call`` (``context`` for a tool that takes one); an unknown name is an
+    def execute(self, call: ToolCall, tool_context: ToolContext | None = None) -> ChatMessage:
+        """Answer ``call`` (``tool_context`` for a tool that takes one); an unknown name is an
         error result naming the available tools."""
         found = self._tools.get(call.name)
         if found is None:
             return tool_result_message(call.id, self._unknown_message([call.name]), is_error=True)
-        return found.execute(call, context)
+        return found.execute(call, tool_context)
 
     def _unknown_message(self, names: list[str]) -> str:
         label = "Unknown tool" if len(names) == 1 else "Unknown tools"

@@ -71,14 +71,14 @@ def tool_outputs(conversation: Any) -> dict[str, str]:
     return {m.tool_call_id or "": m.content for m in load_messages(conversation) if m.tool_call_id}
 
 
-def test_the_context_parameter_is_not_in_the_schema() -> None:
+def test_the_tool_context_parameter_is_not_in_the_schema() -> None:
     assert whoami.parameters == {
         "type": "object",
         "properties": {"label": {"type": "string"}},
         "required": ["label"],
         "additionalProperties": False,
     }
-    assert whoami.wants_context
+    assert whoami.wants_tool_context
 
 
 def test_the_model_cannot_pass_the_context() -> None:
@@ -90,10 +90,10 @@ def test_the_model_cannot_pass_the_context() -> None:
 def test_a_call_without_a_run_is_answered_with_an_error() -> None:
     result = whoami.execute(ToolCall("c1", "whoami", {"label": "x"}))
     assert result.is_error
-    assert "needs the context of a run" in result.content
+    assert "needs the tool context of a run" in result.content
 
 
-def test_two_context_parameters_are_refused() -> None:
+def test_two_tool_context_parameters_are_refused() -> None:
     def both(a: ToolContext, b: ToolContext) -> str:
         return ""
 

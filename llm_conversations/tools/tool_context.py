@@ -20,7 +20,7 @@ from llm_conversations.users import User
 if TYPE_CHECKING:
     from llm_conversations.models import Conversation, Run
 
-__all__ = ["ProgressReporter", "ToolContext", "context_parameter"]
+__all__ = ["ProgressReporter", "ToolContext", "tool_context_parameter"]
 
 ProgressReporter = Callable[[str, "float | None"], bool]
 """Records a progress report of one call; ``False`` once the run stopped running."""
@@ -56,7 +56,7 @@ class ToolContext:
         return self._report(str(message), fraction)
 
 
-def context_parameter(name: str, function: Callable[..., Any]) -> str | None:
+def tool_context_parameter(name: str, function: Callable[..., Any]) -> str | None:
     """The name of ``function``'s parameter annotated :class:`ToolContext`, if any."""
     try:
         hints = typing.get_type_hints(function)
