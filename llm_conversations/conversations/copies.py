@@ -166,7 +166,7 @@ def fork_conversation(
 def copy_conversation(source: Conversation, rows: QuerySet[Message], owner: User) -> Conversation:
     """A new conversation of ``owner``, another user, holding copies of ``rows`` (messages
     of ``source``) numbered from 0 in their order: a shared snapshot continued as a
-    copy (:mod:`~llm_conversations.conversations.sharing`).
+    copy (:mod:`~llm_conversations.conversations.shares`).
 
     It keeps the source's title as it is and records neither the source
     (``forked_from``, ``forked_at_position``: another user's) nor its metadata.

@@ -26,7 +26,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from llm_conversations.conf import conf
 from llm_conversations.conversations.attachments import file_response
-from llm_conversations.conversations.sharing import (
+from llm_conversations.conversations.shares import (
     continue_as_copy,
     resolve_share,
     snapshot_attachment,

@@ -10,9 +10,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from llm_conversations.conversations import create_conversation, sharing
+from llm_conversations.conversations import create_conversation, shares
 from llm_conversations.conversations.lifecycle import hide_message, unhide_message
-from llm_conversations.conversations.sharing import create_share
+from llm_conversations.conversations.shares import create_share
 from llm_conversations.core.messages import ChatMessage
 from llm_conversations.models import Attachment, Conversation, Message
 from tests.api.test_shares import error_code, picture_turn
@@ -31,14 +31,14 @@ def shown_again(user: User, monkeypatch: pytest.MonkeyPatch) -> str:
     second = Message.objects.get(conversation=pictured, position=1)
     token = create_share(pictured).token
     hide_message(pictured, second)
-    copy_attachment = sharing._copy_attachment
+    copy_attachment = shares._copy_attachment
 
     def owner_shows_it_again(attachment: Attachment, owner: User) -> Attachment:
         unhide_message(pictured, second)
-        monkeypatch.setattr(sharing, "_copy_attachment", copy_attachment)  # once
+        monkeypatch.setattr(shares, "_copy_attachment", copy_attachment)  # once
         return copy_attachment(attachment, owner)
 
-    monkeypatch.setattr(sharing, "_copy_attachment", owner_shows_it_again)
+    monkeypatch.setattr(shares, "_copy_attachment", owner_shows_it_again)
     return token
 
 

@@ -17,7 +17,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from llm_conversations.conversations import create_conversation, load_messages
-from llm_conversations.conversations.sharing import create_share
+from llm_conversations.conversations.shares import create_share
 from llm_conversations.core.messages import ChatMessage, ToolCall, check_sequence
 from llm_conversations.models import Conversation, Message, ShareLink
 from llm_conversations.runs import ToolLoopService

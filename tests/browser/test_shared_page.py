@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from llm_conversations.conversations import create_conversation, load_messages
-from llm_conversations.conversations.sharing import create_share
+from llm_conversations.conversations.shares import create_share
 from llm_conversations.core.messages import ChatMessage
 from llm_conversations.models import Conversation
 

@@ -10,7 +10,7 @@ An unknown, revoked or expired token, or a link of a trashed conversation, is
 404 ``share_not_found``; every answer by token is marked for no cache to keep
 (``Cache-Control: private, no-store``...), so a link revoked, a conversation
 trashed or a turn hidden is never served from one. The rules live in
-:mod:`llm_conversations.conversations.sharing`.
+:mod:`llm_conversations.conversations.shares`.
 
 Neither side takes ``Idempotency-Key``: a kept answer would store the token
 (in the new link's answer, or in the path) that the database must never hold.
@@ -52,7 +52,7 @@ from llm_conversations.api.views.base import (
 )
 from llm_conversations.conf import conf
 from llm_conversations.conversations.attachments import file_response
-from llm_conversations.conversations.sharing import (
+from llm_conversations.conversations.shares import (
     continue_as_copy,
     create_share,
     resolve_share,
