@@ -4,7 +4,7 @@ tail the sequence rules need (from the last assistant turn on).
 :data:`ConversationRef` (a conversation or its id) is what the store
 (:mod:`~llm_conversations.conversations.store`), the locks
 (:mod:`~llm_conversations.conversations.locks`) and the copies
-(:mod:`~llm_conversations.conversations.copies`) take.
+(:mod:`~llm_conversations.conversations.forks`) take.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ pairing rules need (from the last assistant turn on,
 :mod:`~llm_conversations.conversations.history`), and inserts the new rows in
 one statement, so an append costs the same at any history length and
 concurrent appenders get gap-free positions. Forks are made in
-:mod:`~llm_conversations.conversations.copies`.
+:mod:`~llm_conversations.conversations.forks`.
 """
 
 from __future__ import annotations
