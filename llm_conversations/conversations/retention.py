@@ -30,7 +30,6 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
-from llm_conversations.background import task
 from llm_conversations.conf import conf
 from llm_conversations.conversations.attachments import purge_orphaned_attachments
 from llm_conversations.conversations.idempotency import expired_before
@@ -46,6 +45,7 @@ from llm_conversations.models import (
     Run,
     RunEvent,
 )
+from llm_conversations.tasks.enqueue import task
 from llm_conversations.users import User
 
 __all__ = [

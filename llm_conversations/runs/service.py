@@ -21,7 +21,6 @@ from django.db.models import F
 from django.utils import timezone
 
 from llm_conversations import telemetry
-from llm_conversations.background import enqueue, task
 from llm_conversations.conf import BusyStrategy, conf
 from llm_conversations.conversations.history import ConversationRef, conversation_pk, load_history
 from llm_conversations.conversations.locks import count_in
@@ -61,6 +60,7 @@ from llm_conversations.runs.events import LoopEvent, RunEnded, RunFailed
 from llm_conversations.runs.fallbacks import ProviderChain
 from llm_conversations.runs.options import RunOptions
 from llm_conversations.runs.rounds import Execution
+from llm_conversations.tasks.enqueue import enqueue, task
 from llm_conversations.tools import ToolRegistry, default_registry, offered_by_default
 from llm_conversations.users import AnyUser
 
