@@ -40,9 +40,8 @@ from llm_conversations.core.messages import (
     MessageInput,
     Role,
     as_chat_messages,
-    check_sequence,
-    unanswered_tool_call_ids,
 )
+from llm_conversations.core.sequence import check_sequence, unanswered_tool_call_ids
 from llm_conversations.core.text import json_problem
 from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,

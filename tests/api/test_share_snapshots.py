@@ -18,7 +18,8 @@ from rest_framework.test import APIClient
 
 from llm_conversations.conversations import create_conversation, load_messages
 from llm_conversations.conversations.shares import create_share
-from llm_conversations.core.messages import ChatMessage, ToolCall, check_sequence
+from llm_conversations.core.messages import ChatMessage, ToolCall
+from llm_conversations.core.sequence import check_sequence
 from llm_conversations.models import Conversation, Message, ShareLink
 from llm_conversations.runs import ToolLoopService
 from tests.api.test_runs import start

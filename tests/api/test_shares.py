@@ -22,7 +22,8 @@ from llm_conversations.conversations.attachments import create_attachment
 from llm_conversations.conversations.lifecycle import hide_message
 from llm_conversations.conversations.retention import delete_user_data
 from llm_conversations.conversations.shares import create_share
-from llm_conversations.core.messages import ChatMessage, ToolCall, check_sequence
+from llm_conversations.core.messages import ChatMessage, ToolCall
+from llm_conversations.core.sequence import check_sequence
 from llm_conversations.models import (
     Attachment,
     Conversation,
