@@ -16,12 +16,8 @@ from llm_conversations.conversations.history import (
     load_messages,
     pending_tool_call_ids,
 )
-from llm_conversations.conversations.store import (
-    append_completion,
-    append_messages,
-    create_conversation,
-    delete_conversation,
-)
+from llm_conversations.conversations.lifecycle import create_conversation, delete_conversation
+from llm_conversations.conversations.store import append_completion, append_messages
 
 __all__ = [
     "ConversationRef",

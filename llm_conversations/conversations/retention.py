@@ -17,7 +17,7 @@ in the trash for ``TRASH_RETENTION_DAYS`` by :func:`purge_trashed_conversations`
 (the same command and task); and a user's conversations by
 :func:`delete_user_data`. All go through :func:`delete_conversations`, which
 applies the store's rule in bulk: a conversation with an active run is never
-deleted (see :func:`llm_conversations.conversations.store.delete_conversation`).
+deleted (see :func:`llm_conversations.conversations.lifecycle.delete_conversation`).
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ from llm_conversations import telemetry
 from llm_conversations.conf import BusyStrategy, conf
 from llm_conversations.conversations.history import ConversationRef, conversation_pk, load_history
 from llm_conversations.conversations.locks import count_in
-from llm_conversations.conversations.store import append_locked, check_storable
+from llm_conversations.conversations.storable import check_storable
+from llm_conversations.conversations.store import append_locked
 from llm_conversations.core.messages import ChatMessage, InvalidMessage, MessageInput, Role
 from llm_conversations.core.parameters import RunParameterInput, RunParameters
 from llm_conversations.exceptions import (
