@@ -1,6 +1,6 @@
 """Checking uploads and encoding attachments for a provider.
 
-Prints the median time of ``conversations.attachments.inspect_upload`` (the whole
+Prints the median time of ``conversations.uploads.inspect_upload`` (the whole
 check an upload goes through: magic number, full decode, pixel limit) for a
 12-megapixel JPEG, a 1-megapixel PNG and a 40-page PDF, the time to refuse a
 decompression bomb (a PNG whose header claims 100,000 x 100,000 pixels:
@@ -29,7 +29,7 @@ django.setup()
 
 from PIL import Image
 
-from llm_conversations.conversations.attachments import inspect_upload
+from llm_conversations.conversations.uploads import inspect_upload
 from llm_conversations.core.messages import ChatMessage, ImagePart
 from llm_conversations.exceptions import InvalidAttachment
 

@@ -140,7 +140,7 @@ def sample(pid: int, peaks: Peaks, stop: threading.Event) -> None:
 
 def valid_conversations(ids: list[str]) -> int:
     from llm_conversations.conversations import load_messages
-    from llm_conversations.core.messages import check_sequence
+    from llm_conversations.core.sequence import check_sequence
     from llm_conversations.models import Run
 
     valid = 0

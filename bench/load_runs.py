@@ -830,7 +830,8 @@ def report(
 ) -> bool:
     """Print the figures of one phase; return whether it met every target."""
     from llm_conversations.conversations import load_messages
-    from llm_conversations.core.messages import Role, check_sequence
+    from llm_conversations.core.messages import Role
+    from llm_conversations.core.sequence import check_sequence
     from llm_conversations.models import Run, RunEvent
 
     clients = result.clients

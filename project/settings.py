@@ -208,7 +208,7 @@ elif os.environ.get("DJANGO_TASKS") == "celery":
     # A message not acknowledged within this is delivered again: longer than a
     # whole run (RUN_TIMEOUT, 900 s by default); the run's claim refuses a repeat.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 1800}
-    TASKS = {"default": {"BACKEND": "llm_conversations.celery_backend.CeleryBackend"}}
+    TASKS = {"default": {"BACKEND": "llm_conversations.tasks.celery.CeleryBackend"}}
 
 LLM_CONVERSATIONS = {
     "DEFAULT_PROVIDER": os.environ.get("LLM_PROVIDER", "echo"),

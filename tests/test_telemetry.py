@@ -401,7 +401,7 @@ def test_without_opentelemetry_nothing_is_recorded(
     otel: Recorded, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "opentelemetry", None)
-    telemetry._api.cache_clear()
+    telemetry.otel.otel_api.cache_clear()
     try:
         assert not telemetry.enabled()
         assert telemetry.current_context() is None
@@ -412,7 +412,7 @@ def test_without_opentelemetry_nothing_is_recorded(
         )
     finally:
         monkeypatch.undo()
-        telemetry._api.cache_clear()
+        telemetry.otel.otel_api.cache_clear()
     assert otel.spans() == []
     assert otel.points() == {}
     assert telemetry.enabled()

@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
 from llm_conversations.admin.read_only import ReadOnlyAdmin
-from llm_conversations.conversations.sharing import revoke_shares
+from llm_conversations.conversations.shares import revoke_shares
 from llm_conversations.models import ShareLink
 
 __all__ = ["ShareLinkAdmin"]

@@ -26,7 +26,7 @@ class RunStartThrottle(UserRateThrottle):
 
 
 class ShareReadThrottle(UserRateThrottle):
-    """Reads and copies of shared snapshots by one user (anonymous readers by address),
+    """Reads and forks of shared snapshots by one user (anonymous readers by address),
     at most ``SHARE_RATE``; not throttled when it is ``None``."""
 
     scope = "llm_conversations_shares"

@@ -49,7 +49,7 @@ for what it checks (the kinds of value they share are in ``values``):
 - :func:`check_trash` (``conversations``): E091 ``TRASH_RETENTION_DAYS`` neither ``None`` nor a
   positive integer.
 - :func:`check_installation` (``installation``): E092 a ``TASKS`` backend is
-  ``CeleryBackend`` but no Celery app was given to ``celery_backend.configure()``
+  ``CeleryBackend`` but no Celery app was given to ``tasks.celery.configure()``
   (the project's Celery module is not loaded by its package's ``__init__.py``).
 """
 

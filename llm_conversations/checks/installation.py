@@ -9,7 +9,7 @@ from django.core.checks import CheckMessage, Error
 
 __all__ = ["CELERY_BACKEND", "check_installation"]
 
-CELERY_BACKEND = "llm_conversations.celery_backend.CeleryBackend"
+CELERY_BACKEND = "llm_conversations.tasks.celery.CeleryBackend"
 
 
 def check_installation(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
@@ -23,7 +23,7 @@ def check_installation(app_configs: Any = None, **kwargs: Any) -> list[CheckMess
     if not aliases:
         return []
     # Imported only here: celery is the "celery" extra.
-    from llm_conversations.celery_backend import NO_APP, configured_app
+    from llm_conversations.tasks.celery import NO_APP, configured_app
 
     if configured_app() is not None:
         return []

@@ -4,7 +4,7 @@ tail the sequence rules need (from the last assistant turn on).
 :data:`ConversationRef` (a conversation or its id) is what the store
 (:mod:`~llm_conversations.conversations.store`), the locks
 (:mod:`~llm_conversations.conversations.locks`) and the copies
-(:mod:`~llm_conversations.conversations.copies`) take.
+(:mod:`~llm_conversations.conversations.forks`) take.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import Any
 
 from django.db.models import Subquery
 
-from llm_conversations.core.messages import ChatMessage, Role, unanswered_tool_call_ids
+from llm_conversations.core.messages import ChatMessage, Role
+from llm_conversations.core.sequence import unanswered_tool_call_ids
 from llm_conversations.core.stored_rows import chat_message_from_checked_row
 from llm_conversations.models import (
     MESSAGE_COLUMNS,

@@ -1,4 +1,5 @@
-"""Archive, trash and restore conversations; hide messages from the model.
+"""Create, archive, trash, restore and delete conversations; hide messages from
+the model.
 
 - **Archived** (``archived_at``): left out of the default list, otherwise as
   before (runs, appends, edits).
@@ -8,6 +9,8 @@
   is active (``ConversationBusy``), as a delete is. The purge
   (:func:`llm_conversations.conversations.retention.purge_trashed_conversations`)
   deletes it ``TRASH_RETENTION_DAYS`` after it was trashed.
+- **Deleted** (:func:`delete_conversation`): gone for good with its messages
+  and runs, from the trash or not; refused while a run is active.
 - **Hidden** messages (``hidden_at``, ``hidden_reason``) stay stored for audit
   and are left out of what the model is sent
   (:func:`~llm_conversations.conversations.history.load_history`). A tool group,
@@ -23,8 +26,9 @@ leave one outcome; none moves ``updated_at``, the last activity.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
+from typing import Any
 
 from django.db import transaction
 from django.db.models import QuerySet
@@ -35,15 +39,25 @@ from llm_conversations.conversations.history import (
     conversation_pk,
     pending_tool_call_ids,
 )
-from llm_conversations.conversations.locks import lock_idle_conversation
-from llm_conversations.core.messages import ChatMessage, InvalidMessage, Role
+from llm_conversations.conversations.locks import lock_for_change, lock_idle_conversation
+from llm_conversations.conversations.store import append_messages
+from llm_conversations.core.messages import (
+    ChatMessage,
+    InvalidMessage,
+    MessageInput,
+    Role,
+    as_chat_messages,
+)
 from llm_conversations.exceptions import ConversationTrashed
 from llm_conversations.models import Conversation, ConversationSummary, Message
+from llm_conversations.users import User
 
 __all__ = [
     "HIDDEN_REASON_CHARS",
     "archive_conversation",
     "check_not_trashed",
+    "create_conversation",
+    "delete_conversation",
     "hide_message",
     "in_state",
     "restore_conversation",
@@ -212,3 +226,34 @@ def _change_hidden(
             conversation_id=pk, end_position__gt=group.start
         ).delete()
         return list(rows.order_by("position"))
+
+
+def create_conversation(
+    *,
+    owner: User | None = None,
+    title: str = "",
+    metadata: dict[str, Any] | None = None,
+    messages: Iterable[MessageInput] = (),
+) -> Conversation:
+    """Create a conversation, optionally with its first messages, atomically."""
+    initial = as_chat_messages(messages)
+    with transaction.atomic():
+        conversation = Conversation.objects.create(
+            owner=owner, title=title, metadata=metadata or {}
+        )
+        if initial:
+            append_messages(conversation, initial)
+            conversation.refresh_from_db(fields=["message_count", "updated_at"])
+    return conversation
+
+
+def delete_conversation(conversation: ConversationRef) -> None:
+    """Delete a conversation for good with its messages and runs, from the trash
+    or not; refused while a run is active.
+
+    Raises ``ConversationBusy`` or ``Conversation.DoesNotExist``.
+    """
+    conversation_id = conversation_pk(conversation)
+    with transaction.atomic():
+        lock_for_change(conversation_id, None, trashed=True)
+        Conversation.objects.filter(pk=conversation_id).delete()

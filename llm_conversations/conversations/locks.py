@@ -25,9 +25,11 @@ from llm_conversations.exceptions import ConversationBusy, ConversationTrashed
 from llm_conversations.models import ACTIVE_RUN_STATUSES, Conversation, Run
 
 __all__ = [
+    "RunStopped",
     "active_run_id",
     "count_after",
     "count_in",
+    "holds_lease",
     "lock_by_counting",
     "lock_conversation",
     "lock_for_change",
@@ -222,3 +224,15 @@ def _refuse_busy(active: uuid.UUID | None, run: Run | None) -> None:
         raise ConversationBusy(
             "another run of this conversation is still active; wait for it or cancel it."
         )
+
+
+class RunStopped(Exception):
+    """An append of the run's own found it no longer active under its lease."""
+
+
+def holds_lease(run: Run) -> bool:
+    """Whether ``run`` is still active under the lease this instance holds (none
+    held: any holder's), which is when its own appends may go on."""
+    return Run.objects.filter(
+        pk=run.pk, lease_owner=run.lease_owner, status__in=ACTIVE_RUN_STATUSES
+    ).exists()

@@ -17,7 +17,7 @@ in the trash for ``TRASH_RETENTION_DAYS`` by :func:`purge_trashed_conversations`
 (the same command and task); and a user's conversations by
 :func:`delete_user_data`. All go through :func:`delete_conversations`, which
 applies the store's rule in bulk: a conversation with an active run is never
-deleted (see :func:`llm_conversations.conversations.store.delete_conversation`).
+deleted (see :func:`llm_conversations.conversations.lifecycle.delete_conversation`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
-from llm_conversations.background import task
 from llm_conversations.conf import conf
 from llm_conversations.conversations.attachments import purge_orphaned_attachments
 from llm_conversations.conversations.idempotency import expired_before
@@ -46,6 +45,7 @@ from llm_conversations.models import (
     Run,
     RunEvent,
 )
+from llm_conversations.tasks.enqueue import task
 from llm_conversations.users import User
 
 __all__ = [

@@ -1,16 +1,19 @@
 """The conversation store: the one place that turns messages into rows and
-appends them, and what else changes a conversation's turns (an imported
-history, a rolled-back run's turns, deleting the conversation).
+appends them, and an imported history; a rolled-back run's turns and a
+changed last turn are :mod:`~llm_conversations.conversations.tail`'s, making
+and deleting a conversation
+:mod:`~llm_conversations.conversations.lifecycle`'s.
 
-It owns the conversation-level rules of what is stored: call/result pairing and
-what the columns can hold (call id lengths, storable text). Appending locks the
+Every append applies the conversation-level rules of what is stored:
+call/result pairing and what the columns can hold
+(:mod:`~llm_conversations.conversations.storable`). Appending locks the
 conversation row (:mod:`~llm_conversations.conversations.locks`, which says who
 may append or delete while a run is active), reads only the tail that the
 pairing rules need (from the last assistant turn on,
 :mod:`~llm_conversations.conversations.history`), and inserts the new rows in
 one statement, so an append costs the same at any history length and
 concurrent appenders get gap-free positions. Forks are made in
-:mod:`~llm_conversations.conversations.copies`.
+:mod:`~llm_conversations.conversations.forks`.
 """
 
 from __future__ import annotations
@@ -23,16 +26,18 @@ from functools import partial
 from typing import Any
 
 from django.db import transaction
-from django.db.models import QuerySet
 from django.utils import timezone
 
 from llm_conversations.conversations.attachments import check_references, link_attachments
 from llm_conversations.conversations.history import ConversationRef, conversation_pk, tail_messages
 from llm_conversations.conversations.locks import (
+    RunStopped,
     count_after,
+    holds_lease,
     lock_by_counting,
     lock_for_change,
 )
+from llm_conversations.conversations.storable import check_storable_items
 from llm_conversations.core.completions import CompletionResponse, FinishReason, Usage
 from llm_conversations.core.messages import (
     ChatMessage,
@@ -40,20 +45,11 @@ from llm_conversations.core.messages import (
     MessageInput,
     Role,
     as_chat_messages,
-    check_sequence,
-    unanswered_tool_call_ids,
 )
-from llm_conversations.core.text import json_problem
-from llm_conversations.models import (
-    ACTIVE_RUN_STATUSES,
-    MAX_ID_CHARS,
-    Conversation,
-    Message,
-    Run,
-)
+from llm_conversations.core.sequence import check_sequence, unanswered_tool_call_ids
+from llm_conversations.models import Conversation, Message, Run
 from llm_conversations.models.inserts import insert_rows
 from llm_conversations.signals import message_appended
-from llm_conversations.users import User
 
 __all__ = [
     "Turn",
@@ -63,73 +59,9 @@ __all__ = [
     "append_locked",
     "append_messages",
     "append_turns",
-    "check_storable",
-    "create_conversation",
-    "delete_conversation",
     "insert_history",
     "usage_columns",
 ]
-
-
-def create_conversation(
-    *,
-    owner: User | None = None,
-    title: str = "",
-    metadata: dict[str, Any] | None = None,
-    messages: Iterable[MessageInput] = (),
-) -> Conversation:
-    """Create a conversation, optionally with its first messages, atomically."""
-    initial = as_chat_messages(messages)
-    with transaction.atomic():
-        conversation = Conversation.objects.create(
-            owner=owner, title=title, metadata=metadata or {}
-        )
-        if initial:
-            append_messages(conversation, initial)
-            conversation.refresh_from_db(fields=["message_count", "updated_at"])
-    return conversation
-
-
-def _check_storable(items: Sequence[tuple[ChatMessage, dict[str, Any]]]) -> None:
-    """Refuse what the columns cannot hold, naming the field.
-
-    Call ids longer than the ``tool_call_id`` column, and text or JSON that no
-    supported database stores (see :mod:`llm_conversations.core.text`).
-    """
-    for index, (message, extra) in enumerate(items):
-        values: dict[str, Any] = {
-            "content": message.content,
-            "tool_call_id": message.tool_call_id,
-            "metadata": extra.get("metadata"),
-        }
-        for i, call in enumerate(message.tool_calls or ()):
-            values[f"tool_calls[{i}].id"] = call.id
-            values[f"tool_calls[{i}].function.name"] = call.name
-            values[f"tool_calls[{i}].function.arguments"] = (
-                call.raw_arguments if call.malformed else call.arguments
-            )
-        for name, value in values.items():
-            if name.endswith("id") and value is not None and len(value) > MAX_ID_CHARS:
-                raise InvalidMessage(
-                    "invalid_tool_call_id",
-                    f"tool call ids may have at most {MAX_ID_CHARS} characters.",
-                    field=f"messages[{index}].{name}",
-                )
-            problem = json_problem(value, name)
-            if problem is not None:
-                raise InvalidMessage(
-                    problem.code,
-                    f"{problem.why} cannot be stored.",
-                    field=f"messages[{index}].{problem.path}",
-                )
-
-
-def check_storable(conversation: ConversationRef, message: ChatMessage) -> None:
-    """Refuse a turn to be stored later (a waiting run's) as appending it now would,
-    but for the sequence rules, which apply when it is appended: what the
-    columns cannot hold, and attachments the conversation's owner does not own."""
-    _check_storable([(message, {})])
-    check_references(conversation_pk(conversation), [message])
 
 
 def _append(
@@ -145,11 +77,11 @@ def _append(
     """The one append: ``locked``, under the caller's lock (:func:`append_locked`);
     with ``history``, the run's own (:func:`_append_known`), else the general path.
     ``counted``: the caller's lock counted the messages in (:func:`count_in`).
-    ``held``: ``_RunStopped`` (nothing stored) once ``run`` is not the
+    ``held``: ``RunStopped`` (nothing stored) once ``run`` is not the
     conversation's active run under the lease this instance holds."""
     conversation_id = conversation_pk(conversation)
     messages = [message for message, _ in items]
-    _check_storable(items)
+    check_storable_items(items)
     check_references(conversation_id, messages)
     rows = None
     if locked is not None:
@@ -166,8 +98,8 @@ def _append(
         with transaction.atomic():
             count = lock_by_counting(conversation_id, run, len(items))
             # Read under the lock: a cancel committed meanwhile is seen.
-            if held and run is not None and not _holds(run):
-                raise _RunStopped  # undoes the count
+            if held and run is not None and not holds_lease(run):
+                raise RunStopped  # undoes the count
             rows = _insert_after_tail(conversation_id, count, items)
     if isinstance(conversation, Conversation):
         conversation.message_count = count + len(rows)
@@ -226,7 +158,7 @@ def _append_known(
     Two statements instead of five: one conditional ``UPDATE`` locks the
     conversation row and confirms at once that ``history`` is still all of
     it (the count matches) and that ``run`` is its active run, under the lease
-    this instance holds (:func:`_held`), so the tail
+    this instance holds (``locks.holds_lease``), so the tail
     need not be read again. ``None`` when either does not hold: the caller
     then takes the general path, which reads what it needs. It runs in the
     caller's transaction (the loop's, which also changes the run) without a
@@ -241,22 +173,6 @@ def _append_known(
             return None
         check_sequence([message for message, _ in items], pending=unanswered_tool_call_ids(history))
         return _insert(conversation_id, count, items)
-
-
-class _RunStopped(Exception):
-    """An append of the run's own found it no longer active under its lease."""
-
-
-def _held(run: Run) -> QuerySet[Run]:
-    """``run``'s row while it is active under the lease this instance holds (none
-    held: any holder's), which is when its own appends may go on."""
-    return Run.objects.filter(
-        pk=run.pk, lease_owner=run.lease_owner, status__in=ACTIVE_RUN_STATUSES
-    )
-
-
-def _holds(run: Run) -> bool:
-    return _held(run).exists()
 
 
 def append_for_run(
@@ -279,7 +195,7 @@ def append_for_run(
     ]
     try:
         return _append(run.conversation_id, items, run, history, held=True)
-    except _RunStopped:
+    except RunStopped:
         return None
 
 
@@ -444,18 +360,6 @@ def append_cancelled_reply(conversation: ConversationRef, text: str, *, run: Run
     return append_turns(conversation, [reply], run=run)[0]
 
 
-def delete_conversation(conversation: ConversationRef) -> None:
-    """Delete a conversation for good with its messages and runs, from the trash
-    or not; refused while a run is active.
-
-    Raises ``ConversationBusy`` or ``Conversation.DoesNotExist``.
-    """
-    conversation_id = conversation_pk(conversation)
-    with transaction.atomic():
-        lock_for_change(conversation_id, None, trashed=True)
-        Conversation.objects.filter(pk=conversation_id).delete()
-
-
 def insert_history(
     conversation: ConversationRef, items: Sequence[tuple[ChatMessage, dict[str, Any]]]
 ) -> list[Message]:
@@ -469,7 +373,7 @@ def insert_history(
     signal: nothing new was said. Raises ``InvalidMessage`` (nothing is stored).
     """
     conversation_id = conversation_pk(conversation)
-    _check_storable(items)
+    check_storable_items(items)
     with transaction.atomic():
         if lock_for_change(conversation_id, None):
             raise InvalidMessage("not_empty", "history goes only into an empty conversation.")

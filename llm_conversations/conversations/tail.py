@@ -24,12 +24,9 @@ from llm_conversations.conversations.history import (
     tail_messages,
 )
 from llm_conversations.conversations.locks import lock_conversation, lock_for_change
-from llm_conversations.conversations.store import check_storable
-from llm_conversations.core.messages import (
-    ChatMessage,
-    check_sequence,
-    unanswered_tool_call_ids,
-)
+from llm_conversations.conversations.storable import check_storable
+from llm_conversations.core.messages import ChatMessage
+from llm_conversations.core.sequence import check_sequence, unanswered_tool_call_ids
 from llm_conversations.models import (
     MESSAGE_COLUMNS,
     Conversation,

@@ -25,7 +25,6 @@ from typing import Any
 
 from django.db.models import Q
 
-from llm_conversations.background import enqueue, task
 from llm_conversations.conf import conf
 from llm_conversations.conversations.after_response import after_response
 from llm_conversations.core.messages import ChatMessage, Role
@@ -33,6 +32,7 @@ from llm_conversations.core.text import storable_text
 from llm_conversations.exceptions import LLMConversationsError
 from llm_conversations.models import Conversation, Message, Run, RunStatus, TitleSource
 from llm_conversations.providers import get_provider
+from llm_conversations.tasks.enqueue import enqueue, task
 
 __all__ = [
     "EXCERPT_CHARS",

@@ -15,11 +15,10 @@ from llm_conversations.core.messages import (
     MessageInput,
     Role,
     as_chat_messages,
-    check_sequence,
-    unanswered_tool_call_ids,
 )
 from llm_conversations.core.model_info import ModelInfo, Prices
 from llm_conversations.core.parameters import RunParameters, ToolChoice
+from llm_conversations.core.sequence import check_sequence, unanswered_tool_call_ids
 from llm_conversations.core.structured import Judgment, ResponseFormat
 from llm_conversations.core.tool_calls import ToolCall
 from llm_conversations.core.tool_specs import ToolSpec

@@ -1,7 +1,8 @@
 """Typed chat messages: one value object for all four roles.
 
 This module imports nothing from Django and nothing from httpx. Every rule about
-the shape of a message lives here once; the models, the providers and the API
+the shape of a message lives here once (the rules of a sequence of messages are
+:mod:`llm_conversations.core.sequence`'s); the models, the providers and the API
 build these objects and so inherit the rules.
 """
 
@@ -42,10 +43,8 @@ __all__ = [
     "TextPart",
     "ToolCall",
     "as_chat_messages",
-    "check_sequence",
     "check_tool_calls",
     "join_field",
-    "unanswered_tool_call_ids",
 ]
 
 
@@ -112,42 +111,61 @@ class ChatMessage:
     reasoning: tuple[Reasoning, ...] | None = None
 
     def __post_init__(self) -> None:
+        # One step per field, in this order: the first rule a message breaks is
+        # the one reported.
         role = _role(self.role)
         object.__setattr__(self, "role", role)
+        self._take_parts(role)
+        tool_calls = self._take_tool_calls(role)
+        self._check_content(role, tool_calls)
+        self._check_tool_call_id(role)
+        self._check_is_error(role)
+        self._take_reasoning(role, tool_calls)
+
+    def _take_parts(self, role: Role) -> None:
+        """Content given as parts (in ``content`` or ``parts``): checked, kept in
+        ``parts``, their text in ``content``."""
         raw_parts: object = self.parts
         if isinstance(self.content, list | tuple):
             raw_parts = self.content
-        if raw_parts is not None:
-            if isinstance(raw_parts, str | bytes | Mapping) or not isinstance(raw_parts, Iterable):
-                raise InvalidMessage(
-                    "invalid_content", "content parts must be a list.", field="content"
-                )
-            parts = check_parts(role.value, raw_parts)
-            object.__setattr__(self, "parts", parts)
-            object.__setattr__(self, "content", parts_text(parts))
+        if raw_parts is None:
+            return
+        if isinstance(raw_parts, str | bytes | Mapping) or not isinstance(raw_parts, Iterable):
+            raise InvalidMessage(
+                "invalid_content", "content parts must be a list.", field="content"
+            )
+        parts = check_parts(role.value, raw_parts)
+        object.__setattr__(self, "parts", parts)
+        object.__setattr__(self, "content", parts_text(parts))
+
+    def _take_tool_calls(self, role: Role) -> tuple[ToolCall, ...] | None:
+        """The calls of an assistant turn, checked and kept as a tuple."""
         tool_calls = self.tool_calls
-        if tool_calls is not None:
-            if role is not Role.ASSISTANT:
-                raise InvalidMessage(
-                    "tool_calls_not_allowed",
-                    f"tool_calls are only allowed on assistant messages, not {role}.",
-                    field="tool_calls",
-                )
-            if isinstance(tool_calls, (str, bytes, Mapping)) or not isinstance(
-                tool_calls, Iterable
-            ):
-                raise InvalidMessage(
-                    "invalid_tool_call", "tool_calls must be a list.", field="tool_calls"
-                )
-            tool_calls = tuple(tool_calls)
-            if not tool_calls:
-                raise InvalidMessage(
-                    "empty_tool_calls",
-                    "tool_calls must not be empty; omit it for a plain assistant message.",
-                    field="tool_calls",
-                )
-            check_tool_calls(tool_calls)
-            object.__setattr__(self, "tool_calls", tool_calls)
+        if tool_calls is None:
+            return None
+        if role is not Role.ASSISTANT:
+            raise InvalidMessage(
+                "tool_calls_not_allowed",
+                f"tool_calls are only allowed on assistant messages, not {role}.",
+                field="tool_calls",
+            )
+        if isinstance(tool_calls, (str, bytes, Mapping)) or not isinstance(tool_calls, Iterable):
+            raise InvalidMessage(
+                "invalid_tool_call", "tool_calls must be a list.", field="tool_calls"
+            )
+        tool_calls = tuple(tool_calls)
+        if not tool_calls:
+            raise InvalidMessage(
+                "empty_tool_calls",
+                "tool_calls must not be empty; omit it for a plain assistant message.",
+                field="tool_calls",
+            )
+        check_tool_calls(tool_calls)
+        object.__setattr__(self, "tool_calls", tool_calls)
+        return tool_calls
+
+    def _check_content(self, role: Role, tool_calls: tuple[ToolCall, ...] | None) -> None:
+        """Text content: ``""`` beside calls when absent, never empty for system and user."""
         content = self.content
         if content is None and tool_calls is not None:
             content = ""
@@ -161,6 +179,9 @@ class ChatMessage:
             raise InvalidMessage(
                 "missing_content", f"{role} message content must not be empty.", field="content"
             )
+
+    def _check_tool_call_id(self, role: Role) -> None:
+        """A tool turn names the call it answers; no other turn names one."""
         if role is Role.TOOL:
             if not isinstance(self.tool_call_id, str) or not self.tool_call_id:
                 raise InvalidMessage(
@@ -174,6 +195,9 @@ class ChatMessage:
                 f"tool_call_id is only allowed on tool messages, not {role}.",
                 field="tool_call_id",
             )
+
+    def _check_is_error(self, role: Role) -> None:
+        """``is_error``: a boolean, true on tool turns only."""
         if not isinstance(self.is_error, bool):
             raise InvalidMessage(
                 "invalid_is_error", "is_error must be a boolean.", field="is_error"
@@ -184,16 +208,20 @@ class ChatMessage:
                 f"is_error is only allowed on tool messages, not {role}.",
                 field="is_error",
             )
-        if self.reasoning is not None:
-            if role is not Role.ASSISTANT:
-                raise InvalidMessage(
-                    "reasoning_not_allowed",
-                    f"reasoning is only allowed on assistant messages, not {role}.",
-                    field="reasoning",
-                )
-            reasoning = reasoning_from_list(self.reasoning)
-            check_reasoning(reasoning, (call.id for call in tool_calls or ()))
-            object.__setattr__(self, "reasoning", reasoning)
+
+    def _take_reasoning(self, role: Role, tool_calls: tuple[ToolCall, ...] | None) -> None:
+        """An assistant turn's reasoning, checked against its calls and kept as a tuple."""
+        if self.reasoning is None:
+            return
+        if role is not Role.ASSISTANT:
+            raise InvalidMessage(
+                "reasoning_not_allowed",
+                f"reasoning is only allowed on assistant messages, not {role}.",
+                field="reasoning",
+            )
+        reasoning = reasoning_from_list(self.reasoning)
+        check_reasoning(reasoning, (call.id for call in tool_calls or ()))
+        object.__setattr__(self, "reasoning", reasoning)
 
     # Named constructors ---------------------------------------------------
 
@@ -358,60 +386,3 @@ def as_chat_messages(messages: Iterable[MessageInput]) -> list[ChatMessage]:
         except InvalidMessage as exc:
             raise exc.within(f"messages[{index}]") from None
     return result
-
-
-# Conversation-level rules ---------------------------------------------------
-
-
-def unanswered_tool_call_ids(messages: Sequence[ChatMessage]) -> tuple[str, ...]:
-    """Ids of the calls of the last assistant turn not answered by a later tool turn.
-
-    Only the tail from the last assistant turn on matters, so callers may pass
-    just that tail instead of the whole history.
-    """
-    pending: tuple[str, ...] = ()
-    for message in messages:
-        if message.role is Role.ASSISTANT:
-            pending = tuple(c.id for c in message.tool_calls or ())
-        elif message.role is Role.TOOL:
-            pending = tuple(i for i in pending if i != message.tool_call_id)
-    return pending
-
-
-def check_sequence(
-    messages: Sequence[ChatMessage], *, pending: Sequence[str] = ()
-) -> tuple[str, ...]:
-    """Check that ``messages`` may follow a history whose unanswered calls are ``pending``.
-
-    A tool turn must answer an unanswered call of the nearest preceding
-    assistant tool-call turn, and every call must be answered before the next
-    system, user or assistant turn. Returns the calls still unanswered after
-    ``messages``; raises :class:`InvalidMessage` naming the message index.
-    """
-    open_ids = list(pending)
-    for index, message in enumerate(messages):
-        if message.role is Role.TOOL:
-            if message.tool_call_id not in open_ids:
-                detail = (
-                    f"; unanswered calls: {', '.join(open_ids)}"
-                    if open_ids
-                    else "; no tool call is waiting for a result"
-                )
-                raise InvalidMessage(
-                    "unexpected_tool_result",
-                    f"tool result for {message.tool_call_id!r} answers no unanswered call "
-                    f"of the preceding assistant turn{detail}.",
-                    field=f"messages[{index}].tool_call_id",
-                )
-            open_ids.remove(message.tool_call_id)
-            continue
-        if open_ids:
-            raise InvalidMessage(
-                "unanswered_tool_calls",
-                f"a {message.role} message cannot follow while tool calls are unanswered: "
-                f"{', '.join(open_ids)}.",
-                field=f"messages[{index}]",
-            )
-        if message.tool_calls:
-            open_ids = [call.id for call in message.tool_calls]
-    return tuple(open_ids)

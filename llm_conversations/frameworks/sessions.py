@@ -22,8 +22,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Q
 
-from llm_conversations.conversations.lifecycle import trash_conversation
-from llm_conversations.conversations.store import create_conversation
+from llm_conversations.conversations.lifecycle import create_conversation, trash_conversation
 from llm_conversations.core.text import json_problem
 from llm_conversations.models import Conversation
 from llm_conversations.users import User

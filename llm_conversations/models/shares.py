@@ -7,7 +7,7 @@ removed since no longer shows. A link works while it is neither revoked nor
 expired and its conversation is not in the trash. The link's token is shown
 once, when it is made; the database keeps only its SHA-256 (``token_hash``),
 so nothing stored is a usable link. Making, resolving, revoking and copying
-belong to :mod:`llm_conversations.conversations.sharing`.
+belong to :mod:`llm_conversations.conversations.shares`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A share link's page: the snapshot read-only, and "Continue as a copy".
+"""A share link's page: the snapshot read-only, and "Continue as a fork".
 
 Everything shown is escaped by the template engine; the page shows what the
 API's ``shared/{token}/`` shows, no more: only the messages of the snapshot
@@ -27,8 +27,8 @@ from django.views.decorators.http import require_GET, require_POST
 from llm_conversations.conf import conf
 from llm_conversations.conversations.attachments import file_response
 from llm_conversations.conversations.history import stored_message
-from llm_conversations.conversations.sharing import (
-    continue_as_copy,
+from llm_conversations.conversations.shares import (
+    continue_as_fork,
     resolve_share,
     snapshot_attachment,
     snapshot_messages,
@@ -42,7 +42,7 @@ from llm_conversations.models import (
     ShareLink,
 )
 
-__all__ = ["PageEntry", "shared_attachment", "shared_copy", "shared_page"]
+__all__ = ["PageEntry", "shared_attachment", "shared_fork", "shared_page"]
 
 TEMPLATE = "llm_conversations/shared.html"
 
@@ -99,30 +99,30 @@ def _login_first(request: HttpRequest) -> bool:
 @never_cache
 @require_GET
 def shared_page(request: HttpRequest, token: str) -> HttpResponseBase:
-    """The snapshot, read-only, with a "Continue as a copy" form for signed-in readers."""
+    """The snapshot, read-only, with a "Continue as a fork" form for signed-in readers."""
     if _login_first(request):
         return redirect_to_login(request.get_full_path())
     share = _share(token)
-    return _render(request, share, token, copy=None)
+    return _render(request, share, token, fork=None)
 
 
 @never_cache
 @require_POST
-def shared_copy(request: HttpRequest, token: str) -> HttpResponseBase:
+def shared_fork(request: HttpRequest, token: str) -> HttpResponseBase:
     """Continue the snapshot as a conversation of the signed-in reader (CSRF-checked);
-    a snapshot that changed while it was copied is the page again, saying so (409)."""
+    a snapshot that changed while it was forked is the page again, saying so (409)."""
     user = request.user
     if not user.is_authenticated:
-        # Back to the page after signing in (the copy is a POST of its form).
+        # Back to the page after signing in (the fork is a POST of its form).
         return redirect_to_login(reverse("llm_conversations_pages:shared", args=[token]))
     share = _share(token)
     try:
-        copy = continue_as_copy(share, user)
+        fork = continue_as_fork(share, user)
     except Conversation.DoesNotExist:
         raise Http404("no such share link") from None
     except LLMConversationsError as error:
-        return _render(request, share, token, copy=None, refused=error.message, status=409)
-    return _render(request, share, token, copy=copy, status=201)
+        return _render(request, share, token, fork=None, refused=error.message, status=409)
+    return _render(request, share, token, fork=fork, status=201)
 
 
 def _render(
@@ -130,7 +130,7 @@ def _render(
     share: ShareLink,
     token: str,
     *,
-    copy: Conversation | None,
+    fork: Conversation | None,
     refused: str = "",
     status: int = 200,
 ) -> HttpResponse:
@@ -138,7 +138,7 @@ def _render(
         "share": share,
         "token": token,
         "entries": _entries(share),
-        "copy": copy,
+        "fork": fork,
         "refused": refused,
         "signed_in": request.user.is_authenticated,
     }

@@ -1,7 +1,7 @@
 """Forks of a conversation, and the edits and regenerations made with them.
 
 A fork is a new conversation holding copies of the start of another one (the
-rows are copied by :func:`~llm_conversations.conversations.copies.fork_conversation`);
+rows are copied by :func:`~llm_conversations.conversations.forks.fork_conversation`);
 the original is never changed. An edit forks before a user turn and starts a
 run with the new text; a regeneration forks before the user turn an answer
 replies to and starts a run with that same turn, so the answer (with any tool
@@ -16,7 +16,7 @@ from typing import Unpack
 
 from django.db import transaction
 
-from llm_conversations.conversations.copies import fork_conversation
+from llm_conversations.conversations.forks import fork_conversation
 from llm_conversations.conversations.history import ConversationRef, conversation_pk
 from llm_conversations.core.messages import ChatMessage, MessageInput, Role
 from llm_conversations.exceptions import ForkError
@@ -62,7 +62,7 @@ def fork(
     (``ForkError`` ``inside_tool_group``), never moved: the caller said
     where, and either edge of the group is a history the caller did not ask
     for. ``title`` is the fork's (as the user's); without it the fork is named
-    after its source (``conversations/copies.fork_title``).
+    after its source (``conversations/forks.fork_title``).
     """
     source = _source(conversation)
     count = source.message_count if message_id is None else _message(source, message_id)[0] + 1

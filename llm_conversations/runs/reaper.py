@@ -15,12 +15,12 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from llm_conversations.background import task
 from llm_conversations.conf import conf
 from llm_conversations.exceptions import RunStateError
 from llm_conversations.models import Run, RunStatus, TerminationReason
 from llm_conversations.runs.service import enqueue_run
 from llm_conversations.runs.transitions import finish
+from llm_conversations.tasks.enqueue import task
 
 __all__ = ["Reaped", "reap_lost_runs", "reap_runs"]
 

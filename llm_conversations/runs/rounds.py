@@ -21,8 +21,9 @@ from typing import NamedTuple
 from llm_conversations.conf import conf
 from llm_conversations.conversations.history import load_history
 from llm_conversations.core.completions import CompletionResponse, FinishReason
-from llm_conversations.core.messages import ChatMessage, Role, ToolCall, unanswered_tool_call_ids
+from llm_conversations.core.messages import ChatMessage, Role, ToolCall
 from llm_conversations.core.parameters import RunParameters
+from llm_conversations.core.sequence import unanswered_tool_call_ids
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.exceptions import CallInterrupted, RunStateError
 from llm_conversations.models import Decision, Run, RunStatus, TerminationReason

@@ -21,11 +21,11 @@ from django.db.models import F
 from django.utils import timezone
 
 from llm_conversations import telemetry
-from llm_conversations.background import enqueue, task
 from llm_conversations.conf import BusyStrategy, conf
 from llm_conversations.conversations.history import ConversationRef, conversation_pk, load_history
 from llm_conversations.conversations.locks import count_in
-from llm_conversations.conversations.store import append_locked, check_storable
+from llm_conversations.conversations.storable import check_storable
+from llm_conversations.conversations.store import append_locked
 from llm_conversations.core.messages import ChatMessage, InvalidMessage, MessageInput, Role
 from llm_conversations.core.parameters import RunParameterInput, RunParameters
 from llm_conversations.exceptions import (
@@ -61,6 +61,7 @@ from llm_conversations.runs.events import LoopEvent, RunEnded, RunFailed
 from llm_conversations.runs.fallbacks import ProviderChain
 from llm_conversations.runs.options import RunOptions
 from llm_conversations.runs.rounds import Execution
+from llm_conversations.tasks.enqueue import enqueue, task
 from llm_conversations.tools import ToolRegistry, default_registry, offered_by_default
 from llm_conversations.users import AnyUser
 

@@ -53,7 +53,7 @@ pytestmark = [pytest.mark.celery, pytest.mark.django_db(transaction=True)]
 
 RUNS = 10
 REDIS_URL = os.environ.get("CELERY_TEST_REDIS_URL") or "redis://127.0.0.1:6379/5"
-BACKEND = {"default": {"BACKEND": "llm_conversations.celery_backend.CeleryBackend"}}
+BACKEND = {"default": {"BACKEND": "llm_conversations.tasks.celery.CeleryBackend"}}
 
 
 @contextmanager
@@ -203,7 +203,7 @@ def test_two_celery_workers_complete_each_run_exactly_once(
 
 def test_a_redelivered_message_does_not_execute_a_run_twice(celery_settings: None) -> None:
     """``acks_late`` may deliver a run's message again: the run's claim refuses it."""
-    from llm_conversations.celery_backend import execute_task
+    from llm_conversations.tasks.celery import execute_task
 
     conversation = create_conversation(title="celery redelivery")
     # Queued on the broker with no worker listening; executed here twice instead.

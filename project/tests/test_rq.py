@@ -31,7 +31,7 @@ from django.db import connection
 from django.test import override_settings
 
 from llm_conversations.conversations import create_conversation, load_messages
-from llm_conversations.core.messages import check_sequence
+from llm_conversations.core.sequence import check_sequence
 from llm_conversations.models import Conversation, Run, RunEvent, RunEventType
 from llm_conversations.runs import ToolLoopService
 from tests.browser.chromium import running_under_ci

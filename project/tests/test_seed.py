@@ -12,7 +12,8 @@ from django.core.management import call_command
 
 from llm_conversations.conversations import create_conversation, load_messages
 from llm_conversations.conversations.attachments import create_attachment
-from llm_conversations.core.messages import ChatMessage, check_sequence
+from llm_conversations.core.messages import ChatMessage
+from llm_conversations.core.sequence import check_sequence
 from llm_conversations.models import Attachment, Conversation, Message, Run
 from llm_conversations.providers import EchoProvider
 from llm_conversations.runs import ToolLoopService

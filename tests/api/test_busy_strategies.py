@@ -24,7 +24,8 @@ from rest_framework.test import APIClient
 from llm_conversations.conf import conf
 from llm_conversations.conversations import create_conversation, load_messages
 from llm_conversations.conversations.attachments import create_attachment
-from llm_conversations.core.messages import Role, check_sequence
+from llm_conversations.core.messages import Role
+from llm_conversations.core.sequence import check_sequence
 from llm_conversations.models import Conversation, Message, Run, RunEventType, RunStatus
 from llm_conversations.runs import ToolLoopService, event_log
 from llm_conversations.runs.reaper import reap_runs

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from llm_conversations.api.views import conversations
 from llm_conversations.conversations import create_conversation, load_messages
-from llm_conversations.core.messages import check_sequence
+from llm_conversations.core.sequence import check_sequence
 from llm_conversations.exceptions import ConversationBusy
 from llm_conversations.models import Conversation, Run
 from llm_conversations.runs import ToolLoopService

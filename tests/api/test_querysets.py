@@ -16,7 +16,7 @@ from rest_framework.viewsets import GenericViewSet
 from llm_conversations.api.urls import router
 from llm_conversations.conversations import create_conversation
 from llm_conversations.conversations.attachments import create_attachment
-from llm_conversations.conversations.sharing import create_share
+from llm_conversations.conversations.shares import create_share
 from llm_conversations.models import Conversation, WebhookEndpoint
 from llm_conversations.runs import ToolLoopService
 from tests.support.attachment_files import pdf_bytes

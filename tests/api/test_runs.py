@@ -8,7 +8,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from llm_conversations.conversations import load_messages
-from llm_conversations.core.messages import ChatMessage, Role, check_sequence
+from llm_conversations.core.messages import ChatMessage, Role
+from llm_conversations.core.sequence import check_sequence
 from llm_conversations.models import Conversation, Message, Run, RunStatus
 from tests.api.conftest import calls_text
 from tests.support import loop_tools

@@ -3,7 +3,7 @@ rolled back and replaced, turns hidden before or after the link, edits, forks an
 the trash; and how its answers are cached.
 
 A snapshot names the messages it showed when made. Every reader of a link (the
-API, its attachments, the page and "continue as a copy") shows those messages
+API, its attachments, the page and "continue as a fork") shows those messages
 less the ones hidden or removed since, and nothing else.
 """
 
@@ -17,8 +17,9 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from llm_conversations.conversations import create_conversation, load_messages
-from llm_conversations.conversations.sharing import create_share
-from llm_conversations.core.messages import ChatMessage, ToolCall, check_sequence
+from llm_conversations.conversations.shares import create_share
+from llm_conversations.core.messages import ChatMessage, ToolCall
+from llm_conversations.core.sequence import check_sequence
 from llm_conversations.models import Conversation, Message, ShareLink
 from llm_conversations.runs import ToolLoopService
 from tests.api.test_runs import start
@@ -56,7 +57,7 @@ def page_html(token: str) -> str:
 
 
 def copied(reader: APIClient, token: str) -> Conversation:
-    response = reader.post(f"/api/shared/{token}/copy/")
+    response = reader.post(f"/api/shared/{token}/fork/")
     assert response.status_code == 201, response.json()
     return Conversation.objects.get(pk=response.json()["id"])
 
@@ -278,7 +279,7 @@ def test_a_trashed_conversations_links_are_404_until_it_is_restored(
     for response in (
         anonymous.get(f"/api/shared/{token}/"),
         anonymous.get(f"/api/shared/{token}/attachments/{image.pk}/content/"),
-        other.post(f"/api/shared/{token}/copy/"),
+        other.post(f"/api/shared/{token}/fork/"),
     ):
         assert (response.status_code, error_code(response)) == (404, "share_not_found")
     for path in (f"/shared/{token}/", f"/shared/{token}/attachments/{image.pk}/"):
@@ -329,11 +330,11 @@ def test_shared_answers_are_never_kept_by_a_cache(
     for response in (
         anonymous.get(f"/api/shared/{token}/"),
         anonymous.get(f"/api/shared/{token}/attachments/{image.pk}/content/"),
-        other.post(f"/api/shared/{token}/copy/"),
+        other.post(f"/api/shared/{token}/fork/"),
         anonymous.get("/api/shared/not-a-token/"),
         page,
         browser.get(f"/shared/{token}/attachments/{image.pk}/"),
-        browser.post(f"/shared/{token}/copy/", {"csrfmiddlewaretoken": csrf}),
+        browser.post(f"/shared/{token}/fork/", {"csrfmiddlewaretoken": csrf}),
     ):
         assert response.status_code in (200, 201, 404), response.status_code
         assert_not_stored(response)

@@ -21,8 +21,9 @@ from llm_conversations.conversations import append_messages, create_conversation
 from llm_conversations.conversations.attachments import create_attachment
 from llm_conversations.conversations.lifecycle import hide_message
 from llm_conversations.conversations.retention import delete_user_data
-from llm_conversations.conversations.sharing import create_share
-from llm_conversations.core.messages import ChatMessage, ToolCall, check_sequence
+from llm_conversations.conversations.shares import create_share
+from llm_conversations.core.messages import ChatMessage, ToolCall
+from llm_conversations.core.sequence import check_sequence
 from llm_conversations.models import (
     Attachment,
     Conversation,
@@ -340,10 +341,10 @@ def test_a_reader_downloads_only_the_attachments_the_snapshot_shows(
     assert (response.status_code, error_code(response)) == (404, "share_not_found")
 
 
-# Continuing as a copy ------------------------------------------------------------
+# Continuing as a fork ------------------------------------------------------------
 
 
-def test_a_copy_is_the_readers_own_with_exactly_the_snapshots_turns(
+def test_a_fork_is_the_readers_own_with_exactly_the_snapshots_turns(
     client: APIClient, other: APIClient, other_user: User, trip: Conversation
 ) -> None:
     token = share(client, trip, message_id=message_id(trip, 2))["token"]
@@ -352,7 +353,7 @@ def test_a_copy_is_the_readers_own_with_exactly_the_snapshots_turns(
     Message.objects.filter(conversation=trip, role="assistant").update(
         cost=Decimal("0.25"), input_tokens=7
     )
-    response = other.post(f"/api/shared/{token}/copy/")
+    response = other.post(f"/api/shared/{token}/fork/")
     assert response.status_code == 201, response.json()
     body = response.json()
     copy = Conversation.objects.get(pk=body["id"])
@@ -380,12 +381,12 @@ def test_a_copy_is_the_readers_own_with_exactly_the_snapshots_turns(
     assert Conversation.objects.get(pk=trip.pk).metadata == {"crm_id": "private-42"}
 
 
-def test_a_copy_shows_the_readers_own_copies_of_the_attachments(
+def test_a_fork_shows_the_readers_own_copies_of_the_attachments(
     client: APIClient, other: APIClient, other_user: User, user: User
 ) -> None:
     shown, image = with_image(user, "shown")
     token = share(client, shown)["token"]
-    body = other.post(f"/api/shared/{token}/copy/").json()
+    body = other.post(f"/api/shared/{token}/fork/").json()
     theirs = Attachment.objects.get(owner=other_user)
     assert theirs.pk != image.pk
     assert theirs.sha256 == image.sha256
@@ -398,7 +399,7 @@ def test_a_copy_shows_the_readers_own_copies_of_the_attachments(
     assert list(links.values_list("attachment_id", flat=True)) == [theirs.pk]
     assert other.get(f"/api/attachments/{theirs.pk}/content/").status_code == 200
     # A second copy reuses the reader's attachment.
-    assert other.post(f"/api/shared/{token}/copy/").status_code == 201
+    assert other.post(f"/api/shared/{token}/fork/").status_code == 201
     assert Attachment.objects.filter(owner=other_user).count() == 1
 
 
@@ -406,18 +407,18 @@ def test_the_owner_continuing_their_own_link_gets_a_fork(
     client: APIClient, trip: Conversation
 ) -> None:
     token = share(client, trip)["token"]
-    body = client.post(f"/api/shared/{token}/copy/").json()
+    body = client.post(f"/api/shared/{token}/fork/").json()
     assert (body["forked_from"], body["forked_at_position"]) == (str(trip.pk), 4)
 
 
-def test_only_signed_in_readers_copy_and_only_through_a_usable_link(
+def test_only_signed_in_readers_fork_and_only_through_a_usable_link(
     client: APIClient, anonymous: APIClient, other: APIClient, trip: Conversation
 ) -> None:
     made = share(client, trip)
-    response = anonymous.post(f"/api/shared/{made['token']}/copy/")
+    response = anonymous.post(f"/api/shared/{made['token']}/fork/")
     assert (response.status_code, error_code(response)) == (403, "not_authenticated")
     client.post(f"{shares_url(trip)}{made['id']}/revoke/")
-    response = other.post(f"/api/shared/{made['token']}/copy/")
+    response = other.post(f"/api/shared/{made['token']}/fork/")
     assert (response.status_code, error_code(response)) == (404, "share_not_found")
     assert Conversation.objects.count() == 1
 
@@ -446,25 +447,25 @@ def test_the_page_shows_the_snapshot_escaped(
     assert "<script>" not in html
     assert "&lt;b&gt;Title&lt;/b&gt;" in html
     assert "dandy" not in html  # after the snapshot
-    assert "Continue as a copy" not in html
+    assert "Continue as a fork" not in html
 
 
-def test_a_signed_in_reader_continues_the_page_as_a_copy(
+def test_a_signed_in_reader_continues_the_page_as_a_fork(
     client: APIClient, other_user: User, trip: Conversation
 ) -> None:
     token = share(client, trip)["token"]
     browser = Client(enforce_csrf_checks=True)
     browser.force_login(other_user)
     page = browser.get(f"/shared/{token}/")
-    assert "Continue as a copy" in page.content.decode()
+    assert "Continue as a fork" in page.content.decode()
     csrf = page.cookies["csrftoken"].value
-    copied = browser.post(f"/shared/{token}/copy/", {"csrfmiddlewaretoken": csrf})
+    copied = browser.post(f"/shared/{token}/fork/", {"csrfmiddlewaretoken": csrf})
     assert copied.status_code == 201
     copy = Conversation.objects.get(owner=other_user)
     assert str(copy.pk) in copied.content.decode()
     assert copy.message_count == 4
     # Without the CSRF token: refused.
-    assert browser.post(f"/shared/{token}/copy/").status_code == 403
+    assert browser.post(f"/shared/{token}/fork/").status_code == 403
 
 
 def test_the_page_of_a_revoked_link_is_404_and_login_may_be_required(
@@ -530,12 +531,12 @@ def test_the_database_refuses_an_expiry_before_creation_too(trip: Conversation) 
         )
 
 
-def test_a_copy_outlives_the_owners_data(
+def test_a_fork_outlives_the_owners_data(
     client: APIClient, other: APIClient, other_user: User, user: User
 ) -> None:
     shown, _ = with_image(user, "shown")
     token = share(client, shown)["token"]
-    copy = other.post(f"/api/shared/{token}/copy/").json()
+    copy = other.post(f"/api/shared/{token}/fork/").json()
     # Nothing of the owner's is shown by the copy, so all of it can go.
     delete_user_data(user)
     assert not ShareLink.objects.exists()

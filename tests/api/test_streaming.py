@@ -14,7 +14,8 @@ from rest_framework.test import APIClient
 from llm_conversations.api.streams.events import EventsStream
 from llm_conversations.api.streams.responses import AsyncRunStream, ExecutingStream
 from llm_conversations.conversations import create_conversation, load_messages
-from llm_conversations.core.messages import Role, check_sequence
+from llm_conversations.core.messages import Role
+from llm_conversations.core.sequence import check_sequence
 from llm_conversations.models import Conversation, Message, Run, RunStatus
 from llm_conversations.runs import ToolLoopService
 from tests.api.conftest import API_SETTINGS, calls_text, joined, parse_sse

@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from llm_conversations.conversations import create_conversation, load_messages
-from llm_conversations.conversations.sharing import create_share
+from llm_conversations.conversations.shares import create_share
 from llm_conversations.core.messages import ChatMessage
 from llm_conversations.models import Conversation
 
@@ -28,7 +28,7 @@ def signed_in(page: Any, live_server: Any, user: Any) -> None:
     )
 
 
-def test_a_reader_continues_the_shared_page_as_a_copy(page: Any, live_server: Any) -> None:
+def test_a_reader_continues_the_shared_page_as_a_fork(page: Any, live_server: Any) -> None:
     users = get_user_model()
     owner, reader = users.objects.create_user("owner"), users.objects.create_user("reader")
     trip = create_conversation(
@@ -40,13 +40,13 @@ def test_a_reader_continues_the_shared_page_as_a_copy(page: Any, live_server: An
     signed_in(page, live_server, reader)
     page.goto(f"{live_server.url}/shared/{token}/")
     assert page.locator("h1").inner_text() == "Trip"
-    with page.expect_response(lambda response: response.url.endswith("/copy/")) as answer:
-        page.click("text=Continue as a copy")
+    with page.expect_response(lambda response: response.url.endswith("/fork/")) as answer:
+        page.click("text=Continue as a fork")
     response = answer.value
     # The form's POST carries the page's origin, which Django's CSRF check accepts.
     assert response.request.header_value("origin") == live_server.url
     assert response.status == 201, response.text()
-    page.locator("text=Copied.").wait_for()
+    page.locator("text=Forked.").wait_for()
     copy = Conversation.objects.get(owner=reader)
     assert str(copy.pk) in page.content()
     assert load_messages(copy) == load_messages(trip)

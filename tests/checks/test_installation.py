@@ -1,5 +1,5 @@
 """``checks/installation.py``: E092, a project setting beside LLM_CONVERSATIONS (the Celery
-backend itself: tests/test_celery_backend.py)."""
+backend itself: tests/tasks/test_celery.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tests.checks.broken import BROKEN_PROJECT
 @pytest.fixture
 def without_celery_app(monkeypatch: pytest.MonkeyPatch) -> None:
     """As in a process whose project never loaded its Celery module."""
-    from llm_conversations import celery_backend
+    from llm_conversations.tasks import celery as celery_backend
 
     monkeypatch.setattr(celery_backend, "_configured", None)
 

@@ -15,7 +15,6 @@ from django.utils import timezone
 from llm_conversations.conversations import append_messages, create_conversation, load_messages
 from llm_conversations.conversations.attachments import (
     create_attachment,
-    detect_type,
     load_attachment_data,
     orphaned_attachments,
     purge_orphaned_attachments,
@@ -31,6 +30,7 @@ from llm_conversations.conversations.transfer.export import (
     select_conversations,
 )
 from llm_conversations.conversations.transfer.importing import Importer
+from llm_conversations.conversations.uploads import detect_type
 from llm_conversations.core.content_parts import FilePart, ImagePart, TextPart
 from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.exceptions import InvalidAttachment, InvalidImport, InvalidMessage

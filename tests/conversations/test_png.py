@@ -9,8 +9,8 @@ import zlib
 import pytest
 from PIL import Image
 
-from llm_conversations.conversations.attachments import inspect_upload
 from llm_conversations.conversations.png import png_is_whole
+from llm_conversations.conversations.uploads import inspect_upload
 from llm_conversations.exceptions import InvalidAttachment
 
 WIDTH = HEIGHT = 64

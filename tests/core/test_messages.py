@@ -16,9 +16,8 @@ from llm_conversations.core.messages import (
     Role,
     ToolCall,
     as_chat_messages,
-    check_sequence,
-    unanswered_tool_call_ids,
 )
+from llm_conversations.core.sequence import check_sequence, unanswered_tool_call_ids
 from llm_conversations.core.tool_specs import ToolSpec
 
 # Exact wire dicts -----------------------------------------------------------

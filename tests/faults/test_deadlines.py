@@ -18,7 +18,7 @@ import pytest
 from django.db import connections
 
 from llm_conversations.conversations import create_conversation, load_messages
-from llm_conversations.core.messages import check_sequence
+from llm_conversations.core.sequence import check_sequence
 from llm_conversations.models import Run
 from llm_conversations.runs import ToolLoopService
 

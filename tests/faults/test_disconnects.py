@@ -24,7 +24,7 @@ from django.test import AsyncClient
 from rest_framework.test import APIClient
 
 from llm_conversations.conversations import create_conversation, load_messages
-from llm_conversations.core.messages import check_sequence
+from llm_conversations.core.sequence import check_sequence
 from llm_conversations.models import Run, RunEvent, RunEventType, RunStatus
 from tests.api.conftest import parse_sse
 

@@ -23,7 +23,8 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from llm_conversations.conversations import create_conversation, load_messages
-from llm_conversations.core.messages import Role, check_sequence
+from llm_conversations.core.messages import Role
+from llm_conversations.core.sequence import check_sequence
 from llm_conversations.models import Message, Run, RunEventType
 from tests.api.conftest import parse_sse
 

@@ -22,7 +22,7 @@ from openai import AsyncOpenAI
 from rest_framework.test import APIClient
 
 from llm_conversations.conversations import create_conversation, load_messages
-from llm_conversations.conversations.sharing import create_share, snapshot_messages
+from llm_conversations.conversations.shares import create_share, snapshot_messages
 from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.core.reasoning import Reasoning, ReasoningKind
 from llm_conversations.frameworks.agents import ConversationSession

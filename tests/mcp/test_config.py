@@ -264,7 +264,7 @@ import llm_conversations
 from django.core.management import call_command
 # The database task worker needs django-tasks-db, which these settings leave out;
 # the Agents SDK (the "agents" extra) needs mcp itself.
-WORKER = ("llm_conversations.management.llm_worker_command", "llm_conversations.management.task_worker")
+WORKER = ("llm_conversations.management.llm_worker_command", "llm_conversations.tasks.worker")
 NEEDS_MCP = ("llm_conversations.tools.mcp_client", "llm_conversations.frameworks.agents")
 for module in pkgutil.walk_packages(llm_conversations.__path__, "llm_conversations."):
     if module.name not in NEEDS_MCP and module.name not in WORKER:

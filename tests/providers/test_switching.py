@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from llm_conversations.core.messages import ChatMessage, ToolCall, check_sequence
+from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.core.reasoning import Reasoning, ReasoningKind
+from llm_conversations.core.sequence import check_sequence
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.providers.backends import backend_class
 from llm_conversations.providers.gemini_contents import SKIP_SIGNATURE

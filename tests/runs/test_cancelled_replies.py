@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from llm_conversations.conversations import create_conversation, load_messages
 from llm_conversations.core.completions import CompletionResponse
-from llm_conversations.core.messages import check_sequence
+from llm_conversations.core.sequence import check_sequence
 from llm_conversations.models import Conversation, Run, RunEvent, RunStatus
 from llm_conversations.providers import Provider, ResponseCompleted, StreamEvent, TextDelta
 from llm_conversations.runs import ToolLoopService, event_log

@@ -11,7 +11,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client, override_settings
 
 from llm_conversations.conversations.history import load_messages
-from llm_conversations.conversations.store import append_messages, create_conversation
+from llm_conversations.conversations.lifecycle import create_conversation
+from llm_conversations.conversations.store import append_messages
 from llm_conversations.core.completions import CompletionResponse, FinishReason, Usage
 from llm_conversations.core.fitting import ContextFitter, ContextStrategy
 from llm_conversations.core.messages import ChatMessage, Role

@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from llm_conversations.conversations import create_conversation, load_messages
 from llm_conversations.core.completions import CompletionResponse
-from llm_conversations.core.messages import ChatMessage, ToolCall, check_sequence
+from llm_conversations.core.messages import ChatMessage, ToolCall
+from llm_conversations.core.sequence import check_sequence
 from llm_conversations.exceptions import RunStateError
 from llm_conversations.models import Run, RunEvent, RunStatus
 from llm_conversations.providers import Provider, ResponseCompleted, StreamEvent, TextDelta

@@ -22,13 +22,8 @@ from hypothesis import strategies as st
 
 from llm_conversations.conversations import create_conversation, load_messages
 from llm_conversations.core.completions import CompletionResponse
-from llm_conversations.core.messages import (
-    ChatMessage,
-    InvalidMessage,
-    Role,
-    ToolCall,
-    check_sequence,
-)
+from llm_conversations.core.messages import ChatMessage, InvalidMessage, Role, ToolCall
+from llm_conversations.core.sequence import check_sequence
 from llm_conversations.models import ACTIVE_RUN_STATUSES, Run, RunStatus
 from llm_conversations.providers import (
     AnthropicProvider,

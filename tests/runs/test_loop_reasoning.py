@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from llm_conversations.conversations import create_conversation, load_messages
-from llm_conversations.conversations.copies import fork_conversation
+from llm_conversations.conversations.forks import fork_conversation
 from llm_conversations.core.messages import ChatMessage, Reasoning, ReasoningKind, Role
 from llm_conversations.models import Message
 from llm_conversations.providers import AnthropicProvider, GeminiProvider, OpenAIResponsesProvider

@@ -19,7 +19,8 @@ from django.db import transaction
 from llm_conversations.conversations import load_messages
 from llm_conversations.conversations.transfer.export import full_records, select_conversations
 from llm_conversations.conversations.transfer.importing import Importer
-from llm_conversations.core.messages import ChatMessage, Role, check_sequence
+from llm_conversations.core.messages import ChatMessage, Role
+from llm_conversations.core.sequence import check_sequence
 from llm_conversations.models import Conversation, Message
 
 __all__ = ["assert_holds_together"]

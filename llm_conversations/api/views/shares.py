@@ -5,12 +5,12 @@ links to that conversation (another user's conversation or link is a 404).
 ``shared/{token}/`` shows the snapshot to anyone holding the token (only to
 signed-in users with ``SHARE_LINKS_REQUIRE_LOGIN``), ``shared/{token}/attachments/
 {id}/content/`` the bytes of an attachment the snapshot shows, and ``POST
-shared/{token}/copy/`` continues it as a conversation of the signed-in caller.
+shared/{token}/fork/`` continues it as a conversation of the signed-in caller.
 An unknown, revoked or expired token, or a link of a trashed conversation, is
 404 ``share_not_found``; every answer by token is marked for no cache to keep
 (``Cache-Control: private, no-store``...), so a link revoked, a conversation
 trashed or a turn hidden is never served from one. The rules live in
-:mod:`llm_conversations.conversations.sharing`.
+:mod:`llm_conversations.conversations.shares`.
 
 Neither side takes ``Idempotency-Key``: a kept answer would store the token
 (in the new link's answer, or in the path) that the database must never hold.
@@ -52,8 +52,8 @@ from llm_conversations.api.views.base import (
 )
 from llm_conversations.conf import conf
 from llm_conversations.conversations.attachments import file_response
-from llm_conversations.conversations.sharing import (
-    continue_as_copy,
+from llm_conversations.conversations.shares import (
+    continue_as_fork,
     create_share,
     resolve_share,
     revoke_share,
@@ -169,8 +169,8 @@ class SharedViewSet(ApiView, viewsets.ViewSet):
 
     def get_permissions(self) -> list[BasePermission]:
         """Anyone may read unless ``SHARE_LINKS_REQUIRE_LOGIN``; only a signed-in
-        caller may copy."""
-        if self.action == "copy" or conf.SHARE_LINKS_REQUIRE_LOGIN:
+        caller may fork."""
+        if self.action == "fork" or conf.SHARE_LINKS_REQUIRE_LOGIN:
             return [IsAuthenticated()]
         return [AllowAny()]
 
@@ -236,16 +236,16 @@ class SharedViewSet(ApiView, viewsets.ViewSet):
         return file_response(snapshot_attachment(resolve_share(token), attachment_id))
 
     @extend_schema(
-        summary="Continue a shared conversation as a copy",
+        summary="Continue a shared conversation as a fork",
         parameters=[TOKEN],
         request=None,
         responses={201: ConversationSerializer, **error_responses(400, 409, 429)},
     )
     @action(detail=True, methods=["post"])
-    def copy(self, request: Request, token: str) -> Response:
-        """A new conversation of the caller holding copies of the snapshot's turns, to go
-        on with; the shared conversation never changes."""
+    def fork(self, request: Request, token: str) -> Response:
+        """A fork of the snapshot for the caller: a new conversation of theirs holding
+        copies of its turns, to go on with; the shared conversation never changes."""
         viewer = signed_in(request)
-        copy = continue_as_copy(resolve_share(token), viewer)
-        copy.active_run = None  # type: ignore[attr-defined]  # a new copy has no run
-        return Response(ConversationSerializer(copy).data, status=status.HTTP_201_CREATED)
+        fork = continue_as_fork(resolve_share(token), viewer)
+        fork.active_run = None  # type: ignore[attr-defined]  # a new fork has no run
+        return Response(ConversationSerializer(fork).data, status=status.HTTP_201_CREATED)

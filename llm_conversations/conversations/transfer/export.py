@@ -20,8 +20,7 @@ import base64
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from decimal import Decimal
+from datetime import datetime
 from enum import StrEnum
 from itertools import islice
 from typing import IO, Any
@@ -31,6 +30,14 @@ from django.core.files.storage import default_storage
 from django.db.models import Exists, OuterRef, QuerySet
 
 from llm_conversations.conversations.history import stored_message
+from llm_conversations.conversations.transfer.full_form import (
+    ATTACHMENT_COLUMNS,
+    ATTACHMENT_KEYS,
+    USAGE_COLUMNS,
+    message_record,
+    run_record,
+    timestamp,
+)
 from llm_conversations.core.messages import Role
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.models import (
@@ -67,8 +74,6 @@ FORMAT = "llm_conversations.conversation"
 FORMAT_VERSION = 5
 # Conversations read (and their rows prefetched) at a time.
 CHUNK_SIZE = 100
-
-_USAGE = ("input_tokens", "output_tokens", "total_tokens", "cached_tokens")
 
 
 class Attachments(StrEnum):
@@ -125,7 +130,7 @@ _MESSAGE_COLUMNS = (
     "provider",
     "model",
     "finish_reason",
-    *_USAGE,
+    *USAGE_COLUMNS,
     "parsed",
     "cost",
     "metadata",
@@ -177,12 +182,12 @@ def _streamed(
                     "message__conversation_id",
                     "message_id",
                     "attachment__file",
-                    *_ATTACHMENT_COLUMNS,
+                    *ATTACHMENT_COLUMNS,
                 )
             ):
                 shown = loaded[link["message__conversation_id"]].attachments
                 shown.setdefault(link["message_id"], []).append(
-                    {key: link[column] for key, column in _ATTACHMENT_KEYS.items()}
+                    {key: link[column] for key, column in ATTACHMENT_KEYS.items()}
                     | {"data": None if read is None else read(link["attachment__file"])}
                 )
             username = f"user__{get_user_model().USERNAME_FIELD}"
@@ -204,46 +209,6 @@ def _streamed(
             yield item, ratings
 
 
-def timestamp(moment: datetime | None) -> str | None:
-    """ISO 8601 in UTC with microseconds, the one form every export writes."""
-    return None if moment is None else moment.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-def decimal_text(value: Decimal | None) -> str | None:
-    """A decimal as exact text (a cost), or ``None``."""
-    return None if value is None else str(value)
-
-
-def _usage(values: Mapping[str, Any]) -> dict[str, int | None]:
-    return {name: values[name] for name in _USAGE}
-
-
-def _run_record(run: Run) -> dict[str, Any]:
-    return {
-        "id": str(run.pk),
-        "status": run.status,
-        "termination_reason": run.termination_reason,
-        "provider": run.provider,
-        "model": run.model,
-        "instructions": run.instructions,
-        "parameters": run.parameters,
-        "tools": [spec.to_stored() for spec in run.offered_tools],
-        "max_iterations": run.max_iterations,
-        "iterations": run.iterations,
-        "usage": {name: getattr(run, name) for name in _USAGE},
-        "cost": decimal_text(run.cost),
-        "error_type": run.error_type,
-        "error_message": run.error_message,
-        "pending_tool_calls": Run.stored_waiting(run.waiting_calls),
-        "decisions": dict(run.decisions),
-        "attempts": run.attempts,
-        "created_at": timestamp(run.created_at),
-        "updated_at": timestamp(run.updated_at),
-        "started_at": timestamp(run.started_at),
-        "finished_at": timestamp(run.finished_at),
-    }
-
-
 def _inline_reader() -> Callable[[str], str]:
     """Reads a stored file as base64 text, each file once (a chunk's forks show the same)."""
     read: dict[str, str] = {}
@@ -255,44 +220,6 @@ def _inline_reader() -> Callable[[str], str]:
         return read[name]
 
     return inline
-
-
-# What an export says of each attachment a message shows: a reference, and
-# with Attachments.INLINE the bytes as base64 in "data" (docs/data.md).
-_ATTACHMENT_KEYS = {
-    "id": "attachment_id",
-    "filename": "attachment__filename",
-    "mime_type": "attachment__mime_type",
-    "size": "attachment__size",
-    "sha256": "attachment__sha256",
-}
-_ATTACHMENT_COLUMNS = tuple(_ATTACHMENT_KEYS.values())
-
-
-def _message_record(
-    row: Mapping[str, Any],
-    feedback: list[dict[str, Any]],
-    attachments: list[dict[str, Any]],
-) -> dict[str, Any]:
-    usage = _usage(row)
-    return {
-        "id": str(row["id"]),
-        **(stored := stored_message(row).to_stored()),
-        "reasoning": stored.get("reasoning"),
-        "run": None if row["run_id"] is None else str(row["run_id"]),
-        "provider": row["provider"],
-        "model": row["model"],
-        "finish_reason": row["finish_reason"],
-        "usage": usage if any(value is not None for value in usage.values()) else None,
-        "cost": decimal_text(row["cost"]),
-        "parsed": row["parsed"],
-        "metadata": row["metadata"],
-        "created_at": timestamp(row["created_at"]),
-        "hidden_at": None if row["hidden_at"] is None else timestamp(row["hidden_at"]),
-        "hidden_reason": row["hidden_reason"],
-        "feedback": feedback,
-        "attachments": [{**item, "id": str(item["id"])} for item in attachments],
-    }
 
 
 def _full_record(loaded: _Loaded, ratings: Mapping[Any, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -312,9 +239,9 @@ def _full_record(loaded: _Loaded, ratings: Mapping[Any, list[dict[str, Any]]]) -
         "forked_at_position": conversation.forked_at_position,
         "created_at": timestamp(conversation.created_at),
         "updated_at": timestamp(conversation.updated_at),
-        "runs": [_run_record(run) for run in loaded.runs],
+        "runs": [run_record(run) for run in loaded.runs],
         "messages": [
-            _message_record(row, ratings.get(row["id"], []), loaded.attachments.get(row["id"], []))
+            message_record(row, ratings.get(row["id"], []), loaded.attachments.get(row["id"], []))
             for row in loaded.messages
         ],
     }

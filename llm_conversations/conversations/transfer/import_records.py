@@ -46,7 +46,8 @@ from llm_conversations.conversations.transfer.import_shapes import (
     within,
 )
 from llm_conversations.conversations.unanswered import unanswered_results
-from llm_conversations.core.messages import ChatMessage, unanswered_tool_call_ids
+from llm_conversations.core.messages import ChatMessage
+from llm_conversations.core.sequence import unanswered_tool_call_ids
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.exceptions import InvalidImport
 from llm_conversations.models import (

@@ -3,7 +3,7 @@
 Each conversation is imported in a transaction of its own and only if every
 part of it passes the rules a conversation stored here passes: the message and
 sequence rules and what the columns hold (``conversations/store.insert_history``
-applies ``check_sequence`` and ``_check_storable``), the attachment checks of
+applies ``check_sequence`` and ``storable.check_storable_items``), the attachment checks of
 every upload, and for our own form each row's field rules (``clean_fields()``,
 ``Message.clean()``), the rating rules (``conversations/feedback.check_rating``)
 and messages that point to runs of their own conversation.

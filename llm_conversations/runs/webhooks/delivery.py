@@ -46,11 +46,11 @@ import httpx
 from django.db.models import F
 from django.utils import timezone
 
-from llm_conversations.background import enqueue, enqueue_later, task
 from llm_conversations.conf import conf
 from llm_conversations.core.webhook_signing import signature_headers
 from llm_conversations.models import DeliveryStatus, WebhookDelivery
 from llm_conversations.runs.webhooks.hosts import host_problem, url_host, url_problem
+from llm_conversations.tasks.enqueue import enqueue, enqueue_later, task
 from llm_conversations.tools.async_loop import shared_loop, submit
 
 __all__ = [

@@ -25,8 +25,9 @@ from llm_conversations.conversations.transfer.export import (
     write_lines,
 )
 from llm_conversations.conversations.transfer.importing import Importer, ImportProblem
-from llm_conversations.core.messages import ChatMessage, Role, check_sequence
+from llm_conversations.core.messages import ChatMessage, Role
 from llm_conversations.core.reasoning import Reasoning, ReasoningKind
+from llm_conversations.core.sequence import check_sequence
 from llm_conversations.exceptions import InvalidImport, InvalidMessage
 from llm_conversations.models import (
     Attachment,

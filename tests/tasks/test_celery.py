@@ -12,10 +12,10 @@ from celery import Celery
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
-from llm_conversations import celery_backend
 from llm_conversations.checks import check_installation
 from llm_conversations.checks.installation import CELERY_BACKEND
 from llm_conversations.runs.service import execute_run
+from llm_conversations.tasks import celery as celery_backend
 
 TASKS = {"default": {"BACKEND": CELERY_BACKEND}}
 

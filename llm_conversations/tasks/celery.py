@@ -49,7 +49,7 @@ __all__ = ["CeleryBackend", "close_connections", "configure", "configured_app", 
 
 TASK_NAME = "llm_conversations.execute_task"
 NO_APP = (
-    "no Celery app was configured: call llm_conversations.celery_backend.configure() on "
+    "no Celery app was configured: call llm_conversations.tasks.celery.configure() on "
     "the project's Celery app and import that module from the project package's "
     "__init__.py, as Celery's Django guide does (docs/deployment.md)."
 )

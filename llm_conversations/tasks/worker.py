@@ -10,7 +10,7 @@ there) on a bounded thread pool. A run's loop gives its connection back to the
 pool before each provider or tool wait (``runs.live_connections``), so the
 connections a worker holds are bounded by the pool, not by runs in flight.
 
-On PostgreSQL it ``LISTEN``\\s for the ``NOTIFY`` that ``background.enqueue``
+On PostgreSQL it ``LISTEN``\\s for the ``NOTIFY`` that ``enqueue.enqueue``
 sends with each task, so a queued run is claimed as soon as it is committed;
 polling every ``interval`` seconds remains for deferred tasks and for the
 time a dropped listening connection takes to come back.
@@ -44,9 +44,9 @@ from django_tasks_db.management.commands.db_worker import Worker
 from django_tasks_db.models import DBTaskResult
 from django_tasks_db.utils import exclusive_transaction, is_locked_database_exception
 
-from llm_conversations.background import TASK_CHANNEL
 from llm_conversations.runs.event_listener import listen, notifies
 from llm_conversations.runs.live_connections import return_connection
+from llm_conversations.tasks.enqueue import TASK_CHANNEL
 
 __all__ = ["ConcurrentWorker"]
 

@@ -1,10 +1,11 @@
-"""Forks: a new conversation holding copies of another's first messages
-(:func:`fork_conversation`, and its title, :func:`fork_title`), and copies of
-chosen messages for another user (:func:`copy_conversation`), the rows copied
-inside the database.
+"""Forks: a new conversation holding copies of another's messages, the rows
+copied inside the database. A fork of the same owner takes the first messages
+and records its source (:func:`fork_conversation`, and its title,
+:func:`fork_title`); a fork for another user takes chosen messages and records
+no source (:func:`fork_messages`, a shared snapshot continued).
 
 A fork never ends with tool calls their results do not follow; that is checked
-first (for a copy, on the copies before the transaction ends). Then one
+first (for a fork of chosen messages, on the copies before the transaction ends). Then one
 ``INSERT ... SELECT`` copies any number of rows, numbering them again in their
 order: no row travels through Python, and the statement count does not grow
 with the history. The copies are checked by the database like any insert
@@ -27,9 +28,9 @@ from llm_conversations.users import User
 
 __all__ = [
     "copy_attachment_links",
-    "copy_conversation",
     "copy_message_rows",
     "fork_conversation",
+    "fork_messages",
     "fork_title",
 ]
 
@@ -163,10 +164,10 @@ def fork_conversation(
     return fork
 
 
-def copy_conversation(source: Conversation, rows: QuerySet[Message], owner: User) -> Conversation:
-    """A new conversation of ``owner``, another user, holding copies of ``rows`` (messages
-    of ``source``) numbered from 0 in their order: a shared snapshot continued as a
-    copy (:mod:`~llm_conversations.conversations.sharing`).
+def fork_messages(source: Conversation, rows: QuerySet[Message], owner: User) -> Conversation:
+    """A fork for ``owner``, another user: a new conversation holding copies of ``rows``
+    (messages of ``source``) numbered from 0 in their order, a shared snapshot
+    continued (:mod:`~llm_conversations.conversations.shares`).
 
     It keeps the source's title as it is and records neither the source
     (``forked_from``, ``forked_at_position``: another user's) nor its metadata.
@@ -177,21 +178,21 @@ def copy_conversation(source: Conversation, rows: QuerySet[Message], owner: User
     nothing is stored. Costs the same statements at any length.
     """
     # In the caller's transaction if there is one (without a savepoint): a
-    # refused copy undoes it whole.
+    # refused fork undoes it whole.
     with transaction.atomic(savepoint=False):
-        copy = Conversation.objects.create(
+        fork = Conversation.objects.create(
             owner=owner, title=source.title, title_source=source.title_source
         )
-        count = copy_message_rows(rows, copy.pk)
-        if cuts_tool_group(copy.pk, count):
+        count = copy_message_rows(rows, fork.pk)
+        if cuts_tool_group(fork.pk, count):
             raise ForkError(
                 "inside_tool_group",
                 "these messages end with tool calls without their results; nothing was copied.",
             )
-        Conversation.objects.filter(pk=copy.pk).update(message_count=count)
-        copy.message_count = count
-        copy_attachment_links(rows, copy.pk)
-    return copy
+        Conversation.objects.filter(pk=fork.pk).update(message_count=count)
+        fork.message_count = count
+        copy_attachment_links(rows, fork.pk)
+    return fork
 
 
 FORK_SUFFIX = " (fork)"

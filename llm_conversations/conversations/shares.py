@@ -1,13 +1,13 @@
-"""Share links: a read-only, revocable snapshot of a conversation, and copies of it.
+"""Share links: a read-only, revocable snapshot of a conversation, and forks of it.
 
 The owner makes a link to the conversation's history through one message
 (:func:`create_share`); anyone holding its token reads that snapshot
 (:func:`resolve_share`, :func:`snapshot_messages`) and the attachments it
 shows (:func:`snapshot_attachment`), until the link is revoked
 (:func:`revoke_share`) or expires, and while the conversation is not in the
-trash. A signed-in reader may continue it as a copy of their own
-(:func:`continue_as_copy`, made by
-:mod:`~llm_conversations.conversations.copies`).
+trash. A signed-in reader may continue it as a fork of their own
+(:func:`continue_as_fork`, made by
+:mod:`~llm_conversations.conversations.forks`).
 
 A snapshot names its messages by id (``SharedMessage`` rows), the ones shown
 when the link is made: never a message stored later, even at the position of
@@ -34,7 +34,7 @@ from django.db.models import Max, QuerySet
 from django.utils import timezone
 
 from llm_conversations.conversations.attachments import create_attachment, link_attachments
-from llm_conversations.conversations.copies import copy_conversation, fork_conversation
+from llm_conversations.conversations.forks import fork_conversation, fork_messages
 from llm_conversations.conversations.history import cuts_tool_group
 from llm_conversations.conversations.locks import lock_conversation
 from llm_conversations.exceptions import ShareError
@@ -50,7 +50,7 @@ from llm_conversations.users import User
 
 __all__ = [
     "NewShare",
-    "continue_as_copy",
+    "continue_as_fork",
     "create_share",
     "resolve_share",
     "revoke_share",
@@ -65,8 +65,8 @@ TOKEN_BYTES = 32
 # Longer than any token made here (43 characters): not looked up at all.
 MAX_TOKEN_CHARS = 100
 
-# What a copy for another user does not take from the owner's turns: their
-# metadata and what the owner's calls used and cost (the copy's owner spent
+# What a fork for another user does not take from the owner's turns: their
+# metadata and what the owner's calls used and cost (the fork's owner spent
 # nothing on them, and budgets count a conversation's turns).
 PRIVATE_COLUMNS: dict[str, Any] = {
     "metadata": {},
@@ -261,11 +261,12 @@ def revoke_share(share: ShareLink) -> ShareLink:
     return share
 
 
-def continue_as_copy(share: ShareLink, viewer: User) -> Conversation:
-    """A new conversation of ``viewer`` holding copies of the snapshot's turns.
+def continue_as_fork(share: ShareLink, viewer: User) -> Conversation:
+    """A fork of the snapshot for ``viewer``: a new conversation of theirs holding
+    copies of the snapshot's turns.
 
-    For a viewer other than the owner the copy is theirs alone
-    (:func:`~llm_conversations.conversations.copies.copy_conversation`): the
+    For a viewer other than the owner the fork is theirs alone
+    (:func:`~llm_conversations.conversations.forks.fork_messages`): the
     turns the link shows, numbered from 0, with none of the owner's metadata or
     usage and no source recorded, showing copies of the snapshot's attachments
     owned by the viewer (one storage read and write each; the same bytes the
@@ -274,23 +275,23 @@ def continue_as_copy(share: ShareLink, viewer: User) -> Conversation:
     turns stay in it, hidden). Costs the same statements at any length. Raises
     ``Conversation.DoesNotExist`` when the conversation is deleted meanwhile,
     and ``ShareError`` ``snapshot_changed`` when a turn came back into the
-    snapshot while it was copied (nothing is stored).
+    snapshot while it was forked (nothing is stored).
     """
     source = share.conversation
     if viewer.pk == source.owner_id:
         last = share.entries.aggregate(last=Max("message__position"))["last"]
         return fork_conversation(source, 0 if last is None else last + 1)
-    # Outside the transaction: files are written first; a copy that fails leaves
+    # Outside the transaction: files are written first; a fork that fails leaves
     # only attachments no message shows, which the orphan purge removes.
     copies = {
         str(attachment.pk): str(_copy_attachment(attachment, viewer).pk)
         for attachment in snapshot_attachments(share)
     }
     with transaction.atomic():
-        copy = copy_conversation(source, snapshot_messages(share), viewer)
-        Message.objects.filter(conversation=copy).update(**PRIVATE_COLUMNS)
-        _show_copies(copy, copies)
-    return copy
+        fork = fork_messages(source, snapshot_messages(share), viewer)
+        Message.objects.filter(conversation=fork).update(**PRIVATE_COLUMNS)
+        _show_copies(fork, copies)
+    return fork
 
 
 def _copy_attachment(attachment: Attachment, owner: User) -> Attachment:
@@ -306,14 +307,14 @@ def _show_copies(conversation: Conversation, copies: dict[str, str]) -> None:
     """Point the copied turns' parts at the viewer's copies of the attachments, and
     index those instead of the owner's (four statements whatever the length; one
     read without attachments). A part whose attachment was not copied (its turn
-    was shown again meanwhile) refuses the copy: it would show the owner's."""
+    was shown again meanwhile) refuses the fork: it would show the owner's."""
     rows = list(Message.objects.filter(conversation=conversation, content_parts__isnull=False))
     for row in rows:
         parts = row.content_parts or ()
         if any(part["attachment_id"] not in copies for part in parts if "attachment_id" in part):
             raise ShareError(
                 "snapshot_changed",
-                "the shared conversation changed while it was copied; copy it again.",
+                "the shared conversation changed while it was forked; fork it again.",
             )
         row.content_parts = [
             {**part, "attachment_id": copies[part["attachment_id"]]}
