@@ -25,7 +25,12 @@ Usage::
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench \\
         python bench/load_runs.py [--runs 200] [--workers 8] [--latency 1.0] [--no-kill] \\
             [--web-processes 1] [--poll 1.0] [--engine llm_worker --concurrency C] \\
-            [--pool 20] [--web-pool 20]
+            [--pool 20] [--web-pool 20] [--deltas 50]
+
+``--deltas N`` streams each answer in N provider chunks (``--delta-gap``
+seconds apart, within the call's ``--latency``): every client checks
+it got each delta once and that they make the stored answer, and measures its
+time to first token above the provider's first chunk (stamped in it).
 """
 
 from __future__ import annotations
@@ -68,7 +73,8 @@ START_ATTEMPTS = 3  # a start cut by a transport error is sent again at most thi
 
 TARGETS = (
     "targets: all runs complete with valid conversations; 0 lost or duplicated events; "
-    "p95 delivery <= 150 ms; throughput >= 80% of ideal; p95 read latency <= 50 ms"
+    "p95 delivery <= 150 ms; throughput >= 80% of ideal; p95 read latency <= 50 ms; "
+    "with --deltas: every delta once, p95 time to first token <= 100 ms above the provider's"
 )
 
 
@@ -100,26 +106,44 @@ def provider_reply(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def provider_stream(reply: dict[str, Any]) -> bytes:
-    """The same reply as Chat Completions stream chunks."""
+def provider_stream(reply: dict[str, Any], deltas: int = 0, gap: float = 0.0) -> Iterator[bytes]:
+    """The same reply as Chat Completions stream chunks, one piece of the stream at
+    a time. With ``deltas``, an answer's text comes in that many content chunks,
+    ``gap`` seconds apart, the first starting with the time it is sent
+    (``t<epoch seconds>|``), from which a client measures its time to first token
+    above the provider's own."""
     choice = reply["choices"][0]
     message = choice["message"]
     delta: dict[str, Any] = {"role": "assistant"}
+    pieces: list[str] = []
     if message.get("content"):
-        delta["content"] = message["content"]
+        if deltas:
+            pieces = [f" w{index}" for index in range(deltas)]
+        else:
+            delta["content"] = message["content"]
     if message.get("tool_calls"):
         delta["tool_calls"] = [{"index": 0, **c} for c in message["tool_calls"]]
     base = {"id": reply["id"], "object": "chat.completion.chunk", "model": reply["model"]}
-    chunks = [
-        {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]},
-        {**base, "choices": [], "usage": reply["usage"]},
-    ]
-    return b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+
+    def chunk(data: dict[str, Any]) -> bytes:
+        return f"data: {json.dumps(data)}\n\n".encode()
+
+    yield chunk({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+    for index, piece in enumerate(pieces):
+        if index:
+            time.sleep(gap)
+        text = f"t{time.time():.6f}|{piece}" if index == 0 else piece
+        yield chunk({**base, "choices": [{"index": 0, "delta": {"content": text}}]})
+    yield chunk(
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]}
+    )
+    yield chunk({**base, "choices": [], "usage": reply["usage"]}) + b"data: [DONE]\n\n"
 
 
-def serve_provider(port: int, latency: float) -> None:
-    """The fake provider's process: every POST answered after ``latency`` seconds;
+def serve_provider(port: int, latency: float, deltas: int, gap: float) -> None:
+    """The fake provider's process: every POST answered within ``latency`` seconds
+    (a streamed answer in ``deltas`` chunks ``gap`` apart, its last one at
+    ``latency``, so every call takes the same time);
     ``GET /calls`` answers how many were made (each is a model call paid for)."""
     lock = threading.Lock()
 
@@ -139,12 +163,19 @@ def serve_provider(port: int, latency: float) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
             with lock:
                 Handler.made += 1
-            time.sleep(latency)
             reply = provider_reply(body)
+            answer = bool(reply["choices"][0]["message"].get("content"))
+            time.sleep(latency - (deltas * gap if answer and body.get("stream") else 0.0))
             if body.get("stream"):
-                data, kind = provider_stream(reply), "text/event-stream"
-            else:
-                data, kind = json.dumps(reply).encode(), "application/json"
+                # HTTP/1.0 without a length: the stream ends when the connection closes.
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.end_headers()
+                for piece in provider_stream(reply, deltas, gap):
+                    self.wfile.write(piece)
+                    self.wfile.flush()
+                return
+            data, kind = json.dumps(reply).encode(), "application/json"
             self.send_response(200)
             self.send_header("content-type", kind)
             self.send_header("content-length", str(len(data)))
@@ -327,7 +358,11 @@ class Topology:
 
 @contextlib.contextmanager
 def cluster(
-    topology: Topology, latency: float, logs: Path, tool_log: Path | None = None
+    topology: Topology,
+    latency: float,
+    logs: Path,
+    tool_log: Path | None = None,
+    deltas: tuple[int, float] = (0, 0.0),
 ) -> Iterator[tuple[Cluster, str]]:
     """The provider, web server, workers and reaper of a phase, each named in
     ``pg_stat_activity`` by its role (``application_name``)."""
@@ -344,7 +379,11 @@ def cluster(
     python = sys.executable
     try:
         group.start(
-            "provider", [python, __file__, "--serve-provider", str(provider_port), str(latency)]
+            "provider",
+            [
+                *(python, __file__, "--serve-provider", str(provider_port), str(latency)),
+                *(str(deltas[0]), str(deltas[1])),
+            ],
         )
         group.start(
             "web",
@@ -418,6 +457,10 @@ class Received:
     # The last event id received, kept as each event arrives (as EventSource
     # does), so a stream cut in the middle resumes after what it delivered.
     last: int | None = None
+    # Each text.delta's text by event id, and the first one's delay after the
+    # provider sent its first chunk (the time stamped at its start).
+    texts: dict[int, str] = field(default_factory=dict)
+    first_token: float | None = None
 
 
 async def read_events(response: Any, received: Received) -> None:
@@ -431,7 +474,13 @@ async def read_events(response: Any, received: Received) -> None:
         elif line.startswith("event:"):
             name = line[6:].strip()
         elif line.startswith("data:"):
-            received.events.append((event_id, name, time.time()))
+            at = time.time()
+            received.events.append((event_id, name, at))
+            if name == "text.delta" and event_id is not None:
+                text = json.loads(line[5:])["delta"]
+                received.texts[event_id] = text
+                if received.first_token is None and text.startswith("t"):
+                    received.first_token = at - float(text[1:].split("|", 1)[0])
             if event_id is not None:
                 received.last = event_id
             if name in ENDING:
@@ -826,7 +875,7 @@ class Observed:
 
 
 def report(
-    result: Load, group: Cluster, topology: Topology, latency: float, seen: Observed
+    result: Load, group: Cluster, topology: Topology, latency: float, seen: Observed, deltas: int
 ) -> bool:
     """Print the figures of one phase; return whether it met every target."""
     from llm_conversations.conversations import load_messages
@@ -864,10 +913,13 @@ def report(
 
     statuses = Counter(str(r.status) for r in runs.values())
     ended = sum(n for s, n in statuses.items() if s in {"completed", "failed", "cancelled"})
-    invalid = bad_turns = 0
+    invalid = bad_turns = texts_wrong = 0
     for client in clients:
         try:
             messages = load_messages(client.conversation)
+            # Every delta once, in order, is exactly the stored answer's text.
+            streamed = "".join(text for _, text in sorted(client.texts.items()))
+            texts_wrong += bool(deltas) and streamed != messages[-1].content
             valid = check_sequence(messages) == ()
         except Exception:
             invalid += 1
@@ -924,6 +976,20 @@ def report(
         f"({clients_short} clients short), duplicated {duplicated}, "
         f"without id {unnumbered}; streams resumed {sum(c.reconnects for c in clients)}"
     )
+    first_tokens = [c.first_token for c in clients if c.first_token is not None]
+    t95 = percentile(first_tokens, 0.95)
+    if deltas:
+        per_run = [len(c.texts) for c in clients]
+        print(
+            f"  answers streamed in {deltas} provider chunks: text.delta events per run "
+            f"p50 {percentile(per_run, 0.5):.0f}, min {min(per_run, default=0)}; "
+            f"streamed text not exactly the stored answer: {texts_wrong} runs"
+        )
+        print(
+            f"  time to first token above the provider's first chunk: "
+            f"p50 {ms(percentile(first_tokens, 0.5))}, p95 {ms(t95)}, "
+            f"max {ms(max(first_tokens, default=float('nan')))} over {len(first_tokens)} runs"
+        )
     refused = [c.refused for c in clients if c.refused]
     print(
         f"  starts refused 503 server_busy and sent again: {sum(refused)} "
@@ -1006,6 +1072,7 @@ def report(
         and rate >= 0.8 * ideal
         and r95 <= 0.050
         and repeated == 0
+        and (not deltas or (texts_wrong == 0 and t95 <= 0.100))
     )
 
 
@@ -1042,7 +1109,10 @@ def phase(args: argparse.Namespace, logs: Path, kill: bool) -> bool:
     tool_log = logs / f"tool-calls-{'kill' if kill else 'plain'}.txt"
     tool_log.write_text("")
     with (
-        cluster(shape, args.latency, logs, tool_log) as (group, root),
+        cluster(shape, args.latency, logs, tool_log, (args.deltas, args.delta_gap)) as (
+            group,
+            root,
+        ),
         sampling(group) as peaks,
     ):
         idle_worker_kib = sum(
@@ -1094,7 +1164,7 @@ def phase(args: argparse.Namespace, logs: Path, kill: bool) -> bool:
         idle_worker_kib=idle_worker_kib,
         tool_calls=tool_log.read_text().split(),
     )
-    return report(result, group, shape, args.latency, seen)
+    return report(result, group, shape, args.latency, seen, args.deltas)
 
 
 def prepare_database() -> bool:
@@ -1180,8 +1250,22 @@ def main() -> None:
         "and reattach on events/ with Last-Event-ID (default 0)",
     )
     parser.add_argument(
-        "--serve-provider", nargs=2, metavar=("PORT", "LATENCY"), help=argparse.SUPPRESS
+        "--deltas",
+        type=int,
+        default=0,
+        metavar="N",
+        help="stream each answer in N provider chunks; prints the time to first token "
+        "(default 0: the answer in one chunk)",
     )
+    parser.add_argument(
+        "--delta-gap",
+        type=float,
+        default=0.01,
+        metavar="SECONDS",
+        help="seconds between two chunks of a streamed answer (default 0.01); the call "
+        "still takes --latency in all",
+    )
+    parser.add_argument("--serve-provider", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument(
         "--serve-reads", nargs=2, metavar=("ROOT", "SESSION"), help=argparse.SUPPRESS
     )
@@ -1196,9 +1280,12 @@ def main() -> None:
         serve_reads(*args.serve_reads)
         return
     if args.serve_provider:
-        serve_provider(int(args.serve_provider[0]), float(args.serve_provider[1]))
+        port, latency, deltas, gap = args.serve_provider
+        serve_provider(int(port), float(latency), int(deltas), float(gap))
         return
 
+    if args.deltas * args.delta_gap >= args.latency:
+        parser.error("--deltas x --delta-gap must stay under --latency")
     if not prepare_database():
         return
     logs = Path(tempfile.mkdtemp(prefix="load_runs-"))
@@ -1206,6 +1293,7 @@ def main() -> None:
         f"{args.runs} background runs (2 model rounds + 1 tool each), {topology(args).describe()}, "
         f"provider latency {args.latency:g} s, PostgreSQL; clients "
         + ("start with a 202, then open events/" if args.attach_separately else "start streaming")
+        + (f"; each answer in {args.deltas} deltas" if args.deltas else "")
         + f"; logs in {logs}"
     )
     print(TARGETS)
