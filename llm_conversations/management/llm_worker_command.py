@@ -27,7 +27,7 @@ from django_tasks_db.management.commands import db_worker
 from django_tasks_db.models import DBTaskResult
 
 from llm_conversations.management.task_worker import ConcurrentWorker
-from llm_conversations.runs.event_listener import notifies
+from llm_conversations.runs.log.listener import notifies
 
 logger = logging.getLogger("django_tasks_db")
 

@@ -30,8 +30,6 @@ from llm_conversations.providers import ProviderError
 from llm_conversations.providers.interrupts import Interrupt
 from llm_conversations.runs import (
     decisions,
-    event_log,
-    event_reader,
     final_answers,
     leases,
     tool_answers,
@@ -51,6 +49,8 @@ from llm_conversations.runs.events import (
 )
 from llm_conversations.runs.fallbacks import ProviderChain
 from llm_conversations.runs.final_answers import Steps
+from llm_conversations.runs.log.reader import started_call_ids
+from llm_conversations.runs.log.writer import DeltaBuffer, EventItem, record_live
 from llm_conversations.runs.model_calls import model_reply
 from llm_conversations.tools import ToolRegistry
 
@@ -64,7 +64,7 @@ class Reply(NamedTuple):
     response: CompletionResponse
     entry: str
     model: str
-    unlogged: list[event_log.EventItem]
+    unlogged: list[EventItem]
 
 
 class Execution:
@@ -99,7 +99,7 @@ class Execution:
         # nobody hides one while the run is active.
         self.history, self.hidden = leases.claimed_history(run) or load_history(run.conversation_id)
         # After a lost worker, a call an earlier attempt logged as started may have run.
-        self.ran_before = event_reader.started_call_ids(run.pk) if run.attempts > 1 else set()
+        self.ran_before = started_call_ids(run.pk) if run.attempts > 1 else set()
         self.logged: set[str] = set()  # calls this execution logged as started
         # Fitting and budgets reckon with the run's own model, which fallbacks stand in for.
         model = self.parameters.model or chain.primary.model
@@ -146,7 +146,7 @@ class Execution:
             return False
         started = [c for c in calls if run.decision(c.id) is not Decision.DENIED]
         unlogged = [c for c in started if c.id not in self.logged]
-        if unlogged and event_log.record_live(run, transitions.started_events(unlogged)) is None:
+        if unlogged and record_live(run, transitions.started_events(unlogged)) is None:
             return False
         for call in started:
             yield ToolCallStarted(call)
@@ -214,7 +214,7 @@ class Execution:
         for attempt in self.chain.attempts(self.run, asked):
             if attempt.fell_back is not None:
                 yield attempt.fell_back
-            text = event_log.DeltaBuffer(self.run)
+            text = DeltaBuffer(self.run)
             try:
                 response = yield from model_reply(
                     attempt.provider,

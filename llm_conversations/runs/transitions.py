@@ -53,9 +53,9 @@ from llm_conversations.models import (
 )
 from llm_conversations.providers.model_catalog import call_cost
 from llm_conversations.runs import policy, waiting_runs
-from llm_conversations.runs.event_log import EventItem, record
-from llm_conversations.runs.event_reader import unstored_text
 from llm_conversations.runs.live_connections import on_a_live_connection
+from llm_conversations.runs.log.reader import unstored_text
+from llm_conversations.runs.log.writer import EventItem, record
 from llm_conversations.signals import run_finished, run_requires_action
 from llm_conversations.users import AnyUser
 
