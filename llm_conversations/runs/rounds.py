@@ -1,7 +1,7 @@
 """One execution of a claimed run, round by round.
 
-Each round is one step (:meth:`Execution.step`): answer the calls the last
-reply left unanswered (run the tools, or pause for a person or a client), or
+Each round is one step (:meth:`Execution.step`): run the tools of the calls
+the last reply left unanswered (or pause for a person or a client), or
 ask the model: fit the history to the context window, check the budgets, call
 the model (no transaction held; streamed where the entry allows) and store
 its reply. A step says whether another one follows; the run ends, pauses or
@@ -32,7 +32,7 @@ from llm_conversations.runs import (
     decisions,
     final_answers,
     leases,
-    tool_answers,
+    tool_runs,
     transitions,
 )
 from llm_conversations.runs.budgets import BudgetGuard
@@ -129,16 +129,16 @@ class Execution:
         unanswered = set(unanswered_tool_call_ids(self.history))
         if unanswered:
             calls = [c for c in _last_tool_calls(self.history) if c.id in unanswered]
-            return (yield from self.answer_calls(calls))
+            return (yield from self.run_tools(calls))
         return (yield from self.ask_model())
 
-    # Answering calls -------------------------------------------------------
+    # Running tools ---------------------------------------------------------
 
-    def answer_calls(self, calls: list[ToolCall]) -> Steps:
+    def run_tools(self, calls: list[ToolCall]) -> Steps:
         """Run the tools of ``calls`` and store their results, or pause for those that
         wait for a person's decision or a client's output."""
         run = self.run
-        waiting = tool_answers.waiting_calls(calls, self.offered, run)
+        waiting = tool_runs.waiting_calls(calls, self.offered, run)
         if waiting:
             waiting = decisions.decide_by_rule(run, waiting)
         if waiting:
@@ -150,7 +150,7 @@ class Execution:
             return False
         for call in started:
             yield ToolCallStarted(call)
-        results = tool_answers.answer_calls(
+        results = tool_runs.run_tool_calls(
             calls, self.offered, run, stop=self.heartbeat.lost, ran_before=self.ran_before
         )
         rows = transitions.store_results(run, results, history=self.history)
@@ -261,7 +261,7 @@ class Execution:
         judgment = final_answers.judge(parameters, response) if final else None
         # Calls that will run at once are logged as started with the turn.
         calls = list(response.tool_calls)
-        starting = [] if tool_answers.waiting_calls(calls, self.offered, run) else calls
+        starting = [] if tool_runs.waiting_calls(calls, self.offered, run) else calls
         fitted = None if self.window is None else self.window.fields(response.usage.input_tokens)
         answered = final and (judgment is None or judgment.valid)
         ending = _end_reason(response, cut_short) if answered else None
