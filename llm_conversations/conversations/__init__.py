@@ -14,7 +14,7 @@ export and import are a room of their own
 from llm_conversations.conversations.history import (
     ConversationRef,
     load_messages,
-    pending_tool_call_ids,
+    unanswered_call_ids,
 )
 from llm_conversations.conversations.lifecycle import create_conversation, delete_conversation
 from llm_conversations.conversations.store import append_completion, append_messages
@@ -26,5 +26,5 @@ __all__ = [
     "create_conversation",
     "delete_conversation",
     "load_messages",
-    "pending_tool_call_ids",
+    "unanswered_call_ids",
 ]

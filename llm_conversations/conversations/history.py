@@ -34,9 +34,9 @@ __all__ = [
     "load_history",
     "load_messages",
     "load_turns",
-    "pending_tool_call_ids",
     "stored_message",
     "tail_messages",
+    "unanswered_call_ids",
 ]
 
 ConversationRef = Conversation | uuid.UUID | str
@@ -105,7 +105,7 @@ def tail_messages(conversation_id: uuid.UUID, before: int | None = None) -> list
     )
 
 
-def pending_tool_call_ids(conversation: ConversationRef) -> tuple[str, ...]:
+def unanswered_call_ids(conversation: ConversationRef) -> tuple[str, ...]:
     """Ids of the calls of the last assistant turn that no tool turn answers yet."""
     return unanswered_tool_call_ids(tail_messages(conversation_pk(conversation)))
 

@@ -37,7 +37,7 @@ from django.utils import timezone
 from llm_conversations.conversations.history import (
     ConversationRef,
     conversation_pk,
-    pending_tool_call_ids,
+    unanswered_call_ids,
 )
 from llm_conversations.conversations.locks import lock_for_change, lock_idle_conversation
 from llm_conversations.conversations.store import append_messages
@@ -207,7 +207,7 @@ def _change_hidden(
     with transaction.atomic():
         count = lock_idle_conversation(pk)
         group = tool_group_positions(pk, message.position)
-        if hide and group.stop == count and pending_tool_call_ids(pk):
+        if hide and group.stop == count and unanswered_call_ids(pk):
             raise InvalidMessage(
                 "unanswered_tool_calls",
                 "these tool calls are not all answered yet; answer them before hiding them.",

@@ -26,7 +26,7 @@ from django.utils.autoreload import DJANGO_AUTORELOAD_ENV, run_with_reloader
 from django_tasks_db.management.commands import db_worker
 from django_tasks_db.models import DBTaskResult
 
-from llm_conversations.runs.event_listener import notifies
+from llm_conversations.runs.log.listener import notifies
 from llm_conversations.tasks.worker import ConcurrentWorker
 
 logger = logging.getLogger("django_tasks_db")

@@ -3,7 +3,7 @@
 Every insert into the event log sends ``NOTIFY`` on one channel with the run's
 id as payload, delivered when the transaction commits (PostgreSQL folds the
 same payload sent twice in one transaction into one). Readers of
-:mod:`llm_conversations.runs.event_reader` share one listening connection
+:mod:`llm_conversations.runs.log.followers` share one listening connection
 per process. Other databases have no ``NOTIFY``: their readers poll.
 """
 

@@ -1,5 +1,5 @@
 """On PostgreSQL the log's writer sends each batch's ``NOTIFY`` itself, the events as
-payload (``runs/event_log.record``), so the trigger of migration 0004, which sent
+payload (``runs/log/writer.record``), so the trigger of migration 0004, which sent
 the run's id for every row, is dropped: readers take what is pushed without a query."""
 
 from typing import Any

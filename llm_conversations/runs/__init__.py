@@ -3,8 +3,8 @@
 :class:`ToolLoopService` is the one entry point; every state change of a run
 is a conditional ``UPDATE`` (:mod:`~llm_conversations.runs.transitions`), a
 lease guards its execution (:mod:`~llm_conversations.runs.leases`), and its
-event log is written, read and waited on here
-(:mod:`~llm_conversations.runs.event_log`, ``event_reader``, ``event_listener``).
+event log is written, read and waited on in
+:mod:`~llm_conversations.runs.log`.
 No database transaction is held across a provider or tool call.
 
 The tasks of Django's Tasks framework are declared beside what they run:

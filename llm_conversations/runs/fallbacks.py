@@ -37,9 +37,9 @@ from llm_conversations.providers import (
 )
 from llm_conversations.providers.circuit_breaker import CircuitBreaker
 from llm_conversations.providers.registry import circuit_breaker, fallback_chain
-from llm_conversations.runs.event_log import record
-from llm_conversations.runs.event_reader import unstored_text_after
 from llm_conversations.runs.events import FellBack
+from llm_conversations.runs.log.reader import unstored_text_after
+from llm_conversations.runs.log.writer import record
 from llm_conversations.runs.transitions import held
 
 __all__ = ["FALLBACK_REASONS", "Attempt", "ProviderChain", "failure_reason", "record_fallback"]

@@ -27,10 +27,10 @@ from django.utils import timezone
 from llm_conversations.conf import conf
 from llm_conversations.core.messages import ChatMessage
 from llm_conversations.models import Run, RunEventType, RunStatus
-from llm_conversations.runs.event_log import knows_log, record
-from llm_conversations.runs.event_reader import unstored_text_after
 from llm_conversations.runs.live_connections import return_connection
-from llm_conversations.runs.transitions import lease_expiry
+from llm_conversations.runs.log.reader import unstored_text_after
+from llm_conversations.runs.log.writer import knows_log, record
+from llm_conversations.runs.run_columns import lease_expiry
 
 __all__ = [
     "Heartbeat",

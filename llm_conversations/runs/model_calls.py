@@ -3,7 +3,7 @@
 The provider's stream is read on a thread of its own (:class:`StreamReader`),
 so the loop's thread, which writes the run's log, can write buffered text on
 time while the stream is silent: a piece of text waits at most
-``TEXT_FLUSH_SECONDS`` before followers see it (:class:`~.event_log.DeltaBuffer`).
+``TEXT_FLUSH_SECONDS`` before followers see it (:class:`~.log.writer.DeltaBuffer`).
 The reading thread writes nothing (a provider of the project's own that reads
 the database has that connection closed when the call ends); the loop's
 thread gives its connection back to its pool while it waits, and stops
@@ -33,10 +33,10 @@ from llm_conversations.models import RunEventType
 from llm_conversations.providers import Provider, ResponseCompleted
 from llm_conversations.providers.interrupts import Interrupt
 from llm_conversations.providers.stream_events import ReasoningDelta, StreamEvent, TextDelta
-from llm_conversations.runs.event_log import DeltaBuffer, EventItem
 from llm_conversations.runs.events import delta_event
 from llm_conversations.runs.leases import CHECK_SECONDS
 from llm_conversations.runs.live_connections import return_connection
+from llm_conversations.runs.log.writer import DeltaBuffer, EventItem
 
 __all__ = ["QUIET", "StreamReader", "model_reply"]
 

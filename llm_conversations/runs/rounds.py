@@ -1,7 +1,7 @@
 """One execution of a claimed run, round by round.
 
-Each round is one step (:meth:`Execution.step`): answer the calls the last
-reply left unanswered (run the tools, or pause for a person or a client), or
+Each round is one step (:meth:`Execution.step`): run the tools of the calls
+the last reply left unanswered (or pause for a person or a client), or
 ask the model: fit the history to the context window, check the budgets, call
 the model (no transaction held; streamed where the entry allows) and store
 its reply. A step says whether another one follows; the run ends, pauses or
@@ -31,11 +31,9 @@ from llm_conversations.providers import ProviderError
 from llm_conversations.providers.interrupts import Interrupt
 from llm_conversations.runs import (
     decisions,
-    event_log,
-    event_reader,
     final_answers,
     leases,
-    tool_answers,
+    tool_runs,
     transitions,
 )
 from llm_conversations.runs.budgets import BudgetGuard
@@ -52,6 +50,8 @@ from llm_conversations.runs.events import (
 )
 from llm_conversations.runs.fallbacks import ProviderChain
 from llm_conversations.runs.final_answers import Steps
+from llm_conversations.runs.log.reader import started_call_ids
+from llm_conversations.runs.log.writer import DeltaBuffer, EventItem, record_live
 from llm_conversations.runs.model_calls import model_reply
 from llm_conversations.tools import ToolRegistry
 
@@ -65,7 +65,7 @@ class Reply(NamedTuple):
     response: CompletionResponse
     entry: str
     model: str
-    unlogged: list[event_log.EventItem]
+    unlogged: list[EventItem]
 
 
 class Execution:
@@ -100,7 +100,7 @@ class Execution:
         # nobody hides one while the run is active.
         self.history, self.hidden = leases.claimed_history(run) or load_history(run.conversation_id)
         # After a lost worker, a call an earlier attempt logged as started may have run.
-        self.ran_before = event_reader.started_call_ids(run.pk) if run.attempts > 1 else set()
+        self.ran_before = started_call_ids(run.pk) if run.attempts > 1 else set()
         self.logged: set[str] = set()  # calls this execution logged as started
         # Fitting and budgets reckon with the run's own model, which fallbacks stand in for.
         model = self.parameters.model or chain.primary.model
@@ -130,16 +130,16 @@ class Execution:
         unanswered = set(unanswered_tool_call_ids(self.history))
         if unanswered:
             calls = [c for c in _last_tool_calls(self.history) if c.id in unanswered]
-            return (yield from self.answer_calls(calls))
+            return (yield from self.run_tools(calls))
         return (yield from self.ask_model())
 
-    # Answering calls -------------------------------------------------------
+    # Running tools ---------------------------------------------------------
 
-    def answer_calls(self, calls: list[ToolCall]) -> Steps:
+    def run_tools(self, calls: list[ToolCall]) -> Steps:
         """Run the tools of ``calls`` and store their results, or pause for those that
         wait for a person's decision or a client's output."""
         run = self.run
-        waiting = tool_answers.waiting_calls(calls, self.offered, run)
+        waiting = tool_runs.waiting_calls(calls, self.offered, run)
         if waiting:
             waiting = decisions.decide_by_rule(run, waiting)
         if waiting:
@@ -147,11 +147,11 @@ class Execution:
             return False
         started = [c for c in calls if run.decision(c.id) is not Decision.DENIED]
         unlogged = [c for c in started if c.id not in self.logged]
-        if unlogged and event_log.record_live(run, transitions.started_events(unlogged)) is None:
+        if unlogged and record_live(run, transitions.started_events(unlogged)) is None:
             return False
         for call in started:
             yield ToolCallStarted(call)
-        results = tool_answers.answer_calls(
+        results = tool_runs.run_tool_calls(
             calls, self.offered, run, stop=self.heartbeat.lost, ran_before=self.ran_before
         )
         rows = transitions.store_results(run, results, history=self.history)
@@ -215,7 +215,7 @@ class Execution:
         for attempt in self.chain.attempts(self.run, asked):
             if attempt.fell_back is not None:
                 yield attempt.fell_back
-            text = event_log.DeltaBuffer(self.run)
+            text = DeltaBuffer(self.run)
             try:
                 response = yield from model_reply(
                     attempt.provider,
@@ -262,7 +262,7 @@ class Execution:
         judgment = final_answers.judge(parameters, response) if final else None
         # Calls that will run at once are logged as started with the turn.
         calls = list(response.tool_calls)
-        starting = [] if tool_answers.waiting_calls(calls, self.offered, run) else calls
+        starting = [] if tool_runs.waiting_calls(calls, self.offered, run) else calls
         fitted = None if self.window is None else self.window.fields(response.usage.input_tokens)
         answered = final and (judgment is None or judgment.valid)
         ending = _end_reason(response, cut_short) if answered else None

@@ -16,51 +16,25 @@ from collections.abc import Iterable, Iterator, Mapping
 from functools import partial
 from typing import Any, Unpack
 
-from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db import transaction
 from django.utils import timezone
 
 from llm_conversations import telemetry
-from llm_conversations.conf import BusyStrategy, conf
-from llm_conversations.conversations.history import ConversationRef, conversation_pk, load_history
-from llm_conversations.conversations.locks import count_in
-from llm_conversations.conversations.storable import check_storable
-from llm_conversations.conversations.store import append_locked
-from llm_conversations.core.messages import ChatMessage, InvalidMessage, MessageInput, Role
-from llm_conversations.core.parameters import RunParameterInput, RunParameters
-from llm_conversations.exceptions import (
-    BudgetExceeded,
-    ContextOverflow,
-    ConversationBusy,
-    RunStateError,
-    ToolError,
-)
-from llm_conversations.models import (
-    Conversation,
-    Run,
-    RunStatus,
-    TerminationReason,
-)
-from llm_conversations.providers import (
-    Provider,
-    ProviderError,
-    get_provider,
-)
-from llm_conversations.runs import (
-    busy,
-    decisions,
-    leases,
-    policy,
-    start_slots,
-    transitions,
-    waiting_runs,
-)
+from llm_conversations.conf import conf
+from llm_conversations.conversations.history import ConversationRef, conversation_pk
+from llm_conversations.core.messages import MessageInput
+from llm_conversations.core.parameters import RunParameters
+from llm_conversations.exceptions import BudgetExceeded, ContextOverflow, ToolError
+from llm_conversations.models import Conversation, Run, RunStatus, TerminationReason
+from llm_conversations.providers import Provider, ProviderError, get_provider
+from llm_conversations.runs import busy, decisions, leases, policy, start_slots, transitions
 from llm_conversations.runs.budgets import check_start
 from llm_conversations.runs.context_window import check_strategy
 from llm_conversations.runs.events import LoopEvent, RunEnded, RunFailed
 from llm_conversations.runs.fallbacks import ProviderChain
 from llm_conversations.runs.options import RunOptions
 from llm_conversations.runs.rounds import Execution
+from llm_conversations.runs.starts import StartRequest, checked_iterations, store_start, user_turn
 from llm_conversations.tasks.enqueue import enqueue, task
 from llm_conversations.tools import ToolRegistry, default_registry, offered_by_default
 from llm_conversations.users import AnyUser
@@ -134,36 +108,31 @@ class ToolLoopService:
         conversation: ConversationRef,
         message: MessageInput | str,
         *,
-        provider: str | None = None,
-        tools: Iterable[str] | None = None,
-        max_iterations: int | None = None,
-        background: bool = False,
-        user: AnyUser | None = None,
-        context_strategy: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        if_busy: str | None = None,
         claim: bool = False,
-        **parameters: Unpack[RunParameterInput],
+        **options: Unpack[RunOptions],
     ) -> Run:
         """Store the user turn and a queued run, atomically; execute it with :meth:`execute`,
         or with ``background=True`` let a task worker execute it (queued once committed).
 
         ``message`` is the user turn: its text, a ``ChatMessage`` or its dict
-        form; ``parameters`` (``RunParameterInput``) are kept on the run for
-        its every model call. Errors name the argument in ``field``. Raises
-        ``ConversationBusy`` when another run is active, ``InvalidMessage``,
-        ``RunStateError`` (a bad limit), ``ToolError`` (an unknown tool),
-        ``ProviderNotConfigured`` or ``ParameterError``; nothing is stored then.
+        form. ``options`` (:class:`~llm_conversations.runs.options.RunOptions`)
+        are ``provider``, ``tools``, ``max_iterations``, ``background``,
+        ``user``, ``context_strategy``, ``metadata``, ``if_busy`` and the run
+        parameters (``RunParameterInput``), kept on the run for its every model
+        call; they travel on as one :class:`~llm_conversations.runs.starts.StartRequest`.
+        Errors name the argument in ``field``. Raises ``ConversationBusy`` when
+        another run is active, ``InvalidMessage``, ``RunStateError`` (a bad
+        limit), ``ToolError`` (an unknown tool), ``ProviderNotConfigured`` or
+        ``ParameterError``; nothing is stored then.
 
         With a ``user`` the run policy applies (``RUN_POLICY``: omitted tools
         and limit default to what it permits; ``RunNotPermitted`` for more)
         and so does ``MAX_ACTIVE_RUNS_PER_USER`` (``TooManyActiveRuns``).
         ``BudgetExceeded`` when the conversation's owner or the conversation has
         spent a budget (docs/costs.md#budgets). ``context_strategy`` (``"error"``,
-        ``"truncate"``, ``"summarize"``)
-        overrides the provider entry's ``CONTEXT_STRATEGY`` for this run
-        (docs/context.md). ``metadata`` is stored on the user turn
-        (``Message.metadata``).
+        ``"truncate"``, ``"summarize"``) overrides the provider entry's
+        ``CONTEXT_STRATEGY`` for this run (docs/context.md). ``metadata`` is
+        stored on the user turn (``Message.metadata``).
 
         ``if_busy`` (``BUSY_STRATEGY`` when ``None``) says what happens while
         another run of the conversation is active (docs/busy-conversations.md):
@@ -179,40 +148,32 @@ class ToolLoopService:
         returned instance: one transaction fewer. A run so claimed that is never
         executed is recovered as any whose worker died (leases, the reaper).
         """
-        when_busy = busy.busy_strategy(if_busy)
-        user_turn = _user_turn(message)
+        request = StartRequest.of(conversation, message, options, claim=claim)
+        when_busy = busy.busy_strategy(request.if_busy)
+        turn = user_turn(request.message)
+        run = store_start(self._prepared_run(request), turn, when_busy, request)
+        if request.background and run.status == RunStatus.QUEUED:
+            transaction.on_commit(partial(enqueue_run, run.pk, marked=True))
+        return run
+
+    def _prepared_run(self, request: StartRequest) -> Run:
+        """The run ``request`` asks for, not saved, once everything that can refuse it
+        before anything is stored has been checked (the policy, the limit, the
+        tools, the provider, the parameters, the context strategy, the budgets)."""
+        user = request.user
         rules = None if user is None else policy.run_policy()
-        limit = policy.default_iterations(user, rules) if max_iterations is None else max_iterations
-        if isinstance(limit, bool) or not isinstance(limit, int):
-            raise RunStateError(
-                "invalid_max_iterations",
-                "max_iterations must be an integer.",
-                field="max_iterations",
-            )
-        if not 1 <= limit <= conf.MAX_ITERATIONS_LIMIT:
-            raise RunStateError(
-                "invalid_max_iterations",
-                f"max_iterations must be between 1 and {conf.MAX_ITERATIONS_LIMIT}.",
-                field="max_iterations",
-            )
-        name, backend = self._provider_for(provider)
-        registry = self.registry
-        if tools is None:
-            tools = self.default_tools(registry)
-            if user is not None:
-                tools = policy.permitted_tools(user, tools, rules)
-        try:
-            offered = registry.subset(tools)
-        except ToolError as exc:
-            raise exc.within("tools") from None
-        chosen = RunParameters.from_input(parameters)
+        limit = checked_iterations(request, rules)
+        name, backend = self._provider_for(request.provider)
+        offered = self._offered(request, rules)
+        chosen = RunParameters.from_input(request.parameters)
+        model = chosen.model or backend.model
         if user is not None:
-            model = chosen.model or backend.model
-            asked = policy.RunRequest(name, model, tuple(offered.names()), limit)
-            policy.check_run(user, asked, rules)
+            policy.check_run(
+                user, policy.RunRequest(name, model, tuple(offered.names()), limit), rules
+            )
         backend.check_parameters(chosen, name=name, tools=offered.names())
-        strategy = check_strategy(context_strategy, name, chosen.model or backend.model)
-        conversation_id = conversation_pk(conversation)
+        strategy = check_strategy(request.context_strategy, name, model)
+        conversation_id = conversation_pk(request.conversation)
         check_start(conversation_id)
         run = Run(
             conversation_id=conversation_id,
@@ -221,22 +182,25 @@ class ToolLoopService:
             max_iterations=limit,
             context_strategy=strategy,
         )
-        if isinstance(conversation, Conversation):
-            run.conversation = conversation  # kept for the tools' context
+        if isinstance(request.conversation, Conversation):
+            run.conversation = request.conversation  # kept for the tools' context
         run.offered_tools = offered.specs()
         run.run_parameters = chosen
-        # A start that interrupts a run may find another started meanwhile (by
-        # another interrupting start): it interrupts that one in turn.
-        tries = 3 if when_busy in busy.REPLACING else 1
-        for attempt in range(1, tries + 1):
-            try:
-                return _store_start(
-                    run, user_turn, when_busy, user, background, metadata, claim=claim
-                )
-            except ConversationBusy:
-                if attempt == tries:
-                    raise
-        raise AssertionError("unreachable")  # the last try returns or raises
+        return run
+
+    def _offered(self, request: StartRequest, rules: policy.RunPolicy | None) -> ToolRegistry:
+        """The tools the run offers: those it names, else the defaults (what the
+        ``user`` may use of them); ``ToolError`` within ``tools`` for an unknown one."""
+        registry = self.registry
+        tools = request.tools
+        if tools is None:
+            tools = self.default_tools(registry)
+            if request.user is not None:
+                tools = policy.permitted_tools(request.user, tools, rules)
+        try:
+            return registry.subset(tools)
+        except ToolError as exc:
+            raise exc.within("tools") from None
 
     def send(
         self,
@@ -399,100 +363,6 @@ class ToolLoopService:
         """Cancel an active run; calls left unanswered get an error result so the
         conversation stays valid."""
         return transitions.cancel_run(_run_pk(run))
-
-
-def _store_start(
-    run: Run,
-    user_turn: ChatMessage,
-    when_busy: BusyStrategy,
-    user: AnyUser | None,
-    background: bool,
-    metadata: Mapping[str, Any] | None,
-    *,
-    claim: bool = False,
-) -> Run:
-    """Store ``run`` (prepared, not saved) and its user turn, or its intent to wait,
-    in one transaction, as ``when_busy`` says while another run is active."""
-    conversation_id = run.conversation_id
-    try:
-        with transaction.atomic():
-            replaced = None
-            if when_busy in busy.REPLACING:
-                # The active run's lock before the conversation's: the loop's order.
-                replaced = busy.replace_active(conversation_id, when_busy)
-            # Under the conversation's lock, an active run is seen before the
-            # insert: concurrent starts queue here, not on the index. The lock
-            # counts the user turn in.
-            count, active = count_in(conversation_id, 1)
-            now = timezone.now()
-            run.pk, run.replaced = uuid.uuid4(), replaced
-            if active is not None:
-                if when_busy != "enqueue":
-                    raise ConversationBusy()
-                # Its turn is stored when its run's turn comes.
-                Conversation.objects.filter(pk=conversation_id).update(
-                    message_count=F("message_count") - 1
-                )
-                check_storable(conversation_id, user_turn)
-                run.status = RunStatus.WAITING
-                run.waits_for_id = waiting_runs.last_in_line(conversation_id, active)
-                run.waiting_turn = waiting_runs.waiting_turn(user_turn, dict(metadata or {}))
-                run.save(force_insert=True)
-                return run
-            policy.lock_active_runs(user)
-            run.status, run.queued_at = RunStatus.QUEUED, now
-            # Marked in the insert: enqueue_run need not update the row again.
-            run.enqueued_at = now if background else None
-            claimed = claim and not background
-            # Executed here: the history is read once, under this lock, for the
-            # execution too (an empty conversation needs no read at all).
-            known = (
-                (load_history(conversation_id) if count else ([], frozenset())) if claimed else None
-            )
-            if claimed:
-                leases.claim_new(run)
-            run.save(force_insert=True)
-            rows = append_locked(
-                conversation_id,
-                count,
-                [user_turn],
-                run=run,
-                metadata=metadata,
-                history=None if known is None else known[0],
-                counted=True,
-            )
-            if known is not None:
-                history, hidden = known
-                leases.log_claimed(run, ([*history, rows[0].to_chat_message()], hidden))
-            if replaced is not None:
-                busy.succeed_replaced(replaced, run)
-            if background:
-                transaction.on_commit(partial(enqueue_run, run.pk, marked=True))
-    except InvalidMessage as exc:
-        # The store names the turn messages[0]; here it is the message argument.
-        rest = (exc.field or "").removeprefix("messages[0]")
-        raise InvalidMessage(exc.code, exc.message, field=f"message{rest}") from None
-    except IntegrityError as exc:
-        # The one-active-run constraint, for a run inserted without the lock.
-        if Run.violates_one_active_run(exc):
-            raise ConversationBusy() from None
-        raise
-    return run
-
-
-def _user_turn(message: MessageInput | str) -> ChatMessage:
-    """The user turn a run starts with; errors name the ``message`` argument."""
-    try:
-        if isinstance(message, str):
-            return ChatMessage.user(message)
-        turn = message if isinstance(message, ChatMessage) else ChatMessage.from_dict(message)
-    except InvalidMessage as exc:
-        raise exc.within("message") from None
-    if turn.role is not Role.USER:
-        raise InvalidMessage(
-            "user_message_required", "a run starts with a user message.", field="message.role"
-        )
-    return turn
 
 
 @task()

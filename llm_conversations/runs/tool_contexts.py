@@ -5,7 +5,7 @@ conversation's owner, read once per round and only when a tool asks for a
 context, unless the run came with them from its start), so a worker executing
 the run by id builds the same one. Progress
 reports are live events: written only while the run still runs under the lease
-this execution holds (:func:`~llm_conversations.runs.event_log.record_live`),
+this execution holds (:func:`~llm_conversations.runs.log.writer.record_live`),
 from whichever thread the tool runs on (each uses its own connection).
 """
 
@@ -17,7 +17,7 @@ from functools import partial
 from llm_conversations.core.messages import ToolCall
 from llm_conversations.core.text import storable_text
 from llm_conversations.models import Conversation, Run, RunEventType
-from llm_conversations.runs.event_log import record_live
+from llm_conversations.runs.log.writer import record_live
 from llm_conversations.tools import ToolContext, ToolRegistry
 
 __all__ = ["MAX_PROGRESS_CHARS", "tool_contexts"]

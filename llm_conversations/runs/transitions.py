@@ -12,8 +12,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
-from decimal import Decimal
 from functools import partial
 from typing import Any
 
@@ -23,8 +21,7 @@ from django.utils import timezone
 from django.utils.translation import gettext
 
 from llm_conversations import telemetry
-from llm_conversations.conf import conf
-from llm_conversations.conversations.history import pending_tool_call_ids
+from llm_conversations.conversations.history import unanswered_call_ids
 from llm_conversations.conversations.locks import lock_idle_conversation
 from llm_conversations.conversations.store import (
     append_cancelled_reply,
@@ -33,12 +30,11 @@ from llm_conversations.conversations.store import (
     append_messages,
 )
 from llm_conversations.conversations.unanswered import unanswered_results
-from llm_conversations.core.completions import CompletionResponse, Usage
+from llm_conversations.core.completions import CompletionResponse
 from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.core.text import storable_text
 from llm_conversations.exceptions import (
     ConversationBusy,
-    LLMConversationsError,
     RunStateError,
 )
 from llm_conversations.models import (
@@ -53,9 +49,10 @@ from llm_conversations.models import (
 )
 from llm_conversations.providers.model_catalog import call_cost
 from llm_conversations.runs import policy, waiting_runs
-from llm_conversations.runs.event_log import EventItem, record
-from llm_conversations.runs.event_reader import unstored_text
 from llm_conversations.runs.live_connections import on_a_live_connection
+from llm_conversations.runs.log.reader import unstored_text
+from llm_conversations.runs.log.writer import EventItem, record
+from llm_conversations.runs.run_columns import RELEASED, counted_fields, end_fields, lease_expiry
 from llm_conversations.signals import run_finished, run_requires_action
 from llm_conversations.users import AnyUser
 
@@ -63,7 +60,6 @@ __all__ = [
     "cancel_run",
     "finish",
     "held",
-    "lease_expiry",
     "pause",
     "requeue_failed",
     "started_events",
@@ -72,21 +68,10 @@ __all__ = [
     "store_results",
 ]
 
-# Stored instead of the text of an unexpected error, which may hold SQL or data.
-SERVER_ERROR = "The run failed on the server; the server log has the details."
-
 
 def held(run: Run) -> Q:
     """The run while this process holds its lease (any holder when it has none)."""
     return Q(pk=run.pk, lease_owner=run.lease_owner)
-
-
-def lease_expiry() -> datetime:
-    """When a lease taken or renewed now expires."""
-    return timezone.now() + timedelta(seconds=conf.LEASE_SECONDS)
-
-
-_RELEASED = {"lease_owner": "", "lease_expires_at": None}
 
 
 def pause(run: Run, waiting: Sequence[PendingCall]) -> Run:
@@ -98,7 +83,7 @@ def pause(run: Run, waiting: Sequence[PendingCall]) -> Run:
         paused = Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
             status=RunStatus.REQUIRES_ACTION,
             pending_tool_calls=Run.stored_waiting(waiting),
-            **_RELEASED,
+            **RELEASED,
         )
         run.refresh_from_db()
         if paused:
@@ -106,18 +91,6 @@ def pause(run: Run, waiting: Sequence[PendingCall]) -> Run:
     if paused:
         transaction.on_commit(partial(run_requires_action.send, sender=Run, run=run))
     return run
-
-
-def error_text(error: BaseException) -> str:
-    """What a run records (and clients see) about the error that ended it.
-
-    The library's own errors carry messages written for people (provider
-    errors are redacted at their source); anything else may hold SQL or data,
-    so it is logged by the caller and recorded as a stable sentence.
-    """
-    if isinstance(error, LLMConversationsError):
-        return storable_text(error.message)[:2000]
-    return SERVER_ERROR
 
 
 def finish(
@@ -147,7 +120,7 @@ def finish(
     if end_event is None or status not in ENDED_RUN_STATUSES:
         raise ValueError(f"{status!r} does not end a run.")
     stored_turns = run.status != RunStatus.WAITING
-    fields = _end_fields(status, reason, error)
+    fields = end_fields(status, reason, error)
     with transaction.atomic():
         ended = Run.objects.filter(where or Q(), pk=run.pk, status__in=status.reached_from).update(
             **fields
@@ -164,24 +137,6 @@ def finish(
     return run
 
 
-def _end_fields(
-    status: RunStatus, reason: TerminationReason, error: BaseException | None = None
-) -> dict[str, Any]:
-    """What the update that ends a run sets."""
-    fields: dict[str, Any] = {
-        "status": status,
-        "termination_reason": reason,
-        "pending_tool_calls": [],
-        "waiting_turn": {},
-        "finished_at": timezone.now(),
-        **_RELEASED,
-    }
-    if error is not None:
-        fields["error_type"] = type(error).__name__
-        fields["error_message"] = error_text(error)
-    return fields
-
-
 def _ended(run: Run, *, start_next: bool, count: int | None = None) -> None:
     """In the transaction that ended ``run`` (its end logged): the run waiting behind
     it starts, and ``run_finished`` is sent once committed. ``count``: the messages
@@ -194,7 +149,7 @@ def _ended(run: Run, *, start_next: bool, count: int | None = None) -> None:
 def _answer_left_calls(run: Run, reason: TerminationReason) -> list[Message]:
     """Answer every call the conversation leaves unanswered with an error result
     (streams close these calls as they close any other)."""
-    unanswered = pending_tool_call_ids(run.conversation_id)
+    unanswered = unanswered_call_ids(run.conversation_id)
     if not unanswered:
         return []
     return append_messages(run.conversation_id, unanswered_results(unanswered, reason), run=run)
@@ -273,14 +228,14 @@ def store_reply(
     cost = call_cost(answered_by or None, response.model, usage)
     telemetry.record_cost(cost, entry=answered_by, response=response)
 
-    counted = _counted(run, usage, cost, answered_by, model, context)
+    counted = counted_fields(run, usage, cost, answered_by, model, context)
 
     def write() -> Message | None:
         with transaction.atomic():
             # The conditional update locks the run; a run cancelled while the
             # provider answered matches nothing and keeps no late reply. A final
             # answer ends the run in the same update.
-            ended = {} if ending is None else _end_fields(RunStatus.COMPLETED, ending)
+            ended = {} if ending is None else end_fields(RunStatus.COMPLETED, ending)
             # Renewed by a turn stored; released by the end.
             fields = {**counted, "lease_expires_at": lease_expiry(), **ended}
             if not Run.objects.filter(held(run), status=RunStatus.RUNNING).update(**fields):
@@ -312,35 +267,6 @@ def store_reply(
         for name, value in counted.items():
             setattr(run, name, value)
     return row
-
-
-def _counted(
-    run: Run,
-    usage: Usage,
-    cost: Decimal | None,
-    answered_by: str,
-    model: str | None,
-    context: Mapping[str, Any] | None,
-) -> dict[str, Any]:
-    """The run's columns once a model call is counted: its totals with the call's
-    usage and cost added, who answered, and what the call sent (``context``).
-
-    Absolute values, not ``F()`` increments: the lease holder is the one writer of
-    these columns, so its instance stays the row without reading it back.
-    """
-    return {
-        "iterations": run.iterations + 1,
-        "input_tokens": run.input_tokens + usage.input_tokens,
-        "output_tokens": run.output_tokens + usage.output_tokens,
-        "total_tokens": run.total_tokens + (usage.total_tokens or 0),
-        "cached_tokens": run.cached_tokens + (usage.cached_tokens or 0),
-        "cache_write_tokens": run.cache_write_tokens + (usage.cache_write_tokens or 0),
-        "reasoning_tokens": run.reasoning_tokens + (usage.reasoning_tokens or 0),
-        "cost": run.cost + (cost or Decimal(0)),
-        "answered_by": answered_by,
-        **({"model": model} if model else {}),
-        **(context or {}),
-    }
 
 
 def started_events(calls: Iterable[ToolCall]) -> list[EventItem]:

@@ -44,8 +44,8 @@ from django_tasks_db.management.commands.db_worker import Worker
 from django_tasks_db.models import DBTaskResult
 from django_tasks_db.utils import exclusive_transaction, is_locked_database_exception
 
-from llm_conversations.runs.event_listener import listen, notifies
 from llm_conversations.runs.live_connections import return_connection
+from llm_conversations.runs.log.listener import listen, notifies
 from llm_conversations.tasks.enqueue import TASK_CHANNEL
 
 __all__ = ["ConcurrentWorker"]

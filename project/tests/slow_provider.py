@@ -14,7 +14,7 @@ from django.test import override_settings
 from llm_conversations.conversations import load_messages
 from llm_conversations.core.sequence import check_sequence
 from llm_conversations.models import Run, RunStatus
-from llm_conversations.runs.tool_answers import NOT_REPEATED
+from llm_conversations.runs.tool_runs import NOT_REPEATED
 from project.tests.worker_tools import conversation_settings
 from tests.faults.server import Exchange, FakeProvider
 

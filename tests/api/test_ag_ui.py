@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 from llm_conversations.api.streams.ag_ui import AgUiStream
 from llm_conversations.models import Conversation, Message, Run, RunEvent
 from llm_conversations.runs import ToolLoopService
-from llm_conversations.runs import event_reader as run_events
+from llm_conversations.runs.log.reader import Page
 from tests.api.conftest import API_SETTINGS, calls_text, joined
 
 pytestmark = pytest.mark.django_db
@@ -290,7 +290,7 @@ def test_a_tools_progress_report_is_a_custom_event(conversation: Conversation) -
     logged = RunEvent(id=7, run=run, type="tool_call.progress", data=report)
     stream = AgUiStream(run.pk)
     stream.started = True  # only this event's rendering is looked at
-    body = stream.render(run_events.Page(run=run, events=[logged]))
+    body = stream.render(Page(run=run, events=[logged]))
     assert body == (
         b"id: 7\ndata: "
         + json.dumps(

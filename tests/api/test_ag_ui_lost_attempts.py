@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from llm_conversations.api.streams.ag_ui import AgUiStream
 from llm_conversations.models import Conversation
-from llm_conversations.runs import event_reader as run_events
+from llm_conversations.runs.log.reader import read_page
 from tests.api.test_ag_ui import parse_events
 from tests.api.test_lost_attempts import (
     ANSWER,
@@ -55,10 +55,10 @@ def test_a_live_reader_is_told_the_lost_text_was_superseded(
     run = lose_attempt_one(conversation)
     renderer = AgUiStream(run.pk)
     # The reader had the lost half before attempt 2 began.
-    seen = run_events.read_page(run.pk, 0)
+    seen = read_page(run.pk, 0)
     first = renderer.render(seen)
     answer_again(run, stream=stream)
-    rest = run_events.read_page(run.pk, seen.last_id or 0)
+    rest = read_page(run.pk, seen.last_id or 0)
     body = first + renderer.render(rest) + renderer.end()
 
     class Response(dict[str, str]):

@@ -27,7 +27,8 @@ from llm_conversations.conversations.attachments import create_attachment
 from llm_conversations.core.messages import Role
 from llm_conversations.core.sequence import check_sequence
 from llm_conversations.models import Conversation, Message, Run, RunEventType, RunStatus
-from llm_conversations.runs import ToolLoopService, event_log
+from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs.log import writer
 from llm_conversations.runs.reaper import reap_runs
 from tests.api.conftest import API_SETTINGS, calls_text, parse_sse
 from tests.api.test_runs import runs_url, start
@@ -48,7 +49,7 @@ def slow(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         "slow": {"BACKEND": "tests.runs.test_cancelled_replies.Slow", "MODEL": "s"},
     }
     settings.LLM_CONVERSATIONS = {**API_SETTINGS, "PROVIDERS": providers}
-    monkeypatch.setattr(event_log, "TEXT_FLUSH_CHARS", 1)
+    monkeypatch.setattr(writer, "TEXT_FLUSH_CHARS", 1)
 
 
 @pytest.fixture

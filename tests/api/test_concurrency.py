@@ -15,8 +15,7 @@ from llm_conversations.conversations import create_conversation, load_messages
 from llm_conversations.core.sequence import check_sequence
 from llm_conversations.exceptions import ConversationBusy
 from llm_conversations.models import Conversation, Run
-from llm_conversations.runs import ToolLoopService
-from llm_conversations.runs import service as loop
+from llm_conversations.runs import ToolLoopService, starts
 from tests.conftest import requires_postgresql, run_together
 
 
@@ -63,9 +62,9 @@ def test_a_run_inserted_without_the_lock_still_makes_start_busy(
     # by name (PostgreSQL) or column (SQLite), with no racy re-check.
     conversation = create_conversation(owner=user)
     Run.objects.create(conversation=conversation, provider="echo", model="echo", max_iterations=1)
-    counted = loop.count_in
+    counted = starts.count_in
     # The lock counts as it does, but sees no active run.
-    monkeypatch.setattr(loop, "count_in", lambda *args: (counted(*args)[0], None))
+    monkeypatch.setattr(starts, "count_in", lambda *args: (counted(*args)[0], None))
     with pytest.raises(ConversationBusy):
         ToolLoopService().start(conversation, "hello")
 

@@ -22,8 +22,9 @@ from llm_conversations.conversations import create_conversation
 from llm_conversations.core.completions import CompletionResponse
 from llm_conversations.models import Conversation, Run, RunEvent, RunStatus
 from llm_conversations.providers import Provider, ResponseCompleted, StreamEvent, TextDelta
-from llm_conversations.runs import ToolLoopService, event_log
-from llm_conversations.runs import event_reader as run_events
+from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs.log import writer
+from llm_conversations.runs.log.reader import read_page
 from tests.api import test_ai_sdk_node as node_sdk
 from tests.api.conftest import API_SETTINGS, parse_sse
 from tests.api.test_ai_sdk import parse_chunks
@@ -69,7 +70,7 @@ def lost_halfway(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     }
     LostHalfway.replies = 0
     # Each piece of text is its own event, so the lost half is surely logged.
-    monkeypatch.setattr(event_log, "TEXT_FLUSH_CHARS", 1)
+    monkeypatch.setattr(writer, "TEXT_FLUSH_CHARS", 1)
 
 
 def lose_attempt_one(conversation: Conversation) -> Run:
@@ -170,11 +171,11 @@ def test_a_live_ai_sdk_reader_is_told_the_lost_text_was_superseded(
     run = lose_attempt_one(conversation)
     renderer = AiSdkStream(run.pk)
     # The reader had the lost half before attempt 2 began.
-    seen = run_events.read_page(run.pk, 0)
+    seen = read_page(run.pk, 0)
     assert seen.superseded == frozenset()
     first = renderer.render(seen).decode()
     answer_again(run, stream=stream)
-    rest = run_events.read_page(run.pk, seen.last_id or 0)
+    rest = read_page(run.pk, seen.last_id or 0)
     body = (first + renderer.render(rest).decode() + renderer.end().decode()).encode()
 
     class Response(dict[str, str]):

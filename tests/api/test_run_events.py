@@ -20,7 +20,8 @@ from llm_conversations.conversations import create_conversation
 from llm_conversations.core.completions import CompletionResponse
 from llm_conversations.models import Conversation, Message, Run, RunEvent, RunEventType
 from llm_conversations.providers import CompletionRequest, EchoProvider
-from llm_conversations.runs import ToolLoopService, event_reader
+from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs.log import followers
 from llm_conversations.runs.service import enqueue_run
 from tests.api.conftest import API_SETTINGS, calls_text, parse_sse_ids
 
@@ -334,7 +335,7 @@ def test_keep_alive_comments_cost_no_query(
     django_assert_num_queries: Any,
 ) -> None:
     # Only the heartbeat is due while the test waits: the poll is far away.
-    monkeypatch.setattr(event_reader, "POLL_SECONDS", 60.0)
+    monkeypatch.setattr(followers, "POLL_SECONDS", 60.0)
     settings.LLM_CONVERSATIONS = {**settings.LLM_CONVERSATIONS, "SSE_HEARTBEAT_SECONDS": 0.1}
     run = ToolLoopService().start(conversation, "hi")  # queued; nobody executes it
     response = client.get(events_url(run))
@@ -443,7 +444,7 @@ def test_a_client_that_drops_a_foreground_stream_reattaches_and_gets_exactly_the
 
 
 def test_the_reader_waits_by_polling_without_postgresql() -> None:
-    assert event_reader.POLL_SECONDS == 0.2
+    assert followers.POLL_SECONDS == 0.2
 
 
 # Retry --------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from llm_conversations.conversations import (
     create_conversation,
     delete_conversation,
     load_messages,
-    pending_tool_call_ids,
+    unanswered_call_ids,
 )
 from llm_conversations.conversations.store import append_for_run
 from llm_conversations.conversations.tail import remove_run_turns
@@ -140,7 +140,7 @@ def test_an_invalid_sequence_stores_nothing() -> None:
     assert Message.objects.count() == 2
     conversation.refresh_from_db()
     assert conversation.message_count == 2
-    assert pending_tool_call_ids(conversation) == ("a",)
+    assert unanswered_call_ids(conversation) == ("a",)
 
 
 def test_results_can_be_appended_one_by_one() -> None:
@@ -151,11 +151,11 @@ def test_results_can_be_appended_one_by_one() -> None:
         ]
     )
     append_messages(conversation, [ChatMessage.tool_result("b", "2")])
-    assert pending_tool_call_ids(conversation) == ("a",)
+    assert unanswered_call_ids(conversation) == ("a",)
     append_messages(
         conversation, [ChatMessage.tool_result("a", "1"), ChatMessage.assistant("done")]
     )
-    assert pending_tool_call_ids(conversation) == ()
+    assert unanswered_call_ids(conversation) == ()
     assert [m.role for m in load_messages(conversation)] == [
         "user",
         "assistant",
@@ -288,7 +288,7 @@ def test_a_run_whose_history_is_stale_appends_after_what_is_stored() -> None:
     )
     assert rows is not None
     assert rows[0].position == 2
-    assert not pending_tool_call_ids(run.conversation_id)
+    assert not unanswered_call_ids(run.conversation_id)
 
 
 def test_a_run_whose_history_is_stale_and_that_stopped_leaves_the_count() -> None:

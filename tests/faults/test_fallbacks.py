@@ -19,8 +19,9 @@ from llm_conversations.conversations import create_conversation
 from llm_conversations.models import Message, Run, RunEvent, RunEventType
 from llm_conversations.providers import get_provider
 from llm_conversations.providers.registry import circuit_breaker
-from llm_conversations.runs import ToolLoopService, event_log
+from llm_conversations.runs import ToolLoopService
 from llm_conversations.runs.events import FellBack, TextDelta, log_type
+from llm_conversations.runs.log import writer
 from tests.api.conftest import parse_sse
 from tests.api.test_ag_ui import parse_events
 from tests.api.test_ag_ui_lost_attempts import SUPERSEDED as AG_UI_SUPERSEDED
@@ -175,7 +176,7 @@ def test_text_of_a_stream_broken_midway_is_superseded_for_every_reader(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Each piece of text is its own event, so the broken reply's text is surely logged.
-    monkeypatch.setattr(event_log, "TEXT_FLUSH_CHARS", 1)
+    monkeypatch.setattr(writer, "TEXT_FLUSH_CHARS", 1)
     entries(MAX_RETRIES=0)
     fake.play([truncated_stream])
     conversation = create_conversation(owner=user)
@@ -213,7 +214,7 @@ def test_a_live_ai_sdk_stream_marks_the_broken_text_superseded(
     user: User,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(event_log, "TEXT_FLUSH_CHARS", 1)
+    monkeypatch.setattr(writer, "TEXT_FLUSH_CHARS", 1)
     entries(MAX_RETRIES=0)
     fake.play([truncated_stream])
     conversation = create_conversation(owner=user)
@@ -340,7 +341,7 @@ def test_the_loop_yields_the_fallback_after_the_text_it_supersedes(
     user: User,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(event_log, "TEXT_FLUSH_CHARS", 1)
+    monkeypatch.setattr(writer, "TEXT_FLUSH_CHARS", 1)
     entries(MAX_RETRIES=0)
     fake.play([truncated_stream])
     loop = ToolLoopService()
@@ -363,7 +364,7 @@ def test_ag_ui_streams_mark_the_broken_text_superseded(
     user: User,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(event_log, "TEXT_FLUSH_CHARS", 1)
+    monkeypatch.setattr(writer, "TEXT_FLUSH_CHARS", 1)
     entries(MAX_RETRIES=0)
     fake.play([truncated_stream])
     conversation = create_conversation(owner=user)

@@ -18,7 +18,8 @@ from llm_conversations.core.completions import CompletionResponse
 from llm_conversations.core.sequence import check_sequence
 from llm_conversations.models import Conversation, Run, RunEvent, RunStatus
 from llm_conversations.providers import Provider, ResponseCompleted, StreamEvent, TextDelta
-from llm_conversations.runs import ToolLoopService, event_log
+from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs.log import writer
 from tests.api.conftest import API_SETTINGS
 from tests.api.test_ai_sdk import parse_chunks
 from tests.support.streaming import streamed
@@ -53,7 +54,7 @@ def slow(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         "PROVIDERS": {"slow": {"BACKEND": "tests.runs.test_cancelled_replies.Slow", "MODEL": "s"}},
         "DEFAULT_PROVIDER": "slow",
     }
-    monkeypatch.setattr(event_log, "TEXT_FLUSH_CHARS", 1)
+    monkeypatch.setattr(writer, "TEXT_FLUSH_CHARS", 1)
 
 
 def cancel_mid_reply(conversation: Conversation) -> Run:

@@ -12,15 +12,10 @@ from django.db import connection, connections, transaction
 
 from llm_conversations.conversations import create_conversation
 from llm_conversations.models import Run, RunEvent, RunEventType
-from llm_conversations.runs import event_listener, event_reader
-from llm_conversations.runs.event_listener import (
-    CHANNEL,
-    EventListener,
-    Pushed,
-    from_payload,
-    listener,
-)
-from llm_conversations.runs.event_log import record
+from llm_conversations.runs.log import followers
+from llm_conversations.runs.log.listener import CHANNEL, EventListener, from_payload, listener
+from llm_conversations.runs.log.pushes import Pushed
+from llm_conversations.runs.log.writer import record
 
 on_postgresql = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="LISTEN/NOTIFY is PostgreSQL's"
@@ -198,7 +193,7 @@ def test_an_async_follower_is_woken_from_another_thread(monkeypatch: pytest.Monk
     got: list[int] = []
 
     async def follow() -> None:
-        async for page in event_reader.afollow(run.pk, 0):
+        async for page in followers.afollow(run.pk, 0):
             assert page is not None
             got.extend(e.id for e in page.events)
             if len(got) == 2:
@@ -234,8 +229,8 @@ def test_the_last_reader_leaving_after_the_listening_thread_ended_is_no_error(
         wakeup.close()
         ended.set()
 
-    monkeypatch.setattr(event_listener, "listen", ends_at_once)
-    monkeypatch.setattr(event_listener, "_uses_notify", lambda: True)
+    monkeypatch.setattr("llm_conversations.runs.log.listener.listen", ends_at_once)
+    monkeypatch.setattr("llm_conversations.runs.log.listener._uses_notify", lambda: True)
     fresh = EventListener()
     with fresh.subscribe("a-run"):
         assert ended.wait(5)

@@ -528,7 +528,7 @@ class TestRepeats:
         run = loop.start(conversation, "pay the bill")
         # A first worker stored the call, logged it as started, then died.
         claim(run, new_owner())
-        from llm_conversations.runs.event_log import record_live
+        from llm_conversations.runs.log.writer import record_live
         from llm_conversations.runs.transitions import store_reply
 
         store_reply(run, CompletionResponse("", (ToolCall("p1", "pay"),)))

@@ -32,6 +32,7 @@ from llm_conversations.providers import (
     ProviderUnavailableError,
 )
 from llm_conversations.runs import ToolLoopService, transitions
+from llm_conversations.runs.run_columns import SERVER_ERROR
 from llm_conversations.tools import Tool, ToolRegistry, tool
 
 pytestmark = pytest.mark.django_db
@@ -157,7 +158,7 @@ def test_a_database_error_while_storing_results_answers_the_calls() -> None:
         "error",
         "OperationalError",
     )
-    assert run.error_message == transitions.SERVER_ERROR
+    assert run.error_message == SERVER_ERROR
     history = load_messages(conversation)
     assert [m.role for m in history] == ["user", "assistant", "tool", "tool"]
     assert all(m.is_error and "failed before" in m.content for m in history[2:])

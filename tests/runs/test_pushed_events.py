@@ -26,8 +26,9 @@ from llm_conversations.conversations import create_conversation
 from llm_conversations.core.completions import CompletionResponse
 from llm_conversations.models import Run, RunEvent, RunEventType
 from llm_conversations.providers import Provider, ResponseCompleted, StreamEvent, TextDelta
-from llm_conversations.runs import ToolLoopService, event_log, event_reader
-from llm_conversations.runs.event_listener import Pushed, Waiter
+from llm_conversations.runs import ToolLoopService
+from llm_conversations.runs.log import followers, writer
+from llm_conversations.runs.log.pushes import Pushed, Waiter
 from tests.conftest import requires_postgresql
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -70,7 +71,7 @@ def followed(run: Run, worker: threading.Thread) -> tuple[list[RunEvent], Captur
     got: list[RunEvent] = []
     with CaptureQueriesContext(connection) as queries:
         worker.start()
-        for page in event_reader.follow(run.pk, 0):
+        for page in followers.follow(run.pk, 0):
             if page is not None:
                 got.extend(page.events)
     worker.join()
@@ -79,10 +80,10 @@ def followed(run: Run, worker: threading.Thread) -> tuple[list[RunEvent], Captur
 
 @pytest.fixture
 def each_piece_logged(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(event_log, "TEXT_FLUSH_SECONDS", 0.0)
+    monkeypatch.setattr(writer, "TEXT_FLUSH_SECONDS", 0.0)
     # No poll while a test counts what following costs (SQLite has no NOTIFY:
     # its followers poll for other processes' writes).
-    monkeypatch.setattr(event_reader, "POLL_SECONDS", 30.0)
+    monkeypatch.setattr(followers, "POLL_SECONDS", 30.0)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -144,7 +145,7 @@ def batch(run_id: str, after: int | None, *ids: int) -> Pushed:
 
 
 def test_a_push_is_taken_only_where_it_continues_the_log() -> None:
-    cursor = event_reader._Cursor(10, None)
+    cursor = followers._Cursor(10, None)
     waiter = Waiter("r")
     waiter.push(batch("r", 10, 11, 12))
     waiter.push(batch("r", 12, 13))
@@ -174,38 +175,38 @@ def test_a_waiter_that_falls_behind_reads_the_log() -> None:
 def test_a_follower_takes_what_another_process_logs_from_its_notifications() -> None:
     run = Run.objects.create(conversation=create_conversation(), status="running")
     with transaction.atomic():
-        event_log.record(run, [(RunEventType.RUN_RUNNING, {"attempt": 1})])
+        writer.record(run, [(RunEventType.RUN_RUNNING, {"attempt": 1})])
     name = connection.settings_dict["NAME"]
     script = f"""
 import django, os, sys, time
 django.setup()
 from django.db import transaction
 from llm_conversations.models import Run, RunEventType
-from llm_conversations.runs import event_log
+from llm_conversations.runs.log import writer
 run = Run.objects.get(pk="{run.pk}")
-event_log.knows_log(run, {run.events.get().id})
+writer.knows_log(run, {run.events.get().id})
 time.sleep(0.5)
 for index in range(30):
     with transaction.atomic():
         Run.objects.select_for_update().get(pk=run.pk)
-        event_log.record(run, [(RunEventType.TEXT_DELTA, {{"delta": str(index)}})])
+        writer.record(run, [(RunEventType.TEXT_DELTA, {{"delta": str(index)}})])
 with transaction.atomic():
-    event_log.record(run, [(RunEventType.RUN_COMPLETED, {{}})])
+    writer.record(run, [(RunEventType.RUN_COMPLETED, {{}})])
 """
     environment = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.settings",
         "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{name}",
     }
-    writer = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=environment)
+    writing = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=environment)
     got: list[RunEvent] = []
     try:
         with CaptureQueriesContext(connection) as queries:
-            for page in event_reader.follow(run.pk, 0):
+            for page in followers.follow(run.pk, 0):
                 if page is not None:
                     got.extend(page.events)
     finally:
-        assert writer.wait(30) == 0
+        assert writing.wait(30) == 0
     assert [e.id for e in got] == list(run.events.order_by("id").values_list("id", flat=True))
     deltas = [e.data["delta"] for e in got if e.type == RunEventType.TEXT_DELTA]
     assert deltas == [str(index) for index in range(30)]
@@ -225,11 +226,11 @@ import django, time
 django.setup()
 from django.db import connection, transaction
 from llm_conversations.models import Run, RunEventType
-from llm_conversations.runs import event_log
+from llm_conversations.runs.log import writer
 run = Run.objects.get(pk="{run.pk}")
 time.sleep(0.5)
 with transaction.atomic():
-    event_log.record(run, [(RunEventType.TEXT_DELTA, {{"delta": "before "}})])
+    writer.record(run, [(RunEventType.TEXT_DELTA, {{"delta": "before "}})])
 time.sleep(0.3)
 with connection.cursor() as cursor:
     cursor.execute(
@@ -238,23 +239,23 @@ with connection.cursor() as cursor:
     )
 time.sleep(0.3)
 with transaction.atomic():
-    event_log.record(run, [(RunEventType.TEXT_DELTA, {{"delta": "after"}})])
+    writer.record(run, [(RunEventType.TEXT_DELTA, {{"delta": "after"}})])
     Run.objects.filter(pk=run.pk).update(status="completed")
-    event_log.record(run, [(RunEventType.RUN_COMPLETED, {{}})])
+    writer.record(run, [(RunEventType.RUN_COMPLETED, {{}})])
 """
     environment = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.settings",
         "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{name}",
     }
-    writer = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=environment)
+    writing = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=environment)
     got: list[RunEvent] = []
     try:
-        for page in event_reader.follow(run.pk, 0):
+        for page in followers.follow(run.pk, 0):
             if page is not None:
                 got.extend(page.events)
     finally:
-        assert writer.wait(30) == 0
+        assert writing.wait(30) == 0
         connection.close()
     assert [e.type for e in got] == ["text.delta", "text.delta", "run.completed"]
     assert "".join(e.data.get("delta", "") for e in got) == "before after"

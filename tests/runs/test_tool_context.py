@@ -178,7 +178,7 @@ def test_a_bad_fraction_is_refused(fraction: Any) -> None:
 @pytest.mark.django_db(transaction=True)
 def test_progress_is_in_the_run_s_event_stream() -> None:
     from llm_conversations.api.streams.events import EventsStream
-    from llm_conversations.runs.event_reader import read_page
+    from llm_conversations.runs.log.reader import read_page
     from tests.api.conftest import parse_sse
 
     run = service().send(create_conversation(), calls_text(("c1", "slow_count", {"steps": 1})))

@@ -1,7 +1,7 @@
 """``async def`` tools run on the one event loop of the process: together, cancellable.
 
-Real loop, real threads: the calls of a turn are answered by
-``answer_calls`` (and by a whole run) as the loop answers them, and each tool
+Real loop, real threads: the calls of a turn are run by
+``run_tool_calls`` (and by a whole run) as the loop runs them, and each tool
 records the thread and the loop it ran on, how many calls ran at once, and
 whether it was cancelled.
 """
@@ -27,7 +27,7 @@ from llm_conversations.exceptions import ToolError
 from llm_conversations.models import Run, RunEvent, RunEventType
 from llm_conversations.providers import EchoProvider
 from llm_conversations.runs import ToolLoopService
-from llm_conversations.runs.tool_answers import STOPPED, TIMED_OUT, answer_calls
+from llm_conversations.runs.tool_runs import STOPPED, TIMED_OUT, run_tool_calls
 from llm_conversations.tools import ToolContext, ToolRegistry, tool
 from llm_conversations.tools.async_loop import shared_loop, submit
 
@@ -148,7 +148,7 @@ def test_the_async_calls_of_turns_run_together_on_one_loop_thread(settings: Any)
         ToolCall("b", "nap", {"seconds": 0.1}),
         ToolCall("c", "nap", {"seconds": 0.2}),
     ]
-    results = answer_calls(calls, tools, run)
+    results = run_tool_calls(calls, tools, run)
     assert contents(results) == [
         ("a", False, "slept 0.3"),
         ("t", False, "09:00"),
@@ -157,7 +157,7 @@ def test_the_async_calls_of_turns_run_together_on_one_loop_thread(settings: Any)
     ]
     assert probe.peak == 3  # all three slept at once
     # A second turn, and a lone call: the same loop on the same thread.
-    assert contents(answer_calls([ToolCall("d", "nap", {"seconds": 0})], tools, run)) == [
+    assert contents(run_tool_calls([ToolCall("d", "nap", {"seconds": 0})], tools, run)) == [
         ("d", False, "slept 0")
     ]
     assert len(probe.threads) == 1
@@ -173,7 +173,7 @@ def test_runs_on_other_threads_share_the_loop() -> None:
     run = a_run()
 
     def answer(name: str) -> None:
-        results.append(answer_calls([ToolCall(name, "together", {"count": 3})], tools, run))
+        results.append(run_tool_calls([ToolCall(name, "together", {"count": 3})], tools, run))
 
     threads = [threading.Thread(target=answer, args=(f"n{i}",)) for i in range(3)]
     for thread in threads:
@@ -189,7 +189,7 @@ def test_a_timed_out_async_call_is_cancelled_and_the_loop_serves_on() -> None:
     probe = Probe()
     tools, run = probed_tools(probe), a_run()
     started = time.monotonic()
-    results = answer_calls(
+    results = run_tool_calls(
         [ToolCall("h", "hang"), ToolCall("n", "nap", {"seconds": 0.05})], tools, run
     )
     assert time.monotonic() - started < 2  # not the tool's 30 s
@@ -199,7 +199,7 @@ def test_a_timed_out_async_call_is_cancelled_and_the_loop_serves_on() -> None:
     ]
     assert probe.was_cancelled.wait(2)
     assert probe.cancelled == ["hang"]
-    later = answer_calls([ToolCall("m", "nap", {"seconds": 0})], tools, run)
+    later = run_tool_calls([ToolCall("m", "nap", {"seconds": 0})], tools, run)
     assert contents(later) == [("m", False, "slept 0")]
     assert len(probe.threads) == 1
 
@@ -210,13 +210,13 @@ def test_a_failing_async_tool_is_an_error_result_and_the_loop_serves_on(
     probe = Probe()
     tools, run = probed_tools(probe), a_run()
     with caplog.at_level(logging.ERROR, logger="llm_conversations.tools"):
-        results = answer_calls([ToolCall("f", "fails")], tools, run)
+        results = run_tool_calls([ToolCall("f", "fails")], tools, run)
     assert contents(results) == [("f", True, "ValueError: the async tool broke")]
     (record,) = [r for r in caplog.records if r.name == "llm_conversations.tools"]
     assert record.getMessage() == "Tool fails failed answering call f."
     assert record.exc_info is not None
     assert record.exc_info[0] is ValueError
-    later = answer_calls([ToolCall("n", "nap", {"seconds": 0})], tools, run)
+    later = run_tool_calls([ToolCall("n", "nap", {"seconds": 0})], tools, run)
     assert contents(later) == [("n", False, "slept 0")]
     assert len(probe.threads) == 1
 
@@ -225,7 +225,7 @@ def test_a_stopped_async_call_is_cancelled() -> None:
     probe, stop = Probe(), threading.Event()
     tools, run = probed_tools(probe, stop), a_run()
     started = time.monotonic()
-    results = answer_calls(
+    results = run_tool_calls(
         [ToolCall("n", "nap", {"seconds": 0}), ToolCall("s", "stops_its_run")],
         tools,
         run,
@@ -241,7 +241,7 @@ def test_a_stopped_async_call_is_cancelled() -> None:
 def test_invalid_arguments_of_an_async_tool_are_an_error_result() -> None:
     probe = Probe()
     tools, run = probed_tools(probe), a_run()
-    (result,) = answer_calls([ToolCall("x", "nap", {"seconds": "long"})], tools, run)
+    (result,) = run_tool_calls([ToolCall("x", "nap", {"seconds": "long"})], tools, run)
     assert result.is_error
     assert result.content.startswith("Invalid arguments for nap: seconds:")
     assert probe.peak == 0  # the function never ran

@@ -59,7 +59,7 @@ from llm_conversations.models import (
     RunEventType,
     RunStatus,
 )
-from llm_conversations.runs.event_reader import Page
+from llm_conversations.runs.log.reader import Page
 
 __all__ = ["AG_UI_FORMAT", "AG_UI_STREAM_NOTE", "NAMESPACE", "AgUiStream"]
 

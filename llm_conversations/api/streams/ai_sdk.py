@@ -56,8 +56,7 @@ from llm_conversations.models import (
     TerminationReason,
     WaitReason,
 )
-from llm_conversations.runs import event_reader as run_events
-from llm_conversations.runs.event_reader import Page
+from llm_conversations.runs.log.reader import SUPERSEDING, Page
 
 __all__ = [
     "AI_SDK_FORMAT",
@@ -277,7 +276,7 @@ class AiSdkStream(LogRenderer):
     ) -> list[dict[str, Any]]:
         """The chunks of one event (``logged``: its data), advancing the state."""
         chunks = self._start(run)
-        if kind in run_events.SUPERSEDING and "superseded_after" in logged:
+        if kind in SUPERSEDING and "superseded_after" in logged:
             chunks += self._supersede()
         elif kind.is_delta:
             chunks += self._delta(event_id, kind, str(logged.get("delta", "")))

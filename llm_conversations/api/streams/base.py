@@ -23,7 +23,7 @@ from rest_framework.utils.encoders import JSONEncoder
 
 from llm_conversations.conf import conf
 from llm_conversations.models import Decision, Message, Run, RunEvent, RunEventType, RunStatus
-from llm_conversations.runs.event_reader import Page
+from llm_conversations.runs.log.reader import Page
 
 __all__ = ["LogRenderer", "denied", "shown", "sse_message"]
 

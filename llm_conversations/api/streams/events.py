@@ -18,7 +18,7 @@ from llm_conversations.api.representations import message_data, message_row
 from llm_conversations.api.serializers import RunSerializer
 from llm_conversations.api.streams.base import LogRenderer, sse_message
 from llm_conversations.models import Run, RunEventType
-from llm_conversations.runs.event_reader import Page
+from llm_conversations.runs.log.reader import Page
 
 __all__ = ["EVENTS_FORMAT", "EventsStream"]
 

@@ -38,9 +38,12 @@ from llm_conversations.api.streams.base import LogRenderer
 from llm_conversations.api.streams.formats import EVENT_STREAM
 from llm_conversations.conf import conf
 from llm_conversations.models import Run, RunStatus
-from llm_conversations.runs import ToolLoopService, event_log, events, leases
-from llm_conversations.runs import event_reader as run_events
-from llm_conversations.runs.event_listener import Pushed, Waiter, listener
+from llm_conversations.runs import ToolLoopService, events, leases
+from llm_conversations.runs.log.followers import afollow, follow
+from llm_conversations.runs.log.listener import listener
+from llm_conversations.runs.log.pushes import Pushed, Waiter
+from llm_conversations.runs.log.reader import Page, last_event_id, pushed_page, read_page
+from llm_conversations.runs.log.writer import handed_batch
 
 __all__ = [
     "HEARTBEAT",
@@ -67,10 +70,10 @@ def _go_on_unfollowed(steps: Iterator[Any], run_id: Any) -> None:
         logger.exception("Run %s failed after its client disconnected", run_id)
 
 
-def _logged(run_id: Any, after_id: int) -> Iterator[run_events.Page]:
+def _logged(run_id: Any, after_id: int) -> Iterator[Page]:
     """Every page logged after ``after_id`` so far, up to one that ends a stream."""
     while True:
-        page = run_events.read_page(run_id, after_id)
+        page = read_page(run_id, after_id)
         if not page.events:
             return
         yield page
@@ -90,7 +93,7 @@ def _steps(
     stream: Iterator[events.LoopEvent],
     waiter: Waiter,
     handed: Pushed | None = None,
-) -> Iterator[run_events.Page]:
+) -> Iterator[Page]:
     """The pages each step of the execution logged, as they were pushed in this thread
     when committed; read from the log when a push is missing (the execution's writes
     in an outer transaction, a test's, commit only at its end). ``handed``: the
@@ -106,7 +109,7 @@ def _steps(
             if batch.after != after_id:
                 read = True
                 break
-            page = run_events.pushed_page(batch)
+            page = pushed_page(batch)
             after_id = page.events[-1].id
             yield page
         if read or connection.in_atomic_block:
@@ -120,8 +123,8 @@ def _execute(service: ToolLoopService, run: Run, fmt: LogRenderer) -> Generator[
     # Events logged before this request (an earlier part of the run) were sent by
     # then; a run never started, or started as it was stored, has none before.
     fresh = run.started_at is None or leases.holds(run)
-    after_id = 0 if fresh else run_events.last_event_id(run_id)
-    handed = event_log.handed_batch(run)
+    after_id = 0 if fresh else last_event_id(run_id)
+    handed = handed_batch(run)
     fmt.prime(after_id)
     stream = cast(Generator[events.LoopEvent, None, None], service.events(run))
     try:
@@ -142,7 +145,7 @@ def _execute(service: ToolLoopService, run: Run, fmt: LogRenderer) -> Generator[
             # Another worker took the run over (this execution's lease lapsed):
             # follow its execution in the log rather than make up an end.
             heartbeat = conf.SSE_HEARTBEAT_SECONDS
-            for followed in run_events.follow(run_id, after_id, heartbeat=heartbeat):
+            for followed in follow(run_id, after_id, heartbeat=heartbeat):
                 if followed is None:
                     yield HEARTBEAT
                     continue
@@ -263,7 +266,7 @@ def executing_stream_response(
 
 def _follow_log(run_id: uuid.UUID | str, after_id: int, fmt: LogRenderer) -> Iterator[bytes]:
     fmt.prime(after_id)
-    for page in run_events.follow(run_id, after_id, heartbeat=conf.SSE_HEARTBEAT_SECONDS):
+    for page in follow(run_id, after_id, heartbeat=conf.SSE_HEARTBEAT_SECONDS):
         yield HEARTBEAT if page is None else fmt.render(page)
     if closing := fmt.end():
         yield closing
@@ -283,7 +286,7 @@ async def _afollow_log(
 ) -> AsyncIterator[bytes]:
     await sync_to_async(_release_connections)()
     await sync_to_async(fmt.prime, thread_sensitive=False)(after_id)
-    async for page in run_events.afollow(run_id, after_id, heartbeat=heartbeat):
+    async for page in afollow(run_id, after_id, heartbeat=heartbeat):
         yield HEARTBEAT if page is None else fmt.render(page)
     if closing := fmt.end():
         yield closing

@@ -1,8 +1,7 @@
 """Pushing run events to their readers: one shared ``LISTEN`` per process, and local pushes.
 
-What the engine logs reaches the readers of a run without a query: a
-:class:`Pushed` batch, the events one transaction wrote and the id of the
-run's event before them (``after``, when the writer knows it), handed to each
+What the engine logs reaches the readers of a run without a query, as a
+:class:`~llm_conversations.runs.log.pushes.Pushed` batch handed to each
 waiting reader once committed. Events this process logs are pushed in process
 (:func:`publish`, with the stored turns they name); on PostgreSQL every
 process's writes are also sent as ``NOTIFY`` with the batch as payload
@@ -17,15 +16,15 @@ The log stays the one durable source: a reader takes a pushed batch only when
 it continues exactly where the reader stands (``after`` is its last id), and
 reads the log otherwise: a batch whose writer did not know what came before,
 one that overtook another, a payload too large for ``NOTIFY``, a waiter that
-fell behind (:data:`MAX_PUSHES` batches), or a plain wake-up (listening
-started or stopped, so something may have been missed). A waiter must
-subscribe before it reads, so nothing committed between the read and the wait
-goes unnoticed; and it polls as well (``listening`` says how often it may).
+fell behind (:data:`~llm_conversations.runs.log.pushes.MAX_PUSHES` batches),
+or a plain wake-up (listening started or stopped, so something may have been
+missed). A waiter must subscribe before it reads, so nothing committed between
+the read and the wait goes unnoticed; and it polls as well (``listening`` says
+how often it may).
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -34,26 +33,20 @@ import selectors
 import socket
 import threading
 import uuid
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import connections, router
 from django.utils.dateparse import parse_datetime
 from rest_framework.utils.encoders import JSONEncoder
 
-if TYPE_CHECKING:
-    from llm_conversations.models import Message, Run, RunEvent
+from llm_conversations.runs.log.pushes import Pushed, Waiter
 
 __all__ = [
     "CHANNEL",
-    "MAX_PUSHES",
     "EventListener",
-    "Pushed",
-    "Waiter",
     "from_payload",
     "listen",
     "listener",
@@ -68,108 +61,8 @@ logger = logging.getLogger("llm_conversations.events")
 CHANNEL = "llm_conversations_run_events"
 """The channel run events are notified on."""
 RECONNECT_SECONDS = 1.0
-MAX_PUSHES = 256
-"""Batches a waiter holds before it is told to read the log instead."""
 # PostgreSQL refuses a NOTIFY payload of 8000 bytes or more.
 MAX_PAYLOAD_BYTES = 7900
-
-
-@dataclass(frozen=True)
-class Pushed:
-    """The events one committed transaction logged for a run, in id order.
-
-    ``after`` is the id of the run's event before them, or ``None`` when the
-    writer did not know it; ``messages`` the stored turns the events name, by
-    id, and ``run`` the run as the writer left it, where the writer had them
-    (in process; a reader reads what is missing).
-    """
-
-    run_id: str
-    after: int | None
-    events: Sequence[RunEvent]
-    messages: Mapping[str, Message] = field(default_factory=dict)
-    run: Run | None = None
-
-    @property
-    def last_id(self) -> int:
-        return self.events[-1].id
-
-
-class Waiter:
-    """One reader's wake-up: a thread waits with :meth:`wait`, a coroutine with :meth:`await_`."""
-
-    def __init__(self, run_id: str, *, wakes: bool = True) -> None:
-        self.run_id = run_id
-        self.wakes = wakes
-        self._event = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._async_event: asyncio.Event | None = None
-        self._pushes: deque[Pushed] = deque()
-        self._read_wanted = False
-        self._lock = threading.Lock()
-
-    def push(self, batch: Pushed) -> None:
-        """Hand a committed batch over, and wake the reader (safe from any thread)."""
-        with self._lock:
-            if len(self._pushes) >= MAX_PUSHES:
-                # Fallen behind: what it missed is in the log.
-                self._pushes.clear()
-                self._read_wanted = True
-            elif not self._read_wanted:
-                self._pushes.append(batch)
-        self._signal()
-
-    def take(self) -> tuple[list[Pushed], bool]:
-        """The batches pushed since the last take, and whether the reader must read the
-        log (it was woken to, or fell behind)."""
-        with self._lock:
-            batches, read = list(self._pushes), self._read_wanted
-            self._pushes.clear()
-            self._read_wanted = False
-        return batches, read
-
-    def bind(self) -> None:
-        """Make the waiter awaitable from the running event loop."""
-        self._loop = asyncio.get_running_loop()
-        self._async_event = asyncio.Event()
-
-    def wake(self) -> None:
-        """Ask the reader to read the log (safe from any thread); nothing for one that
-        does not take wake-ups."""
-        if not self.wakes:
-            return
-        with self._lock:
-            self._read_wanted = True
-        self._signal()
-
-    def _signal(self) -> None:
-        self._event.set()
-        if self._loop is not None and self._async_event is not None:
-            # A closed loop raises: nobody waits there any more.
-            with contextlib.suppress(RuntimeError):
-                self._loop.call_soon_threadsafe(self._async_event.set)
-
-    def clear(self) -> None:
-        """Forget earlier wake-ups; call it before reading the log (batches pushed
-        meanwhile stay: the reader skips what its read held)."""
-        with self._lock:
-            self._read_wanted = False
-        self._event.clear()
-        if self._async_event is not None:
-            self._async_event.clear()
-
-    def wait(self, timeout: float) -> bool:
-        """Block until woken or ``timeout`` seconds pass; True when woken."""
-        return self._event.wait(timeout)
-
-    async def await_(self, timeout: float) -> bool:
-        """:meth:`wait` for a coroutine (after :meth:`bind`)."""
-        assert self._async_event is not None, "bind() first"
-        try:
-            await asyncio.wait_for(self._async_event.wait(), timeout)
-        except TimeoutError:
-            return False
-        return True
 
 
 class EventListener:

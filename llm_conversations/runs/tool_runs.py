@@ -1,9 +1,10 @@
-"""Answering a turn's tool calls: which wait for a person or a frontend
+"""Running a turn's tool calls: which wait for a person or a frontend
 (:func:`waiting_calls`), and running the rest with their deadlines, in
-parallel, stoppable by a cancel (:func:`answer_calls`).
+parallel, stoppable by a cancel (:func:`run_tool_calls`), each call's result a
+tool turn.
 
 Nothing here writes to the database: ``runs/transitions.store_results`` stores
-what :func:`answer_calls` returns.
+what :func:`run_tool_calls` returns.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from llm_conversations.runs.live_connections import return_connection
 from llm_conversations.runs.tool_contexts import tool_contexts
 from llm_conversations.tools import ToolRegistry, async_loop, tool_result_message
 
-__all__ = ["answer_calls", "waiting_calls"]
+__all__ = ["run_tool_calls", "waiting_calls"]
 
 DENIED = "The operator denied this tool call."
 TIMED_OUT = "The tool did not answer within {seconds:g} seconds."
@@ -70,7 +71,7 @@ def _on_loop(call: ToolCall, offered: ToolRegistry) -> bool:
     return call.name in offered and offered.get(call.name).is_async
 
 
-def answer_calls(
+def run_tool_calls(
     calls: Sequence[ToolCall],
     offered: ToolRegistry,
     run: Run,
@@ -78,7 +79,7 @@ def answer_calls(
     stop: threading.Event | None = None,
     ran_before: Collection[str] = (),
 ) -> list[ChatMessage]:
-    """Answer each call, in call order.
+    """Run each call's tool; the results (tool turns) in call order.
 
     Calls of ``async def`` tools run on the process's shared event loop
     (:mod:`llm_conversations.tools.async_loop`), all at once; the others on a
@@ -94,14 +95,14 @@ def answer_calls(
     batch = _Batch(calls, offered, run, ran_before)
     # The tools may take long; a tool that queries takes a connection again.
     return_connection()
-    if batch.answered_here:
-        return [batch.answer(calls[0])]
-    return batch.answer_all(stop)
+    if batch.runs_here:
+        return [batch.run_call(calls[0])]
+    return batch.run_all(stop)
 
 
 class _Batch:
-    """The calls of one turn being answered: each call's tool context, deadline and
-    where it runs, when it started, and the steps from a call to its answer."""
+    """The calls of one turn being run: each call's tool context, deadline and
+    where it runs, when it started, and the steps from a call to its result."""
 
     def __init__(
         self,
@@ -122,12 +123,12 @@ class _Batch:
         self.started: dict[int, float] = {}
 
     @property
-    def answered_here(self) -> bool:
+    def runs_here(self) -> bool:
         """One sync call without a deadline runs in this thread, no pool needed."""
         return len(self.calls) == 1 and self.timeouts[0] is None and not self.on_loop[0]
 
     def refused(self, call: ToolCall) -> ChatMessage | None:
-        """The error answer of a denied call, or of one that must not run twice."""
+        """The error result of a denied call, or of one that must not run twice."""
         if self.run.decision(call.id) is Decision.DENIED:
             return tool_result_message(call.id, DENIED, is_error=True)
         offered = self.offered
@@ -139,23 +140,23 @@ class _Batch:
             return tool_result_message(call.id, NOT_REPEATED, is_error=True)
         return None
 
-    def answer(self, call: ToolCall) -> ChatMessage:
+    def run_call(self, call: ToolCall) -> ChatMessage:
         """Run a sync call (or refuse it) in this thread."""
         if (message := self.refused(call)) is not None:
             return message
         with telemetry.tool_execution(call, self.parent) as traced:
             return traced.result(self.offered.execute(call, self.contexts.get(call.id)))
 
-    def answer_in_thread(self, index: int) -> ChatMessage:
+    def run_in_thread(self, index: int) -> ChatMessage:
         """Run a sync call on a pool thread, its deadline counted from now."""
         self.started[index] = time.monotonic()
         try:
-            return self.answer(self.calls[index])
+            return self.run_call(self.calls[index])
         finally:
             # A tool that used the ORM opened this thread's own connection.
             connections.close_all()
 
-    async def answer_on_loop(self, index: int) -> ChatMessage:
+    async def run_on_loop(self, index: int) -> ChatMessage:
         """Run an async call on the shared event loop, its deadline counted from now."""
         self.started[index] = time.monotonic()
         call = self.calls[index]
@@ -165,8 +166,8 @@ class _Batch:
             tool = self.offered.get(call.name)
             return traced.result(await tool.execute_async(call, self.contexts.get(call.id)))
 
-    def answer_all(self, stop: threading.Event | None) -> list[ChatMessage]:
-        """Start every call where it runs, then wait for their answers, in call order."""
+    def run_all(self, stop: threading.Event | None) -> list[ChatMessage]:
+        """Start every call where it runs, then wait for their results, in call order."""
         threaded = self.on_loop.count(False)
         pool = (
             ThreadPoolExecutor(max_workers=min(conf.TOOL_WORKERS, threaded)) if threaded else None
@@ -186,14 +187,14 @@ class _Batch:
 
     def _start(self, index: int, pool: ThreadPoolExecutor | None) -> Future[ChatMessage]:
         if self.on_loop[index]:
-            return async_loop.submit(self.answer_on_loop(index))
+            return async_loop.submit(self.run_on_loop(index))
         assert pool is not None
-        return pool.submit(self.answer_in_thread, index)
+        return pool.submit(self.run_in_thread, index)
 
     def _gather(
         self, futures: dict[Future[ChatMessage], int], stop: threading.Event | None
     ) -> dict[int, ChatMessage]:
-        """Each call's answer by its index: its result, or an error once it is past its
+        """Each call's result by its index: its tool's, or an error once it is past its
         deadline or the run stopped."""
         results: dict[int, ChatMessage] = {}
         while len(results) < len(self.calls):
@@ -210,16 +211,16 @@ class _Batch:
         return results
 
     def _timed_out(self, running: dict[Future[ChatMessage], int]) -> dict[int, ChatMessage]:
-        """The error answers of running calls past their deadline, each call cancelled."""
+        """The error results of running calls past their deadline, each call cancelled."""
         now = time.monotonic()
-        answers = {}
+        results = {}
         for future, index in running.items():
             limit = self.timeouts[index]
             if limit is None or index not in self.started or now - self.started[index] < limit:
                 continue
-            answers[index] = self._error(index, TIMED_OUT.format(seconds=limit))
+            results[index] = self._error(index, TIMED_OUT.format(seconds=limit))
             future.cancel()  # cancels an async call's coroutine; a thread runs on
-        return answers
+        return results
 
     def _error(self, index: int, text: str) -> ChatMessage:
         return tool_result_message(self.calls[index].id, text, is_error=True)

@@ -9,7 +9,7 @@ joins them so the log takes at most one write per ``TEXT_FLUSH_SECONDS`` (or
 ``TEXT_FLUSH_CHARS`` characters), none of it late.
 
 Once committed, what a transaction logged is pushed to the run's readers
-(:mod:`llm_conversations.runs.event_listener`): to this process's in process,
+(:mod:`llm_conversations.runs.log.listener`): to this process's in process,
 with the stored turns and the run state the writer holds, and on PostgreSQL to
 every process's listener through the ``NOTIFY`` sent in the same transaction.
 Each batch says which event it follows when the writer knows it (the
@@ -30,15 +30,9 @@ from django.utils import timezone
 
 from llm_conversations.models import Message, Run, RunEvent, RunEventType, RunStatus
 from llm_conversations.models.inserts import insert_rows
-from llm_conversations.runs.event_listener import (
-    CHANNEL,
-    Pushed,
-    notifies,
-    notify_payload,
-    publish,
-    wake,
-)
 from llm_conversations.runs.live_connections import on_a_live_connection
+from llm_conversations.runs.log.listener import CHANNEL, notifies, notify_payload, publish, wake
+from llm_conversations.runs.log.pushes import Pushed
 
 __all__ = [
     "TEXT_FLUSH_CHARS",
