@@ -1,4 +1,4 @@
-"""The trail of approvals: who decided a call waiting for approval, when, why, on what.
+"""The decision trail: who decided a call waiting for approval, when, why, on what.
 
 ``Run.decisions`` is what the loop acts on; a :class:`ToolDecision` row per
 decided call is the record kept for audit, written in the same transaction:

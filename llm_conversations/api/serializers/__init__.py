@@ -72,6 +72,10 @@ from llm_conversations.api.serializers.runs import (
     ToolDecisionSerializer,
     ToolSerializer,
 )
+from llm_conversations.api.serializers.waiting_calls import (
+    WaitingCallQuerySerializer,
+    WaitingCallSerializer,
+)
 
 __all__ = [
     "ORDERING_FIELDS",
@@ -117,5 +121,7 @@ __all__ = [
     "UIMessageChunkEventSerializer",
     "UIMessageSerializer",
     "UserMessageField",
+    "WaitingCallQuerySerializer",
+    "WaitingCallSerializer",
     "declared_limit",
 ]

@@ -349,7 +349,7 @@ class ToolDecisionSerializer(StrictTypes[Any]):
         default="",
         allow_blank=True,
         max_length=MAX_REASON_CHARS,
-        help_text="Why, kept with the decision in the approvals trail.",
+        help_text="Why, kept with the decision in the decision trail.",
     )
     digest = serializers.RegexField(
         r"^[0-9a-f]{64}\Z",

@@ -1,4 +1,4 @@
-"""``GET conversations/{id}/runs/{run_id}/decisions/``: a run's approvals trail.
+"""``GET conversations/{id}/runs/{run_id}/decisions/``: a run's decision trail.
 
 Every decision on a call that waited for approval, oldest first, as
 ``ToolDecision`` keeps it (``runs/decisions.py`` writes it): owner-scoped
