@@ -8,37 +8,35 @@ JSON columns.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Final
+from typing import Final
 
 from django.db import IntegrityError, models
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from llm_conversations.core.messages import ToolCall
 from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS
 from llm_conversations.core.parameters import RunParameters
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.exceptions import RunStateError
 from llm_conversations.models.run_events import RunEventType
+from llm_conversations.models.waiting_calls import (
+    Decision,
+    WaitingCallsField,
+    WaitReason,
+    approval_digest,
+)
 
 __all__ = [
     "ACTIVE_RUN_STATUSES",
     "ENDED_RUN_STATUSES",
     "RUN_MOVES",
-    "Decision",
-    "PendingCall",
     "Run",
     "RunStatus",
     "TerminationReason",
-    "WaitReason",
-    "approval_digest",
 ]
 
 
@@ -151,51 +149,6 @@ class TerminationReason(models.TextChoices):
     ROLLED_BACK = "rolled_back", _("interrupted by a new run, its turns removed")
 
 
-class WaitReason(models.TextChoices):
-    """Why a run waits on a call."""
-
-    REQUIRES_APPROVAL = "requires_approval", _("needs approval")
-    CLIENT_SIDE = "client_side", _("needs an output from the client")
-
-
-class Decision(models.TextChoices):
-    """An operator's decision on a call that requires approval."""
-
-    APPROVED = "approved", _("approved")
-    DENIED = "denied", _("denied")
-
-
-@dataclass(frozen=True, slots=True)
-class PendingCall:
-    """A call a paused run waits on, and why.
-
-    Its stored form is the call's stored form plus ``reason``.
-    """
-
-    call: ToolCall
-    reason: WaitReason
-
-    def to_stored(self) -> dict[str, Any]:
-        """The JSON kept in ``Run.pending_tool_calls``."""
-        return {**self.call.to_stored(), "reason": self.reason.value}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PendingCall:
-        """Read :meth:`to_stored` output."""
-        fields = {key: value for key, value in data.items() if key != "reason"}
-        return cls(ToolCall.from_dict(fields), WaitReason(data["reason"]))
-
-
-def approval_digest(waiting: Iterable[PendingCall]) -> str | None:
-    """A digest of the calls waiting for approval (ids, names, arguments), ``None`` when
-    none waits: a decision names it to prove which calls it saw."""
-    calls = [p.call.to_stored() for p in waiting if p.reason == WaitReason.REQUIRES_APPROVAL]
-    if not calls:
-        return None
-    canonical = json.dumps(calls, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
 class Run(models.Model):
     """One execution of the tool loop for one new user turn.
 
@@ -272,8 +225,8 @@ class Run(models.Model):
     )
     error_type = models.CharField(_("error type"), max_length=100, blank=True)
     error_message = models.TextField(_("error message"), blank=True)
-    # PendingCall stored forms; read through waiting_calls.
-    pending_tool_calls = models.JSONField(_("pending tool calls"), default=list, blank=True)
+    # The calls a paused run waits on, as WaitingCall values.
+    waiting_calls = WaitingCallsField(_("waiting calls"), default=list, blank=True)
     # Decision values by call id; read through decision().
     decisions = models.JSONField(_("decisions"), default=dict, blank=True)
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
@@ -386,19 +339,9 @@ class Run(models.Model):
     # Waiting calls ---------------------------------------------------------------
 
     @property
-    def waiting_calls(self) -> list[PendingCall]:
-        """The calls this run waits on, in call order."""
-        return [PendingCall.from_dict(item) for item in self.pending_tool_calls]
-
-    @property
     def approval_digest(self) -> str | None:
         """The :func:`approval_digest` of the calls this run waits on."""
         return approval_digest(self.waiting_calls)
-
-    @staticmethod
-    def stored_waiting(calls: Iterable[PendingCall]) -> list[dict[str, Any]]:
-        """The JSON for ``pending_tool_calls`` (for conditional updates)."""
-        return [pending.to_stored() for pending in calls]
 
     def take_waiting(self, reason: WaitReason, chosen: Iterable[str] | None) -> list[str]:
         """Take ``chosen`` calls (all that wait for ``reason`` when ``None``) off the list.
@@ -419,7 +362,7 @@ class Run(models.Model):
             )
         taken = [i for i in awaiting if i in taken]  # call order, each once
         left = [p for p in waiting if p.call.id not in taken]
-        self.pending_tool_calls = self.stored_waiting(left)
+        self.waiting_calls = left
         if left:
             self.status = RunStatus.REQUIRES_ACTION
         else:

@@ -45,11 +45,11 @@ from llm_conversations.models import (
     ENDED_RUN_STATUSES,
     Decision,
     Message,
-    PendingCall,
     Run,
     RunEventType,
     RunStatus,
     TerminationReason,
+    WaitingCall,
 )
 from llm_conversations.providers.model_catalog import call_cost
 from llm_conversations.runs import policy, waiting_runs
@@ -89,7 +89,7 @@ def lease_expiry() -> datetime:
 _RELEASED = {"lease_owner": "", "lease_expires_at": None}
 
 
-def pause(run: Run, waiting: Sequence[PendingCall]) -> Run:
+def pause(run: Run, waiting: Sequence[WaitingCall]) -> Run:
     """Wait for decisions or client-side outputs on ``waiting``; the lease is released.
 
     ``run_requires_action`` is sent once the pause is committed.
@@ -97,7 +97,7 @@ def pause(run: Run, waiting: Sequence[PendingCall]) -> Run:
     with transaction.atomic():
         paused = Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
             status=RunStatus.REQUIRES_ACTION,
-            pending_tool_calls=Run.stored_waiting(waiting),
+            waiting_calls=list(waiting),
             **_RELEASED,
         )
         run.refresh_from_db()
@@ -171,7 +171,7 @@ def _end_fields(
     fields: dict[str, Any] = {
         "status": status,
         "termination_reason": reason,
-        "pending_tool_calls": [],
+        "waiting_calls": [],
         "waiting_turn": {},
         "finished_at": timezone.now(),
         **_RELEASED,

@@ -32,9 +32,9 @@ from llm_conversations.models import (
     MAX_ID_CHARS,
     MAX_REASON_CHARS,
     Decision,
-    PendingCall,
     Run,
     RunStatus,
+    WaitingCall,
     WaitReason,
 )
 from llm_conversations.runs.fallbacks import FALLBACK_REASONS
@@ -149,7 +149,7 @@ class RunEventsQuerySerializer(serializers.Serializer[Any]):
     )
 
 
-class PendingToolCallSerializer(ToolCallSerializer):
+class RunWaitingCallSerializer(ToolCallSerializer):
     """A call the run waits for, and why."""
 
     reason = serializers.ChoiceField(
@@ -157,8 +157,8 @@ class PendingToolCallSerializer(ToolCallSerializer):
         help_text="`requires_approval`: approve or deny it; `client_side`: submit its output.",
     )
 
-    def to_representation(self, instance: PendingCall) -> dict[str, Any]:
-        # A PendingCall from Run.waiting_calls: the call's own wire form
+    def to_representation(self, instance: WaitingCall) -> dict[str, Any]:
+        # A WaitingCall from Run.waiting_calls: the call's own wire form
         # (arguments as JSON text, or as the model sent them) plus the reason.
         return {**instance.call.to_wire(), "reason": instance.reason.value}
 
@@ -258,7 +258,7 @@ class RunSerializer(serializers.Serializer[Run]):
         "when it made calls and none had a price, as its turns' `cost` is.",
     )
     fitting = RunContextSerializer(source="*")
-    pending_tool_calls = PendingToolCallSerializer(source="waiting_calls", many=True)
+    waiting_calls = RunWaitingCallSerializer(many=True)
     approval_digest = serializers.CharField(
         read_only=True,
         allow_null=True,

@@ -111,7 +111,7 @@ def decisions_of(
     (``addToolApprovalResponse({id, approved, reason})``). Parts about other
     calls are ignored.
     """
-    waiting = {pending.call.id: pending.reason for pending in run.waiting_calls}
+    waiting = {w.call.id: w.reason for w in run.waiting_calls}
     approved: list[str] = []
     denied: list[str] = []
     outputs: dict[str, dict[str, Any]] = {}

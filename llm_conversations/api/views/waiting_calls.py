@@ -56,12 +56,12 @@ class WaitingCallViewSet(ApiView, viewsets.ViewSet):
                 "conversation": run.conversation_id,
                 "conversation_title": run.conversation.title,
                 "run": run.pk,
-                "tool_call": pending.call.to_wire(),
+                "tool_call": waiting.call.to_wire(),
                 "approval_digest": run.approval_digest,
                 "waiting_since": run.updated_at,
             }
             for run in page or ()
-            for pending in run.waiting_calls
-            if pending.reason == WaitReason.REQUIRES_APPROVAL
+            for waiting in run.waiting_calls
+            if waiting.reason == WaitReason.REQUIRES_APPROVAL
         ]
         return paginator.get_paginated_response(WaitingCallSerializer(items, many=True).data)

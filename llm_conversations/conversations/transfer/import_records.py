@@ -55,10 +55,10 @@ from llm_conversations.models import (
     Decision,
     Feedback,
     Message,
-    PendingCall,
     Run,
     RunStatus,
     TerminationReason,
+    WaitingCall,
 )
 from llm_conversations.users import User
 
@@ -190,12 +190,12 @@ class RecordReader:
             within(f"{field}.tools[{i}]", ToolSpec.from_dict, item)
             for i, item in enumerate(list_value(data["tools"], f"{field}.tools"))
         ]
-        run.pending_tool_calls = Run.stored_waiting(
-            within(f"{field}.pending_tool_calls[{i}]", PendingCall.from_dict, item)
+        run.waiting_calls = [
+            within(f"{field}.pending_tool_calls[{i}]", WaitingCall.from_dict, item)
             for i, item in enumerate(
                 list_value(data["pending_tool_calls"], f"{field}.pending_tool_calls")
             )
-        )
+        ]
         decisions = data["decisions"]
         if not isinstance(decisions, dict):
             raise invalid(f"{field}.decisions", "must be an object")
@@ -209,7 +209,7 @@ class RecordReader:
             # (its open calls are answered by _answered_unfinished).
             run.status = RunStatus.CANCELLED
             run.termination_reason = TerminationReason.IMPORTED_UNFINISHED
-            run.pending_tool_calls = []
+            run.waiting_calls = []
             run.finished_at = run.finished_at or run.updated_at
         return run
 
