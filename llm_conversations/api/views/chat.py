@@ -46,7 +46,7 @@ from llm_conversations.api.views.base import (
     error_responses,
     owned,
 )
-from llm_conversations.api.views.runs import RunViews
+from llm_conversations.api.views.run_starts import RunViews
 from llm_conversations.exceptions import RunStateError
 from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,

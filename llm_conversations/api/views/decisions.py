@@ -28,7 +28,7 @@ from llm_conversations.api.views.base import (
     parse_uuid,
     valid_query,
 )
-from llm_conversations.api.views.runs import RUN_ID
+from llm_conversations.api.views.run_starts import RUN_ID
 from llm_conversations.models import ToolDecision
 
 __all__ = ["DecisionPagination", "DecisionViewSet"]
