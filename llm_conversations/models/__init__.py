@@ -22,13 +22,13 @@ from llm_conversations.models.message_rows import (
     conversation_messages,
 )
 from llm_conversations.models.run_events import DELTAS, RunEvent, RunEventType
-from llm_conversations.models.runs import (
+from llm_conversations.models.run_states import (
     ACTIVE_RUN_STATUSES,
     ENDED_RUN_STATUSES,
-    Run,
     RunStatus,
     TerminationReason,
 )
+from llm_conversations.models.runs import Run
 from llm_conversations.models.shares import TOKEN_HASH_CHARS, SharedMessage, ShareLink
 from llm_conversations.models.summaries import ConversationSummary
 from llm_conversations.models.waiting_calls import Decision, WaitingCall, WaitReason

@@ -1,17 +1,16 @@
 """Runs of the tool loop and the typed state they keep.
 
-A run's state is read and written only through the values and methods here:
-statuses, why it ended, why it waits, the operator's decisions, the calls it
-waits on, the tools it offered and its parameters. Nothing else parses the
-JSON columns.
+A run's state is read and written only through ``Run``'s methods and the values
+they take: its status and why it ended (``run_states.py``), the calls it waits
+on, why, and the operator's decisions (``waiting_calls.py``), the tools it
+offered and its parameters. Nothing else parses the JSON columns.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from decimal import Decimal
-from typing import Final
 
 from django.db import IntegrityError, models
 from django.db.models import Q
@@ -22,7 +21,11 @@ from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS
 from llm_conversations.core.parameters import RunParameters
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.exceptions import RunStateError
-from llm_conversations.models.run_events import RunEventType
+from llm_conversations.models.run_states import (
+    ACTIVE_RUN_STATUSES,
+    RunStatus,
+    TerminationReason,
+)
 from llm_conversations.models.waiting_calls import (
     Decision,
     WaitingCallsField,
@@ -30,123 +33,10 @@ from llm_conversations.models.waiting_calls import (
     approval_digest,
 )
 
-__all__ = [
-    "ACTIVE_RUN_STATUSES",
-    "ENDED_RUN_STATUSES",
-    "RUN_MOVES",
-    "Run",
-    "RunStatus",
-    "TerminationReason",
-]
+__all__ = ["Run"]
 
 
-class RunStatus(models.TextChoices):
-    """Where a run of the tool loop stands, and the rules of its moves (:data:`RUN_MOVES`)."""
-
-    QUEUED = "queued", _("Queued")
-    RUNNING = "running", _("Running")
-    REQUIRES_ACTION = "requires_action", _("Requires action")
-    COMPLETED = "completed", _("Completed")
-    FAILED = "failed", _("Failed")
-    CANCELLED = "cancelled", _("Cancelled")
-    # Stored behind the conversation's active run (busy strategy "enqueue"):
-    # not active yet, so the one-active-run constraint does not count it.
-    WAITING = "waiting", _("Waiting for the active run")
-
-    @property
-    def moves(self) -> frozenset[RunStatus]:
-        """The statuses a run in this one may move to."""
-        return RUN_MOVES[self]
-
-    @property
-    def reached_from(self) -> frozenset[RunStatus]:
-        """The statuses a run may move to this one from."""
-        return frozenset(status for status, moves in RUN_MOVES.items() if self in moves)
-
-    @property
-    def end_event(self) -> RunEventType | None:
-        """The event a run's stream ends with in this status; ``None`` while it executes."""
-        return _END_EVENTS.get(self)
-
-    @classmethod
-    def ended_by(cls, event: RunEventType) -> RunStatus:
-        """The status a run is in after logging ``event``, an event that ends a stream."""
-        return next(status for status, end in _END_EVENTS.items() if end is event)
-
-    @property
-    def executing(self) -> bool:
-        """Whether the run may log more events without anyone acting on it: it waits
-        for its turn, is queued for a worker, or runs."""
-        return self.end_event is None
-
-
-# The one table of a run's moves; beside each, who makes it.
-RUN_MOVES: Final[Mapping[RunStatus, frozenset[RunStatus]]] = {
-    RunStatus.WAITING: frozenset(
-        {
-            RunStatus.QUEUED,  # the run ahead ended: transitions.finish -> waiting_runs
-            RunStatus.FAILED,  # its user turn can no longer be stored: transitions
-            RunStatus.CANCELLED,  # transitions.cancel_run
-        }
-    ),
-    RunStatus.QUEUED: frozenset(
-        {
-            RunStatus.RUNNING,  # a worker or a request claims it: leases.claim
-            RunStatus.FAILED,  # transitions.finish
-            RunStatus.CANCELLED,  # transitions.cancel_run, busy.replace_active
-        }
-    ),
-    RunStatus.RUNNING: frozenset(
-        {
-            RunStatus.QUEUED,  # its worker was lost: reaper.reap_runs
-            RunStatus.REQUIRES_ACTION,  # transitions.pause
-            RunStatus.COMPLETED,  # transitions.finish
-            RunStatus.FAILED,  # transitions.finish (the loop, the reaper)
-            RunStatus.CANCELLED,  # transitions.cancel_run, busy.replace_active
-        }
-    ),
-    RunStatus.REQUIRES_ACTION: frozenset(
-        {
-            RunStatus.QUEUED,  # its calls were answered: decisions.answer_waiting
-            RunStatus.FAILED,  # transitions.finish
-            RunStatus.CANCELLED,  # transitions.cancel_run, busy.replace_active
-        }
-    ),
-    RunStatus.FAILED: frozenset({RunStatus.QUEUED}),  # a retry: transitions.requeue_failed
-    RunStatus.COMPLETED: frozenset(),
-    RunStatus.CANCELLED: frozenset(),
-}
-_END_EVENTS: Final[Mapping[RunStatus, RunEventType]] = {
-    RunStatus.REQUIRES_ACTION: RunEventType.RUN_REQUIRES_ACTION,
-    RunStatus.COMPLETED: RunEventType.RUN_COMPLETED,
-    RunStatus.FAILED: RunEventType.RUN_FAILED,
-    RunStatus.CANCELLED: RunEventType.RUN_CANCELLED,
-}
-
-ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.REQUIRES_ACTION)
-ENDED_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 ONE_ACTIVE_RUN = "llmconv_one_active_run"
-
-
-class TerminationReason(models.TextChoices):
-    """Why a run ended."""
-
-    COMPLETED = "completed", _("completed")
-    MAX_ITERATIONS = "max_iterations", _("iteration limit reached")
-    PROVIDER_ERROR = "provider_error", _("provider error")
-    ERROR = "error", _("error")
-    TIMEOUT = "timeout", _("run timed out")
-    WORKER_LOST = "worker_lost", _("the worker executing it was lost")
-    CONTENT_FILTER = "content_filter", _("refused or filtered by the provider")
-    LENGTH = "length", _("output limit reached")
-    INVALID_OUTPUT = "invalid_output", _("the answer did not match the response format")
-    CANCELLED = "cancelled", _("cancelled")
-    CONTEXT_OVERFLOW = "context_overflow", _("the conversation did not fit the context window")
-    BUDGET_EXCEEDED = "budget_exceeded", _("a budget would be exceeded")
-    # A run exported while queued, running or waiting, imported as cancelled.
-    IMPORTED_UNFINISHED = "imported_unfinished", _("unfinished when it was exported")
-    INTERRUPTED = "interrupted", _("interrupted by a new run")
-    ROLLED_BACK = "rolled_back", _("interrupted by a new run, its turns removed")
 
 
 class Run(models.Model):
