@@ -47,7 +47,7 @@ from llm_conversations.checks import (
     check_webhooks,
 )
 from llm_conversations.core.model_info import DEFAULT_MODEL_INFO
-from llm_conversations.models.runs import RUN_MOVES, RunStatus
+from llm_conversations.models.run_states import RUN_MOVES, RunStatus
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -120,6 +120,23 @@ def stacked_chart(
     totals: dict[str, Number] = defaultdict(int)
     for row in rows:
         totals[row.key] += value(row)
+    chart = Chart(title=title)
+    shown, others = _legend(chart, totals, text, ranking)
+    stacks = _stacks(rows, value, shown, others)
+    top = _nice_ceiling(max((float(sum(s.values())) for s in stacks.values()), default=0.0))
+    _draw_bars(chart, days, stacks, top, text)
+    _draw_axes(chart, days, top, totals, text)
+    return chart
+
+
+def _legend(
+    chart: Chart,
+    totals: dict[str, Number],
+    text: Callable[[Number], str],
+    ranking: Sequence[str] | None,
+) -> tuple[set[str], str]:
+    """The chart's series, total and colours. Returns the keys drawn as their own series
+    and the label of the rest, drawn together as the last series ("N others")."""
     if ranking is None:
         ranking = sorted(totals, key=lambda k: (-totals[k], k))
     ranked = [k for k in ranking if totals.get(k)]
@@ -127,61 +144,88 @@ def stacked_chart(
     others = [k for k in ranked if k not in shown]
     # Colours follow the ranking, so a key keeps its colour in every chart that shares it.
     position = {key: n for n, key in enumerate(ranking)}
-    colors = {key: PALETTE[position[key] % len(PALETTE)] for key in shown}
-    chart = Chart(title=title)
-    chart.series = [Series(k, colors[k], text(totals[k])) for k in shown]
+    chart.series = [Series(k, PALETTE[position[k] % len(PALETTE)], text(totals[k])) for k in shown]
+    label = f"{len(others)} others"
     if others:
         other_total = sum((totals[k] for k in others), start=type(totals[others[0]])(0))
-        label = f"{len(others)} others"
         chart.series.append(Series(label, OTHERS_COLOR, text(other_total)))
-        colors.update(dict.fromkeys(others, OTHERS_COLOR))
     chart.total = text(sum((totals[k] for k in ranked), start=0))
+    return set(shown), label
 
-    # One stack per day: values by series label, in legend order.
+
+def _stacks(
+    rows: Sequence[UsageRow],
+    value: Callable[[UsageRow], Number],
+    shown: set[str],
+    others: str,
+) -> dict[date, dict[str, Number]]:
+    """One stack per day: values by series label (a key not ``shown`` counts as ``others``)."""
     stacks: dict[date, dict[str, Number]] = defaultdict(lambda: defaultdict(int))
     for row in rows:
         amount = value(row)
         if amount:
-            series = row.key if row.key in shown else f"{len(others)} others"
-            stacks[row.day][series] += amount
-    top = _nice_ceiling(max((float(sum(s.values())) for s in stacks.values()), default=0.0))
+            stacks[row.day][row.key if row.key in shown else others] += amount
+    return stacks
+
+
+def _day_width(chart: Chart, days: Sequence[date]) -> float:
+    """The width of one day's slot on the plot."""
+    return (chart.width - chart.left - RIGHT) / max(1, len(days))
+
+
+def _draw_bars(
+    chart: Chart,
+    days: Sequence[date],
+    stacks: dict[date, dict[str, Number]],
+    top: float,
+    text: Callable[[Number], str],
+) -> None:
+    """Each day's stack as bars, in legend order, ``top`` at the plot's top."""
     plot_height = chart.bottom - TOP
-    slot = (chart.width - chart.left - RIGHT) / max(1, len(days))
-    order = [s.label for s in chart.series]
-    legend = {s.label: s.color for s in chart.series}
+    slot = _day_width(chart, days)
     for index, day in enumerate(days):
-        x = chart.left + index * slot + slot * 0.15
+        x = round(chart.left + index * slot + slot * 0.15, 2)
         y = chart.bottom
-        for label in order:
-            amount = stacks[day].get(label, 0) if day in stacks else 0
+        for series in chart.series:
+            amount = stacks[day].get(series.label, 0) if day in stacks else 0
             if not amount:
                 continue
             height = float(amount) / top * plot_height
             y -= height
-            color = legend[label]
             chart.bars.append(
                 Bar(
-                    round(x, 2),
+                    x,
                     round(y, 2),
                     round(slot * 0.7, 2),
                     round(height, 2),
-                    color,
+                    series.color,
                     day,
-                    label,
+                    series.label,
                     text(amount),
                 )
             )
+
+
+def _draw_axes(
+    chart: Chart,
+    days: Sequence[date],
+    top: float,
+    totals: dict[str, Number],
+    text: Callable[[Number], str],
+) -> None:
+    """The value axis (0, half, ``top``) and a day label every seventh day."""
+    plot_height = chart.bottom - TOP
+    slot = _day_width(chart, days)
     chart.y_ticks = [
         Tick(round(chart.bottom - plot_height * f, 2), text(_tick_value(top * f, totals)))
         for f in (0, 0.5, 1)
     ]
-    # A label every seventh day, counted back from today so the last day is labelled.
+    # Counted back from today, so the last day is labelled.
     chart.x_ticks = [
         Tick(round(chart.left + (i + 0.5) * slot, 2), day.strftime("%b %d"))
         for i, day in enumerate(days)
         if (len(days) - 1 - i) % 7 == 0
     ]
-    return chart
 
 
 def _tick_value(amount: float, totals: dict[str, Number]) -> Number:

@@ -1,4 +1,4 @@
-"""The approvals trail in the admin: every decision on a call, read-only."""
+"""The decision trail in the admin: every decision on a call, read-only."""
 
 from __future__ import annotations
 

@@ -119,7 +119,7 @@ class RunAdmin(ReadOnlyAdmin):
         "context_reported_tokens",
         "error_type",
         "error_message",
-        "pending_pretty",
+        "waiting_pretty",
         "decisions_pretty",
         "tools_pretty",
         "created_at",
@@ -133,7 +133,7 @@ class RunAdmin(ReadOnlyAdmin):
         "waits_for_link",
         "replaced_link",
         "waiting_turn_pretty",
-        "pending_pretty",
+        "waiting_pretty",
         "decisions_pretty",
         "tools_pretty",
         "events_table",
@@ -190,9 +190,9 @@ class RunAdmin(ReadOnlyAdmin):
         )
         return format_html('<a href="{}">{}</a>', url, obj.conversation)
 
-    @admin.display(description=_("Pending tool calls"))
-    def pending_pretty(self, obj: Run) -> SafeString | str:
-        return json_block(obj.pending_tool_calls)
+    @admin.display(description=_("Waiting calls"))
+    def waiting_pretty(self, obj: Run) -> SafeString | str:
+        return json_block([waiting.to_stored() for waiting in obj.waiting_calls])
 
     @admin.display(description=_("Decisions"))
     def decisions_pretty(self, obj: Run) -> SafeString | str:

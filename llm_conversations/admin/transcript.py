@@ -28,9 +28,9 @@ from llm_conversations.models import (
     Feedback,
     Message,
     MessageAttachment,
-    PendingCall,
     Run,
     RunStatus,
+    WaitingCall,
     WaitReason,
 )
 from llm_conversations.providers.backends import backend_class
@@ -131,7 +131,7 @@ class RunSummary:
 
     run: Run
     number: int
-    pending: list[PendingCall] = field(default_factory=list)
+    waiting_calls: list[WaitingCall] = field(default_factory=list)
     # The run's admin page, when the admin site has one.
     url: str = ""
     # The backend of the run's PROVIDERS entry: what its turns record as provider.
@@ -149,9 +149,9 @@ class RunSummary:
         return self.run.provider if self.run.provider != self.backend else ""
 
     @property
-    def shown_pending(self) -> list[tuple[PendingCall, str]]:
+    def shown_waiting(self) -> list[tuple[WaitingCall, str]]:
         """Each waiting call with its arguments as people read them."""
-        return [(pending, shown_arguments(pending.call)) for pending in self.pending]
+        return [(waiting, shown_arguments(waiting.call)) for waiting in self.waiting_calls]
 
     @property
     def is_error(self) -> bool:
@@ -243,7 +243,7 @@ def transcript(
         if message.tool_calls:
             open_calls = {}
             summary = by_run.get(message.run_id) if message.run_id is not None else None
-            waiting = {p.call.id: p.reason for p in summary.pending} if summary else {}
+            waiting = {p.call.id: p.reason for p in summary.waiting_calls} if summary else {}
             for call in message.to_chat_message().tool_calls or ():
                 shown = TranscriptCall(
                     id=call.id,

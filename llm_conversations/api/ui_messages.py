@@ -72,7 +72,7 @@ _RUN_FIELDS = (
     "output_tokens",
     "total_tokens",
     "cached_tokens",
-    "pending_tool_calls",
+    "waiting_calls",
     "decisions",
 )
 
@@ -209,7 +209,7 @@ def _turn_parts(
         parts.append({"type": "text", "text": message.content, "state": "done"})
     waiting: dict[str, WaitReason] = {}
     if run is not None and run.status == RunStatus.REQUIRES_ACTION:
-        waiting = {pending.call.id: pending.reason for pending in run.waiting_calls}
+        waiting = {w.call.id: w.reason for w in run.waiting_calls}
     for call in message.tool_calls or ():
         part: dict[str, Any] = {"type": f"tool-{call.name}", "toolCallId": call.id}
         result = results.get(call.id)

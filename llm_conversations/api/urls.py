@@ -20,7 +20,6 @@ from django.urls import URLPattern, URLResolver, re_path
 from rest_framework.routers import SimpleRouter
 
 from llm_conversations.api.views import (
-    ApprovalViewSet,
     AttachmentViewSet,
     ChatViewSet,
     ConversationViewSet,
@@ -32,6 +31,7 @@ from llm_conversations.api.views import (
     SharedViewSet,
     ShareLinkViewSet,
     ToolViewSet,
+    WaitingCallViewSet,
     WebhookEndpointViewSet,
 )
 from llm_conversations.api.views.base import not_found
@@ -47,7 +47,7 @@ router.register("conversations", ConversationViewSet, basename="conversation")
 router.register(_CONVERSATION, ForkViewSet, basename="fork")
 router.register(f"{_CONVERSATION}/messages", MessageViewSet, basename="message")
 router.register(f"{_CONVERSATION}/runs", RunViewSet, basename="run")
-# A run's approvals trail: a view of its own beside the run's.
+# A run's decision trail: a view of its own beside the run's.
 router.register(
     f"{_CONVERSATION}/runs/(?P<run_pk>[^/]+)/decisions", DecisionViewSet, basename="decision"
 )
@@ -56,7 +56,7 @@ router.register(f"{_CONVERSATION}/shares", ShareLinkViewSet, basename="share")
 router.register("tools", ToolViewSet, basename="tool")
 router.register("attachments", AttachmentViewSet, basename="attachment")
 router.register("providers", ProviderViewSet, basename="provider")
-router.register("approvals", ApprovalViewSet, basename="approval")
+router.register("waiting-calls", WaitingCallViewSet, basename="waiting-call")
 router.register("webhooks", WebhookEndpointViewSet, basename="webhook")
 # A shared snapshot, by the token of its link (docs/sharing.md).
 router.register("shared", SharedViewSet, basename="shared")

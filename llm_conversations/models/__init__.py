@@ -23,18 +23,16 @@ from llm_conversations.models.message_rows import (
     message_position,
 )
 from llm_conversations.models.run_events import DELTAS, RunEvent, RunEventType
-from llm_conversations.models.runs import (
+from llm_conversations.models.run_states import (
     ACTIVE_RUN_STATUSES,
     ENDED_RUN_STATUSES,
-    Decision,
-    PendingCall,
-    Run,
     RunStatus,
     TerminationReason,
-    WaitReason,
 )
+from llm_conversations.models.runs import Run
 from llm_conversations.models.shares import TOKEN_HASH_CHARS, SharedMessage, ShareLink
 from llm_conversations.models.summaries import ConversationSummary
+from llm_conversations.models.waiting_calls import Decision, WaitingCall, WaitReason
 from llm_conversations.models.webhooks import (
     DeliveryStatus,
     WebhookDelivery,
@@ -64,7 +62,6 @@ __all__ = [
     "Message",
     "MessageAttachment",
     "PartKind",
-    "PendingCall",
     "Rating",
     "Run",
     "RunEvent",
@@ -76,6 +73,7 @@ __all__ = [
     "TitleSource",
     "ToolDecision",
     "WaitReason",
+    "WaitingCall",
     "WebhookDelivery",
     "WebhookEndpoint",
     "WebhookEvent",

@@ -1,4 +1,4 @@
-"""The trail of approvals: who decided a call waiting for approval, when, why, on what.
+"""The decision trail: who decided a call waiting for approval, when, why, on what.
 
 ``Run.decisions`` is what the loop acts on; a :class:`ToolDecision` row per
 decided call is the record kept for audit, written in the same transaction:
@@ -14,7 +14,8 @@ from django.db import models
 from django.utils.translation import gettext_lazy as _
 
 from llm_conversations.models.conversations import MAX_ID_CHARS
-from llm_conversations.models.runs import Decision, Run
+from llm_conversations.models.runs import Run
+from llm_conversations.models.waiting_calls import Decision
 
 __all__ = ["MAX_REASON_CHARS", "ToolDecision"]
 

@@ -1,199 +1,42 @@
 """Runs of the tool loop and the typed state they keep.
 
-A run's state is read and written only through the values and methods here:
-statuses, why it ended, why it waits, the operator's decisions, the calls it
-waits on, the tools it offered and its parameters. Nothing else parses the
-JSON columns.
+A run's state is read and written only through ``Run``'s methods and the values
+they take: its status and why it ended (``run_states.py``), the calls it waits
+on, why, and the operator's decisions (``waiting_calls.py``), the tools it
+offered and its parameters. Nothing else parses the JSON columns.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable
 from decimal import Decimal
-from typing import Any, Final
 
 from django.db import IntegrityError, models
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from llm_conversations.core.messages import ToolCall
 from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS
 from llm_conversations.core.parameters import RunParameters
 from llm_conversations.core.tool_specs import ToolSpec
 from llm_conversations.exceptions import RunStateError
-from llm_conversations.models.run_events import RunEventType
+from llm_conversations.models.run_states import (
+    ACTIVE_RUN_STATUSES,
+    RunStatus,
+    TerminationReason,
+)
+from llm_conversations.models.waiting_calls import (
+    Decision,
+    WaitingCallsField,
+    WaitReason,
+    approval_digest,
+)
 
-__all__ = [
-    "ACTIVE_RUN_STATUSES",
-    "ENDED_RUN_STATUSES",
-    "RUN_MOVES",
-    "Decision",
-    "PendingCall",
-    "Run",
-    "RunStatus",
-    "TerminationReason",
-    "WaitReason",
-    "approval_digest",
-]
-
-
-class RunStatus(models.TextChoices):
-    """Where a run of the tool loop stands, and the rules of its moves (:data:`RUN_MOVES`)."""
-
-    QUEUED = "queued", _("Queued")
-    RUNNING = "running", _("Running")
-    REQUIRES_ACTION = "requires_action", _("Requires action")
-    COMPLETED = "completed", _("Completed")
-    FAILED = "failed", _("Failed")
-    CANCELLED = "cancelled", _("Cancelled")
-    # Stored behind the conversation's active run (busy strategy "enqueue"):
-    # not active yet, so the one-active-run constraint does not count it.
-    WAITING = "waiting", _("Waiting for the active run")
-
-    @property
-    def moves(self) -> frozenset[RunStatus]:
-        """The statuses a run in this one may move to."""
-        return RUN_MOVES[self]
-
-    @property
-    def reached_from(self) -> frozenset[RunStatus]:
-        """The statuses a run may move to this one from."""
-        return frozenset(status for status, moves in RUN_MOVES.items() if self in moves)
-
-    @property
-    def end_event(self) -> RunEventType | None:
-        """The event a run's stream ends with in this status; ``None`` while it executes."""
-        return _END_EVENTS.get(self)
-
-    @classmethod
-    def ended_by(cls, event: RunEventType) -> RunStatus:
-        """The status a run is in after logging ``event``, an event that ends a stream."""
-        return next(status for status, end in _END_EVENTS.items() if end is event)
-
-    @property
-    def executing(self) -> bool:
-        """Whether the run may log more events without anyone acting on it: it waits
-        for its turn, is queued for a worker, or runs."""
-        return self.end_event is None
+__all__ = ["Run"]
 
 
-# The one table of a run's moves; beside each, who makes it.
-RUN_MOVES: Final[Mapping[RunStatus, frozenset[RunStatus]]] = {
-    RunStatus.WAITING: frozenset(
-        {
-            RunStatus.QUEUED,  # the run ahead ended: transitions.finish -> waiting_runs
-            RunStatus.FAILED,  # its user turn can no longer be stored: transitions
-            RunStatus.CANCELLED,  # transitions.cancel_run
-        }
-    ),
-    RunStatus.QUEUED: frozenset(
-        {
-            RunStatus.RUNNING,  # a worker or a request claims it: leases.claim
-            RunStatus.FAILED,  # transitions.finish
-            RunStatus.CANCELLED,  # transitions.cancel_run, busy.replace_active
-        }
-    ),
-    RunStatus.RUNNING: frozenset(
-        {
-            RunStatus.QUEUED,  # its worker was lost: reaper.reap_runs
-            RunStatus.REQUIRES_ACTION,  # transitions.pause
-            RunStatus.COMPLETED,  # transitions.finish
-            RunStatus.FAILED,  # transitions.finish (the loop, the reaper)
-            RunStatus.CANCELLED,  # transitions.cancel_run, busy.replace_active
-        }
-    ),
-    RunStatus.REQUIRES_ACTION: frozenset(
-        {
-            RunStatus.QUEUED,  # its calls were answered: decisions.answer_waiting
-            RunStatus.FAILED,  # transitions.finish
-            RunStatus.CANCELLED,  # transitions.cancel_run, busy.replace_active
-        }
-    ),
-    RunStatus.FAILED: frozenset({RunStatus.QUEUED}),  # a retry: transitions.requeue_failed
-    RunStatus.COMPLETED: frozenset(),
-    RunStatus.CANCELLED: frozenset(),
-}
-_END_EVENTS: Final[Mapping[RunStatus, RunEventType]] = {
-    RunStatus.REQUIRES_ACTION: RunEventType.RUN_REQUIRES_ACTION,
-    RunStatus.COMPLETED: RunEventType.RUN_COMPLETED,
-    RunStatus.FAILED: RunEventType.RUN_FAILED,
-    RunStatus.CANCELLED: RunEventType.RUN_CANCELLED,
-}
-
-ACTIVE_RUN_STATUSES = (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.REQUIRES_ACTION)
-ENDED_RUN_STATUSES = (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 ONE_ACTIVE_RUN = "llmconv_one_active_run"
-
-
-class TerminationReason(models.TextChoices):
-    """Why a run ended."""
-
-    COMPLETED = "completed", _("completed")
-    MAX_ITERATIONS = "max_iterations", _("iteration limit reached")
-    PROVIDER_ERROR = "provider_error", _("provider error")
-    ERROR = "error", _("error")
-    TIMEOUT = "timeout", _("run timed out")
-    WORKER_LOST = "worker_lost", _("the worker executing it was lost")
-    CONTENT_FILTER = "content_filter", _("refused or filtered by the provider")
-    LENGTH = "length", _("output limit reached")
-    INVALID_OUTPUT = "invalid_output", _("the answer did not match the response format")
-    CANCELLED = "cancelled", _("cancelled")
-    CONTEXT_OVERFLOW = "context_overflow", _("the conversation did not fit the context window")
-    BUDGET_EXCEEDED = "budget_exceeded", _("a budget would be exceeded")
-    # A run exported while queued, running or waiting, imported as cancelled.
-    IMPORTED_UNFINISHED = "imported_unfinished", _("unfinished when it was exported")
-    INTERRUPTED = "interrupted", _("interrupted by a new run")
-    ROLLED_BACK = "rolled_back", _("interrupted by a new run, its turns removed")
-
-
-class WaitReason(models.TextChoices):
-    """Why a run waits on a call."""
-
-    REQUIRES_APPROVAL = "requires_approval", _("needs approval")
-    CLIENT_SIDE = "client_side", _("needs an output from the client")
-
-
-class Decision(models.TextChoices):
-    """An operator's decision on a call that requires approval."""
-
-    APPROVED = "approved", _("approved")
-    DENIED = "denied", _("denied")
-
-
-@dataclass(frozen=True, slots=True)
-class PendingCall:
-    """A call a paused run waits on, and why.
-
-    Its stored form is the call's stored form plus ``reason``.
-    """
-
-    call: ToolCall
-    reason: WaitReason
-
-    def to_stored(self) -> dict[str, Any]:
-        """The JSON kept in ``Run.pending_tool_calls``."""
-        return {**self.call.to_stored(), "reason": self.reason.value}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PendingCall:
-        """Read :meth:`to_stored` output."""
-        fields = {key: value for key, value in data.items() if key != "reason"}
-        return cls(ToolCall.from_dict(fields), WaitReason(data["reason"]))
-
-
-def approval_digest(waiting: Iterable[PendingCall]) -> str | None:
-    """A digest of the calls waiting for approval (ids, names, arguments), ``None`` when
-    none waits: a decision names it to prove which calls it saw."""
-    calls = [p.call.to_stored() for p in waiting if p.reason == WaitReason.REQUIRES_APPROVAL]
-    if not calls:
-        return None
-    canonical = json.dumps(calls, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 class Run(models.Model):
@@ -272,8 +115,8 @@ class Run(models.Model):
     )
     error_type = models.CharField(_("error type"), max_length=100, blank=True)
     error_message = models.TextField(_("error message"), blank=True)
-    # PendingCall stored forms; read through waiting_calls.
-    pending_tool_calls = models.JSONField(_("pending tool calls"), default=list, blank=True)
+    # The calls a paused run waits on, as WaitingCall values.
+    waiting_calls = WaitingCallsField(_("waiting calls"), default=list, blank=True)
     # Decision values by call id; read through decision().
     decisions = models.JSONField(_("decisions"), default=dict, blank=True)
     created_at = models.DateTimeField(_("created at"), auto_now_add=True)
@@ -386,19 +229,9 @@ class Run(models.Model):
     # Waiting calls ---------------------------------------------------------------
 
     @property
-    def waiting_calls(self) -> list[PendingCall]:
-        """The calls this run waits on, in call order."""
-        return [PendingCall.from_dict(item) for item in self.pending_tool_calls]
-
-    @property
     def approval_digest(self) -> str | None:
         """The :func:`approval_digest` of the calls this run waits on."""
         return approval_digest(self.waiting_calls)
-
-    @staticmethod
-    def stored_waiting(calls: Iterable[PendingCall]) -> list[dict[str, Any]]:
-        """The JSON for ``pending_tool_calls`` (for conditional updates)."""
-        return [pending.to_stored() for pending in calls]
 
     def take_waiting(self, reason: WaitReason, chosen: Iterable[str] | None) -> list[str]:
         """Take ``chosen`` calls (all that wait for ``reason`` when ``None``) off the list.
@@ -419,7 +252,7 @@ class Run(models.Model):
             )
         taken = [i for i in awaiting if i in taken]  # call order, each once
         left = [p for p in waiting if p.call.id not in taken]
-        self.pending_tool_calls = self.stored_waiting(left)
+        self.waiting_calls = left
         if left:
             self.status = RunStatus.REQUIRES_ACTION
         else:

@@ -19,13 +19,13 @@ from llm_conversations.exceptions import RunStateError
 from llm_conversations.models import (
     MAX_REASON_CHARS,
     Decision,
-    PendingCall,
     Run,
     RunStatus,
     ToolDecision,
+    WaitingCall,
     WaitReason,
 )
-from llm_conversations.models.runs import approval_digest
+from llm_conversations.models.waiting_calls import approval_digest
 from llm_conversations.runs import policy
 from llm_conversations.runs.transitions import held
 from llm_conversations.tools import tool_result_message
@@ -101,7 +101,7 @@ def answer_waiting(
         run.save(
             update_fields=[
                 "decisions",
-                "pending_tool_calls",
+                "waiting_calls",
                 "status",
                 "queued_at",
                 "attempts",
@@ -135,7 +135,7 @@ def decided(
     )
 
 
-def decide_by_rule(run: Run, waiting: Sequence[PendingCall]) -> list[PendingCall]:
+def decide_by_rule(run: Run, waiting: Sequence[WaitingCall]) -> list[WaitingCall]:
     """Let the run policy's ``decide_call`` approve or deny waiting calls before a person
     is asked; returns the calls still waiting. A decision is recorded like a
     person's (``by_rule``), under this execution's lease."""

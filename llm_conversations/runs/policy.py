@@ -80,7 +80,7 @@ class RunPolicy:
     def decide_call(self, run: Run, call: ToolCall) -> Verdict | None:
         """Approve or deny a call waiting for approval by rule, before a person is asked;
         ``None`` (the default, for every call) asks a person. ``run.conversation``
-        names the owner; the verdict is kept in the approvals trail as the rule's."""
+        names the owner; the verdict is kept in the decision trail as the rule's."""
         return None
 
     def max_iterations(self, user: AnyUser) -> int | None:

@@ -54,7 +54,7 @@ def end_fields(
     fields: dict[str, Any] = {
         "status": status,
         "termination_reason": reason,
-        "pending_tool_calls": [],
+        "waiting_calls": [],
         "waiting_turn": {},
         "finished_at": timezone.now(),
         **RELEASED,

@@ -20,7 +20,7 @@ from llm_conversations import telemetry
 from llm_conversations.conf import conf
 from llm_conversations.core.messages import ChatMessage, ToolCall
 from llm_conversations.exceptions import ToolArgumentsError
-from llm_conversations.models import Decision, PendingCall, Run, WaitReason
+from llm_conversations.models import Decision, Run, WaitingCall, WaitReason
 from llm_conversations.runs.live_connections import return_connection
 from llm_conversations.runs.tool_contexts import tool_contexts
 from llm_conversations.tools import ToolRegistry, async_loop, tool_result_message
@@ -36,7 +36,7 @@ NOT_REPEATED = (
 )
 
 
-def waiting_calls(calls: Sequence[ToolCall], offered: ToolRegistry, run: Run) -> list[PendingCall]:
+def waiting_calls(calls: Sequence[ToolCall], offered: ToolRegistry, run: Run) -> list[WaitingCall]:
     """Calls that need a person or a frontend before the turn's calls may run.
 
     A call whose arguments fail its tool's schema waits for nobody: it is
@@ -57,7 +57,7 @@ def waiting_calls(calls: Sequence[ToolCall], offered: ToolRegistry, run: Run) ->
             tool.validate_call(call)
         except ToolArgumentsError:
             continue
-        waiting.append(PendingCall(call, reason))
+        waiting.append(WaitingCall(call, reason))
     return waiting
 
 

@@ -41,11 +41,11 @@ from llm_conversations.models import (
     ENDED_RUN_STATUSES,
     Decision,
     Message,
-    PendingCall,
     Run,
     RunEventType,
     RunStatus,
     TerminationReason,
+    WaitingCall,
 )
 from llm_conversations.providers.model_catalog import call_cost
 from llm_conversations.runs import policy, waiting_runs
@@ -74,7 +74,7 @@ def held(run: Run) -> Q:
     return Q(pk=run.pk, lease_owner=run.lease_owner)
 
 
-def pause(run: Run, waiting: Sequence[PendingCall]) -> Run:
+def pause(run: Run, waiting: Sequence[WaitingCall]) -> Run:
     """Wait for decisions or client-side outputs on ``waiting``; the lease is released.
 
     ``run_requires_action`` is sent once the pause is committed.
@@ -82,7 +82,7 @@ def pause(run: Run, waiting: Sequence[PendingCall]) -> Run:
     with transaction.atomic():
         paused = Run.objects.filter(held(run), status=RunStatus.RUNNING).update(
             status=RunStatus.REQUIRES_ACTION,
-            pending_tool_calls=Run.stored_waiting(waiting),
+            waiting_calls=list(waiting),
             **RELEASED,
         )
         run.refresh_from_db()

@@ -64,7 +64,7 @@ def test_seed_covers_tool_error_failed_and_paused_runs() -> None:
     assert runs["failed-run"].status == "failed"
     paused = runs["approval"]
     assert paused.status == "requires_action"
-    assert [(p["function"]["name"], p["reason"]) for p in paused.pending_tool_calls] == [
+    assert [(p.call.name, p.reason) for p in paused.waiting_calls] == [
         ("send_email", "requires_approval")
     ]
     # The demo tools answered for real: one result from get_weather, one converted amount.

@@ -234,7 +234,7 @@ def test_run_timeline_shows_status_reason_usage_error_and_pending(staff_client: 
     assert "&quot;path&quot;: &quot;/etc/passwd&quot;" in third
     assert "needs approval" in third
     # In the transcript the paused call says what it waits for; each run is marked.
-    call_id = paused.pending_tool_calls[0]["id"]
+    call_id = paused.waiting_calls[0].call.id
     card = html[html.index(f'id="call-{call_id}"') :]
     assert "waiting: needs approval" in card[1:].split('id="call-', 1)[0]
     assert html.count('class="llmconv-run-marker"') == 3
@@ -245,7 +245,7 @@ def test_denied_call_shows_decision_and_error_result(staff_client: Client) -> No
     (run,) = run_turns(conversation, calls_text(("delete_file", {"path": "x"})))
     ToolLoopService(EchoProvider(), tools=loop_tools.registry()).deny(run.pk)
     html = staff_client.get(change_url(conversation)).content.decode()
-    call_id = run.pending_tool_calls[0]["id"]
+    call_id = run.waiting_calls[0].call.id
     card = html[html.index(f'id="call-{call_id}"') :]
     assert 'llmconv-decision-denied">denied' in card
     assert f'class="llmconv-result llmconv-error" id="result-{call_id}"' in card

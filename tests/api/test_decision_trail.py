@@ -1,4 +1,4 @@
-"""``GET runs/{id}/decisions/``: a run's approvals trail, owner-scoped, in three queries."""
+"""``GET runs/{id}/decisions/``: a run's decision trail, owner-scoped, in three queries."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from llm_conversations.conversations import create_conversation
 from llm_conversations.models import Conversation, Run, ToolDecision
 from llm_conversations.runs.policy import RunPolicy, Verdict
 from tests.api.conftest import API_SETTINGS
-from tests.api.test_approvals import DELETE, paused, url
+from tests.api.test_decisions import DELETE, paused, url
 
 pytestmark = pytest.mark.django_db
 

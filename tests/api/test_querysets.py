@@ -57,7 +57,7 @@ def test_every_model_viewset_is_generic() -> None:
         "attachment",
         "webhook",
         "share",
-        # A run's approvals trail: scoped through the run (tests/api/test_decision_trail.py).
+        # A run's decision trail: scoped through the run (tests/api/test_decision_trail.py).
         "decision",
     }
 

@@ -287,7 +287,7 @@ def test_a_run_waiting_for_approval_ends_its_stream_at_requires_action(
     assert run.status == "requires_action"
     events = replay(client, run)
     assert [n for _, n, _ in events] == ["run.running", "message.stored", "run.requires_action"]
-    assert events[-1][2]["run"]["pending_tool_calls"][0]["id"] == "d"
+    assert events[-1][2]["run"]["waiting_calls"][0]["id"] == "d"
     # Resumed after it, the stream ends at once: nothing more comes until someone acts.
     assert client.get(events_url(run), HTTP_LAST_EVENT_ID=str(events[-1][0])).getvalue() == b""
 

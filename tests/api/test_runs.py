@@ -212,7 +212,7 @@ def test_approve_resumes_and_runs_the_calls(client: APIClient, conversation: Con
         message=calls_text(("t", "get_time", {}), ("d", "delete_file", {"path": "/x"})),
     ).json()
     assert run["status"] == "requires_action"
-    assert run["pending_tool_calls"] == [
+    assert run["waiting_calls"] == [
         {
             "id": "d",
             "type": "function",
@@ -257,7 +257,7 @@ def test_submit_tool_outputs_of_client_side_calls(
     run = start(
         client, conversation, message=calls_text(("p", "pick_color", {"prompt": "Pick"}))
     ).json()
-    assert run["pending_tool_calls"][0]["reason"] == "client_side"
+    assert run["waiting_calls"][0]["reason"] == "client_side"
     response = client.post(
         run_url(run, "submit_tool_outputs"),
         {"tool_outputs": [{"tool_call_id": "other", "output": "x"}]},

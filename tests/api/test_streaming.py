@@ -127,7 +127,7 @@ def test_a_paused_run_streams_requires_action_then_resumes_by_streamed_approval(
     events = parse_sse(b"".join(response.streaming_content))
     assert [n for n, _ in events] == ["run.running", "message.stored", "run.requires_action"]
     run = events[-1][1]["run"]
-    assert run["pending_tool_calls"][0]["reason"] == "requires_approval"
+    assert run["waiting_calls"][0]["reason"] == "requires_approval"
     response = client.post(
         f"/api/conversations/{conversation.pk}/runs/{run['id']}/approve/",
         {"stream": True},

@@ -15,7 +15,7 @@ from llm_conversations.models import (
     RunStatus,
     TerminationReason,
 )
-from llm_conversations.models.runs import RUN_MOVES
+from llm_conversations.models.run_states import RUN_MOVES
 from llm_conversations.runs import ToolLoopService, transitions
 
 

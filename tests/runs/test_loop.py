@@ -341,7 +341,7 @@ def test_approval_pauses_before_any_call_of_the_turn_and_resumes() -> None:
     text = calls_text(("t", "get_time", {}), ("d", "delete_file", {"path": "/tmp/x"}))
     run = service.send(conversation, ChatMessage.user(text))
     assert run.status == "requires_action"
-    assert [(p["id"], p["reason"]) for p in run.pending_tool_calls] == [("d", "requires_approval")]
+    assert [(p.call.id, p.reason) for p in run.waiting_calls] == [("d", "requires_approval")]
     assert loop_tools.gauge.calls == []  # not even the harmless call ran
     run = service.approve(run.pk)
     assert run.status == "completed"
@@ -388,7 +388,7 @@ def test_client_side_tool_waits_for_submitted_outputs() -> None:
         conversation, ChatMessage.user(calls_text(("p", "pick_color", {"prompt": "Pick"})))
     )
     assert run.status == "requires_action"
-    assert run.pending_tool_calls[0]["reason"] == "client_side"
+    assert run.waiting_calls[0].reason == "client_side"
     with pytest.raises(RunStateError):
         service.submit_tool_outputs(run.pk, {"other": "x"})
     run = service.submit_tool_outputs(

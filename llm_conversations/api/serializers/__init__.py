@@ -60,6 +60,10 @@ from llm_conversations.api.serializers.messages import (
     ToolOutputField,
     UserMessageField,
 )
+from llm_conversations.api.serializers.run_answers import (
+    SubmitToolOutputsSerializer,
+    ToolDecisionSerializer,
+)
 from llm_conversations.api.serializers.runs import (
     RunCreateSerializer,
     RunEventsQuerySerializer,
@@ -68,9 +72,11 @@ from llm_conversations.api.serializers.runs import (
     RunRetrySerializer,
     RunSerializer,
     StreamEventSerializer,
-    SubmitToolOutputsSerializer,
-    ToolDecisionSerializer,
-    ToolSerializer,
+)
+from llm_conversations.api.serializers.tools import ToolSerializer
+from llm_conversations.api.serializers.waiting_calls import (
+    WaitingCallQuerySerializer,
+    WaitingCallSerializer,
 )
 
 __all__ = [
@@ -117,5 +123,7 @@ __all__ = [
     "UIMessageChunkEventSerializer",
     "UIMessageSerializer",
     "UserMessageField",
+    "WaitingCallQuerySerializer",
+    "WaitingCallSerializer",
     "declared_limit",
 ]

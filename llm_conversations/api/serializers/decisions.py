@@ -1,4 +1,4 @@
-"""The approvals trail of a run, as its owner reads it."""
+"""The decision trail of a run, as its owner reads it."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ class DecisionRecordSerializer(serializers.Serializer[ToolDecision]):
 
 
 class DecisionListQuerySerializer(RunListQuerySerializer):
-    """Query parameters of a run's approvals trail."""
+    """Query parameters of a run's decision trail."""
 
     limit = QueryIntegerField(
         required=False, min_value=1, max_value=100, help_text="Decisions per page: 1 to 100 (50)."

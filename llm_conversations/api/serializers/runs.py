@@ -20,7 +20,7 @@ from llm_conversations.api.serializers.conversations import (
     ToolCallSerializer,
     UsageSerializer,
 )
-from llm_conversations.api.serializers.messages import ToolOutputField, UserMessageField
+from llm_conversations.api.serializers.messages import UserMessageField
 from llm_conversations.api.serializers.parameters import (
     RunParameterFields,
     RunParametersSerializer,
@@ -29,12 +29,10 @@ from llm_conversations.conf import BUSY_STRATEGIES
 from llm_conversations.conversations.costs import run_cost
 from llm_conversations.core.model_info import COST_DECIMALS, COST_DIGITS
 from llm_conversations.models import (
-    MAX_ID_CHARS,
-    MAX_REASON_CHARS,
     Decision,
-    PendingCall,
     Run,
     RunStatus,
+    WaitingCall,
     WaitReason,
 )
 from llm_conversations.runs.fallbacks import FALLBACK_REASONS
@@ -149,7 +147,7 @@ class RunEventsQuerySerializer(serializers.Serializer[Any]):
     )
 
 
-class PendingToolCallSerializer(ToolCallSerializer):
+class RunWaitingCallSerializer(ToolCallSerializer):
     """A call the run waits for, and why."""
 
     reason = serializers.ChoiceField(
@@ -157,8 +155,8 @@ class PendingToolCallSerializer(ToolCallSerializer):
         help_text="`requires_approval`: approve or deny it; `client_side`: submit its output.",
     )
 
-    def to_representation(self, instance: PendingCall) -> dict[str, Any]:
-        # A PendingCall from Run.waiting_calls: the call's own wire form
+    def to_representation(self, instance: WaitingCall) -> dict[str, Any]:
+        # A WaitingCall from Run.waiting_calls: the call's own wire form
         # (arguments as JSON text, or as the model sent them) plus the reason.
         return {**instance.call.to_wire(), "reason": instance.reason.value}
 
@@ -258,7 +256,7 @@ class RunSerializer(serializers.Serializer[Run]):
         "when it made calls and none had a price, as its turns' `cost` is.",
     )
     fitting = RunContextSerializer(source="*")
-    pending_tool_calls = PendingToolCallSerializer(source="waiting_calls", many=True)
+    waiting_calls = RunWaitingCallSerializer(many=True)
     approval_digest = serializers.CharField(
         read_only=True,
         allow_null=True,
@@ -333,82 +331,3 @@ class StreamEventSerializer(serializers.Serializer[Any]):
     progress = ToolProgressSerializer(required=False)
     message = MessageSerializer(required=False)
     run = RunSerializer(required=False)
-
-
-class ToolDecisionSerializer(StrictTypes[Any]):
-    """Approve or deny calls waiting for approval."""
-
-    tool_call_ids = serializers.ListField(
-        child=serializers.CharField(min_length=1, trim_whitespace=False),
-        required=False,
-        allow_null=True,
-        help_text="The calls to decide; all calls waiting for approval when omitted.",
-    )
-    reason = serializers.CharField(
-        required=False,
-        default="",
-        allow_blank=True,
-        max_length=MAX_REASON_CHARS,
-        help_text="Why, kept with the decision in the approvals trail.",
-    )
-    digest = serializers.RegexField(
-        r"^[0-9a-f]{64}\Z",
-        required=False,
-        allow_null=True,
-        help_text=(
-            "The run's `approval_digest` as the caller saw it: when the calls waiting "
-            "changed since, the decision is refused (409 `stale_decision`)."
-        ),
-    )
-    stream = serializers.BooleanField(required=False, default=False)
-
-
-class ToolOutputSerializer(StrictTypes[Any]):
-    """The output of one client-side call."""
-
-    tool_call_id = serializers.CharField(
-        min_length=1, max_length=MAX_ID_CHARS, trim_whitespace=False
-    )
-    output = ToolOutputField(
-        allow_null=True, help_text="Text, or any JSON value (stored as JSON text)."
-    )
-    is_error = serializers.BooleanField(required=False, default=False)
-
-
-class SubmitToolOutputsSerializer(StrictTypes[Any]):
-    """Outputs of client-side calls."""
-
-    tool_outputs = serializers.ListField(child=ToolOutputSerializer(), min_length=1)
-    stream = serializers.BooleanField(required=False, default=False)
-
-    def validate_tool_outputs(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """One output per call."""
-        ids = [item["tool_call_id"] for item in value]
-        if len(set(ids)) != len(ids):
-            raise serializers.ValidationError(
-                "each tool_call_id may appear once.", code="duplicate_tool_output"
-            )
-        return value
-
-    def outputs(self) -> dict[str, dict[str, Any]]:
-        """The outputs by call id, as ``ToolLoopService.answer`` takes them."""
-        return {
-            item["tool_call_id"]: {"output": item["output"], "is_error": item["is_error"]}
-            for item in self.validated_data["tool_outputs"]
-        }
-
-
-# Tools ------------------------------------------------------------------------
-
-
-class ToolSerializer(serializers.Serializer[Any]):
-    """A tool a run may offer."""
-
-    name = serializers.CharField()
-    description = serializers.CharField(allow_blank=True)
-    parameters = serializers.DictField(help_text="JSON Schema of the arguments.")
-    requires_approval = serializers.BooleanField()
-    client_side = serializers.BooleanField(help_text="Run by the frontend: submit its output.")
-    offered_by_default = serializers.BooleanField(
-        help_text="Offered by a run that names no tools (DEFAULT_TOOLS, OFFER_BY_DEFAULT)."
-    )

@@ -1,6 +1,5 @@
 """The API's views."""
 
-from llm_conversations.api.views.approvals import ApprovalViewSet
 from llm_conversations.api.views.attachments import AttachmentViewSet
 from llm_conversations.api.views.chat import ChatViewSet
 from llm_conversations.api.views.conversations import (
@@ -14,10 +13,10 @@ from llm_conversations.api.views.providers import ProviderViewSet
 from llm_conversations.api.views.runs import RunViewSet
 from llm_conversations.api.views.shares import SharedViewSet, ShareLinkViewSet
 from llm_conversations.api.views.tools import ToolViewSet
+from llm_conversations.api.views.waiting_calls import WaitingCallViewSet
 from llm_conversations.api.views.webhooks import WebhookEndpointViewSet
 
 __all__ = [
-    "ApprovalViewSet",
     "AttachmentViewSet",
     "ChatViewSet",
     "ConversationPagination",
@@ -30,5 +29,6 @@ __all__ = [
     "ShareLinkViewSet",
     "SharedViewSet",
     "ToolViewSet",
+    "WaitingCallViewSet",
     "WebhookEndpointViewSet",
 ]

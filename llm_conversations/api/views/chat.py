@@ -46,7 +46,7 @@ from llm_conversations.api.views.base import (
     error_responses,
     owned,
 )
-from llm_conversations.api.views.runs import RunViews
+from llm_conversations.api.views.run_starts import RunViews
 from llm_conversations.exceptions import RunStateError
 from llm_conversations.models import (
     ACTIVE_RUN_STATUSES,
@@ -111,7 +111,7 @@ def decisions_of(
     (``addToolApprovalResponse({id, approved, reason})``). Parts about other
     calls are ignored.
     """
-    waiting = {pending.call.id: pending.reason for pending in run.waiting_calls}
+    waiting = {w.call.id: w.reason for w in run.waiting_calls}
     approved: list[str] = []
     denied: list[str] = []
     outputs: dict[str, dict[str, Any]] = {}

@@ -1,4 +1,4 @@
-"""``GET conversations/{id}/runs/{run_id}/decisions/``: a run's approvals trail.
+"""``GET conversations/{id}/runs/{run_id}/decisions/``: a run's decision trail.
 
 Every decision on a call that waited for approval, oldest first, as
 ``ToolDecision`` keeps it (``runs/decisions.py`` writes it): owner-scoped
@@ -28,7 +28,7 @@ from llm_conversations.api.views.base import (
     parse_uuid,
     valid_query,
 )
-from llm_conversations.api.views.runs import RUN_ID
+from llm_conversations.api.views.run_starts import RUN_ID
 from llm_conversations.models import ToolDecision
 
 __all__ = ["DecisionPagination", "DecisionViewSet"]

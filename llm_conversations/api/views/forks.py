@@ -35,7 +35,7 @@ from llm_conversations.api.views.base import (
     valid_query,
 )
 from llm_conversations.api.views.conversations import ConversationPagination
-from llm_conversations.api.views.runs import RunViews, run_responses
+from llm_conversations.api.views.run_starts import RunViews, run_responses
 from llm_conversations.models import Conversation
 from llm_conversations.runs import ToolLoopService
 from llm_conversations.runs.forks import edit_message, fork, regenerate

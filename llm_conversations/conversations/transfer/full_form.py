@@ -58,7 +58,7 @@ def run_record(run: Run) -> dict[str, Any]:
         "cost": decimal_text(run.cost),
         "error_type": run.error_type,
         "error_message": run.error_message,
-        "pending_tool_calls": Run.stored_waiting(run.waiting_calls),
+        "pending_tool_calls": [waiting.to_stored() for waiting in run.waiting_calls],
         "decisions": dict(run.decisions),
         "attempts": run.attempts,
         "created_at": timestamp(run.created_at),

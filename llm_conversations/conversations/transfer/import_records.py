@@ -56,10 +56,10 @@ from llm_conversations.models import (
     Decision,
     Feedback,
     Message,
-    PendingCall,
     Run,
     RunStatus,
     TerminationReason,
+    WaitingCall,
 )
 from llm_conversations.users import User
 
@@ -191,12 +191,12 @@ class RecordReader:
             within(f"{field}.tools[{i}]", ToolSpec.from_dict, item)
             for i, item in enumerate(list_value(data["tools"], f"{field}.tools"))
         ]
-        run.pending_tool_calls = Run.stored_waiting(
-            within(f"{field}.pending_tool_calls[{i}]", PendingCall.from_dict, item)
+        run.waiting_calls = [
+            within(f"{field}.pending_tool_calls[{i}]", WaitingCall.from_dict, item)
             for i, item in enumerate(
                 list_value(data["pending_tool_calls"], f"{field}.pending_tool_calls")
             )
-        )
+        ]
         decisions = data["decisions"]
         if not isinstance(decisions, dict):
             raise invalid(f"{field}.decisions", "must be an object")
@@ -210,7 +210,7 @@ class RecordReader:
             # (its open calls are answered by _answered_unfinished).
             run.status = RunStatus.CANCELLED
             run.termination_reason = TerminationReason.IMPORTED_UNFINISHED
-            run.pending_tool_calls = []
+            run.waiting_calls = []
             run.finished_at = run.finished_at or run.updated_at
         return run
 
@@ -300,11 +300,11 @@ def answered_unfinished(runs: list[Run], items: Items) -> Items:
     """The results that answer the calls a run exported unfinished left open,
     as the engine answers them when a run is cancelled."""
     unfinished = [r for r in runs if r.termination_reason == TerminationReason.IMPORTED_UNFINISHED]
-    pending = unanswered_tool_call_ids([message for message, _ in items])
-    if not unfinished or not pending:
+    unanswered = unanswered_tool_call_ids([message for message, _ in items])
+    if not unfinished or not unanswered:
         return []
     run = unfinished[-1]
     return [
         (message, {"run_id": run.pk, "metadata": {}, "created_at": run.finished_at})
-        for message in unanswered_results(pending, TerminationReason.IMPORTED_UNFINISHED)
+        for message in unanswered_results(unanswered, TerminationReason.IMPORTED_UNFINISHED)
     ]

@@ -249,7 +249,7 @@ function showAction(run) {
   waitingRun = run;
   $("action").hidden = !run;
   $("pending").replaceChildren();
-  for (const call of run ? run.pending_tool_calls : []) {
+  for (const call of run ? run.waiting_calls : []) {
     $("pending").append(element("li", "", `${call.function.name} ${call.function.arguments}`));
   }
 }

@@ -97,7 +97,7 @@ def test_a_run_paused_for_approval_is_imported_as_ended_with_its_calls_answered(
     assert (imported.conversations, imported.runs, imported.problems) == (1, 1, [])
     run = Run.objects.get()
     assert (run.status, run.termination_reason) == ("cancelled", "imported_unfinished")
-    assert run.pending_tool_calls == []
+    assert run.waiting_calls == []
     assert run.finished_at is not None
     results = Message.objects.filter(role=Role.TOOL).order_by("position")
     assert [(r.tool_call_id, r.is_error, r.run_id) for r in results] == [

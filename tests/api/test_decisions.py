@@ -1,5 +1,5 @@
-"""Approvals with a trail: who decided which call, when, why, on what; stale decisions
-refused; the calls waiting for a person listed; an approval rule that decides first."""
+"""Decisions with a trail: who decided which call, when, why, on what; stale decisions
+refused; the calls waiting for a decision listed; an approval rule that decides first."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def test_the_calls_waiting_for_a_person_are_listed_per_owner(
     mine = [paused(create_conversation(owner=user, title=f"Mine {n}")) for n in range(3)]
     paused(create_conversation(owner=other_user, title="Theirs"))
     with django_assert_max_num_queries(6):
-        response = client.get("/api/approvals/")
+        response = client.get("/api/waiting-calls/")
     body = response.json()
     assert body["count"] == 3
     assert [item["run"] for item in body["results"]] == [str(run.pk) for run in mine]
@@ -91,9 +91,9 @@ def test_the_calls_waiting_for_a_person_are_listed_per_owner(
     assert first["tool_call"]["function"]["name"] == "delete_file"
     assert first["conversation_title"] == "Mine 0"
     assert first["approval_digest"] == mine[0].approval_digest
-    refused = client.get("/api/approvals/?all=true")
+    refused = client.get("/api/waiting-calls/?all=true")
     assert (refused.status_code, refused.json()["error"]["code"]) == (403, "permission_denied")
-    bad = client.get("/api/approvals/?all=maybe")
+    bad = client.get("/api/waiting-calls/?all=maybe")
     assert (bad.status_code, bad.json()["error"]["field"]) == (400, "all")
 
 
@@ -103,8 +103,8 @@ def test_staff_list_every_users_waiting_calls(user: User, other_user: User) -> N
     staff = User.objects.create_user("staff", is_staff=True)
     client = APIClient()
     client.force_authenticate(staff)
-    assert client.get("/api/approvals/").json()["count"] == 0
-    assert client.get("/api/approvals/?all=true").json()["count"] == 2
+    assert client.get("/api/waiting-calls/").json()["count"] == 0
+    assert client.get("/api/waiting-calls/?all=true").json()["count"] == 2
 
 
 class ReadOnlyTmp(RunPolicy):
@@ -123,7 +123,7 @@ def test_an_approval_rule_decides_before_a_person_is_asked(
 ) -> None:
     settings.LLM_CONVERSATIONS = {
         **API_SETTINGS,
-        "RUN_POLICY": "tests.api.test_approvals.ReadOnlyTmp",
+        "RUN_POLICY": "tests.api.test_decisions.ReadOnlyTmp",
     }
     service = ToolLoopService()
     text = calls_text(DELETE, ("e", "delete_file", {"path": "/etc/passwd"}))
