@@ -187,7 +187,9 @@ def serve_provider(port: int, latency: float, deltas: int, gap: float) -> None:
 
     class Server(ThreadingHTTPServer):
         daemon_threads = True
-        request_queue_size = 256
+        # Every run's call can arrive at once (1,000 with --runs 1000): a short
+        # listen queue would refuse connections while the machine is busy.
+        request_queue_size = 4096
 
     server = Server(("127.0.0.1", port), Handler)
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
@@ -1059,6 +1061,14 @@ def report(
         + f", this client {seen.client_cpu:.1f} ({seen.client_cpu / result.wall:.0%}); "
         f"machine busy {seen.busy:.0%} of "
         f"{os.cpu_count()} cores"
+    )
+    per_run = {**cpu, "this client": seen.client_cpu}
+    print(
+        "  CPU per run: "
+        + ", ".join(f"{name} {sec / total * 1000:.1f} ms" for name, sec in per_run.items())
+        + f"; the server's tiers together {(sum(cpu.values())) / total * 1000:.1f} ms, "
+        f"so {os.cpu_count()} cores run at most "
+        f"{total * (os.cpu_count() or 1) / max(sum(cpu.values()), 1e-9):.0f} runs/s"
     )
     if errors:
         print(f"  client errors: {sum(errors.values())}; first: {next(iter(errors))}")
