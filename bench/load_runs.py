@@ -1114,8 +1114,9 @@ def phase(args: argparse.Namespace, logs: Path, kill: bool) -> bool:
     shape = topology(args)
     conversations = create_conversations(args.runs)
     ideal_seconds = args.runs * 2 * args.latency / min(shape.slots, args.runs)
-    # Generous: on a small machine the CPU, not the concurrency, sets the pace.
-    timeout = max(120.0, 10 * ideal_seconds + 4 * LEASE_SECONDS)
+    # Generous: on a small machine the CPU, not the concurrency, sets the pace
+    # (two cores finish about ten streamed runs a second).
+    timeout = max(120.0, 10 * ideal_seconds + 4 * LEASE_SECONDS, 0.3 * args.runs)
     tool_log = logs / f"tool-calls-{'kill' if kill else 'plain'}.txt"
     tool_log.write_text("")
     with (
