@@ -478,7 +478,11 @@ async def read_events(response: Any, received: Received) -> None:
         elif line.startswith("data:"):
             at = time.time()
             received.events.append((event_id, name, at))
-            if name == "text.delta" and event_id is not None:
+            if name == "run.running":
+                # An attempt after a lost one streams the answer again: the
+                # lost attempt's deltas are superseded, the answer is what follows.
+                received.texts.clear()
+            elif name == "text.delta" and event_id is not None:
                 text = json.loads(line[5:])["delta"]
                 received.texts[event_id] = text
                 if received.first_token is None and text.startswith("t"):
