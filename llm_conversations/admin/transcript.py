@@ -21,7 +21,7 @@ from llm_conversations.conf import conf
 from llm_conversations.conversations.usage import model_label
 from llm_conversations.core.content_parts import describe_size
 from llm_conversations.core.messages import ToolCall
-from llm_conversations.core.reasoning import reasoning_from_list
+from llm_conversations.core.reasoning import reasoning_from_list, thoughts
 from llm_conversations.models import (
     Attachment,
     Decision,
@@ -232,7 +232,7 @@ def transcript(
             if message.model or message.provider
             else "",
         )
-        for part in reasoning_from_list(message.reasoning or ()):
+        for part in thoughts(reasoning_from_list(message.reasoning or ())):
             if part.text:
                 entry.reasoning.append((part.kind.value, part.text))
             else:

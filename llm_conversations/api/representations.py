@@ -25,6 +25,7 @@ from llm_conversations.conf import conf
 from llm_conversations.conversations.history import stored_message
 from llm_conversations.core.messages import Reasoning, Role
 from llm_conversations.core.model_info import cost_text
+from llm_conversations.core.reasoning import thoughts
 from llm_conversations.models import Message
 
 __all__ = [
@@ -143,7 +144,7 @@ def shown_reasoning(parts: tuple[Reasoning, ...] | None) -> list[dict[str, str]]
     reasoning data (signatures, redacted or encrypted reasoning) is never shown."""
     if not parts or not conf.SHOW_REASONING:
         return None
-    shown = [{"kind": part.kind.value, "text": part.text} for part in parts if part.text]
+    shown = [{"kind": part.kind.value, "text": part.text} for part in thoughts(parts) if part.text]
     return shown or None
 
 

@@ -89,7 +89,8 @@ class Provider(HttpTransport, ReplyBuilding, ErrorReports, KeyRedaction):
     keyword arguments of :meth:`complete` and :meth:`stream`. ``sleep`` is the
     function used between retries (tests pass a recorder). ``streams=False``
     makes runs call it without streaming (a ``PROVIDERS`` entry's ``STREAM``:
-    for a server that cannot stream). Instances are safe
+    for a server that cannot stream); ``compaction=True`` asks a protocol that
+    :attr:`compacts` to compact long conversations (``CONTEXT_STRATEGY: "compact"``). Instances are safe
     to share between threads.
     """
 
@@ -99,6 +100,9 @@ class Provider(HttpTransport, ReplyBuilding, ErrorReports, KeyRedaction):
     parameter_support: ClassVar[ParameterSupport] = ParameterSupport()
     """The run parameters this adapter maps; a subclass that declares none
     honours only ``instructions`` and ``model``."""
+    compacts: ClassVar[bool] = False
+    """Whether the protocol compacts a long conversation server-side (the
+    ``compact`` context strategy), replying with its compacted state."""
 
     def __init__(
         self,
@@ -115,6 +119,7 @@ class Provider(HttpTransport, ReplyBuilding, ErrorReports, KeyRedaction):
         sleep: Callable[[float], None] | None = None,
         models: Iterable[str] = (),
         streams: bool = True,
+        compaction: bool = False,
         **options: Any,
     ) -> None:
         if not isinstance(model, str) or not model:
@@ -132,6 +137,8 @@ class Provider(HttpTransport, ReplyBuilding, ErrorReports, KeyRedaction):
         self._max_reply_chars = max_reply_chars
         # Whether runs call it in streaming mode: a PROVIDERS entry's STREAM.
         self.streams = streams
+        # Whether calls ask the provider to compact: the entry's "compact" strategy.
+        self.compaction = compaction and self.compacts
         self.options: dict[str, Any] = dict(options)
         self._sleep = sleep or time.sleep
         self._owns_client = http_client is None and self.uses_http
