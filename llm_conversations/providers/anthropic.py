@@ -229,9 +229,16 @@ def _run_fields(body: dict[str, Any], parameters: RunParameters) -> dict[str, An
 
 def anthropic_usage(data: object) -> Usage:
     """Input counts cache reads and writes too; ``cached`` is the cache reads,
-    ``cache_write`` the writes (``cache_creation_input_tokens``)."""
+    ``cache_write`` the writes (``cache_creation_input_tokens``).
+
+    A reply that compacted reports each step in ``iterations`` (the compaction,
+    then the message) and only the message's at the top: the usage is their sum,
+    as all of them are billed."""
     if not isinstance(data, Mapping):
         return Usage()
+    steps = data.get("iterations")
+    if isinstance(steps, list) and steps and all(isinstance(s, Mapping) for s in steps):
+        return sum((anthropic_usage({**step, "iterations": None}) for step in steps), Usage())
     read = data.get("cache_read_input_tokens")
     written = data.get("cache_creation_input_tokens")
     return Usage(

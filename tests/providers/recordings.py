@@ -361,6 +361,20 @@ def responses(body: Any) -> Expected:
 
 
 def anthropic_usage(usage: Mapping[str, Any]) -> Usage:
+    # A compacting reply bills each of its iterations; the top level is the last one's.
+    steps = [
+        anthropic_usage({**step, "iterations": None}) for step in usage.get("iterations") or ()
+    ]
+    if steps:
+        read_sum = [s[2] for s in steps if s[2] is not None]
+        written_sum = [s[4] for s in steps if s[4] is not None]
+        return (
+            sum(s[0] for s in steps),
+            sum(s[1] for s in steps),
+            sum(read_sum) if read_sum else None,
+            None,
+            sum(written_sum) if written_sum else None,
+        )
     # Anthropic's input_tokens leaves out the cache reads and writes.
     read = number(usage.get("cache_read_input_tokens"))
     written = number(usage.get("cache_creation_input_tokens"))

@@ -123,6 +123,13 @@ def test_a_compaction_is_kept_and_replayed_end_to_end() -> None:
     assert reply.reasoning == (recorded_compaction(replay, 0),)
     assert thoughts(reply.reasoning) == []
     assert reply.content == "Hello! 👋"
+    # Both steps are billed: the compaction (the whole input read) and the answer.
+    steps = replay.recorded[0]["response"]["parsed_body"]["usage"]["iterations"]
+    assert [step["type"] for step in steps] == ["compaction", "message"]
+    assert (reply.usage.input_tokens, reply.usage.output_tokens) == (
+        sum(step["input_tokens"] for step in steps),
+        sum(step["output_tokens"] for step in steps),
+    )
     follow_up = second["messages"][2]["content"][0]["text"]
     provider.complete(
         [*history, reply.to_message(), ChatMessage.user(follow_up)], parameters=instructions
