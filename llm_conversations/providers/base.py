@@ -32,6 +32,7 @@ from llm_conversations.core.messages import (
     as_chat_messages,
 )
 from llm_conversations.core.parameters import ParameterSupport, RunParameterInput, RunParameters
+from llm_conversations.core.reasoning import compactions
 from llm_conversations.core.tool_specs import ToolSpec
 
 from ._wire import ToolInput, as_tool_specs
@@ -303,9 +304,17 @@ class Provider(HttpTransport, ReplyBuilding, ErrorReports, KeyRedaction):
         stream: bool,
     ) -> CompletionRequest:
         # An empty reply (a refusal, a cut-off) is kept in the conversation but
-        # tells a model nothing, and several protocols refuse an empty turn.
+        # tells a model nothing, and several protocols refuse an empty turn. One
+        # that carries this backend's compacted state is kept: the state is sent.
         chat = as_chat_messages(messages)
-        sent = tuple(m for m in chat if m.content or m.tool_calls or m.role is not Role.ASSISTANT)
+        sent = tuple(
+            m
+            for m in chat
+            if m.content
+            or m.tool_calls
+            or m.role is not Role.ASSISTANT
+            or compactions(m.reasoning, self.backend)
+        )
         specs = tuple(as_tool_specs(tools))
         chosen = RunParameters.from_input(parameters)
         if not specs:

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
+import httpx
 import pytest
 
 from llm_conversations.core.messages import ChatMessage, Reasoning, ReasoningKind
@@ -75,3 +77,28 @@ def test_a_compacted_state_is_never_shown_as_reasoning() -> None:
     thinking = Reasoning("anthropic", ReasoningKind.THINKING, "hmm", "sig")
     assert thoughts((STATE, thinking)) == [thinking]
     assert Reasoning.from_dict(STATE.to_stored()) == STATE
+
+
+def test_an_empty_turn_that_carries_the_compacted_state_is_still_sent() -> None:
+    sent: list[dict[str, Any]] = []
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        text = {"type": "text", "text": "ok"}
+        return httpx.Response(200, json={"content": [text], "stop_reason": "end_turn"})
+
+    client = httpx.Client(transport=httpx.MockTransport(reply))
+    empty = ChatMessage.assistant("", reasoning=[STATE])
+    history = [ChatMessage.user("Hello!"), empty, ChatMessage.user("And now?")]
+    AnthropicProvider(model="m", api_key="k", compaction=True, http_client=client).complete(history)
+    assert sent[0]["messages"][1] == {
+        "role": "assistant",
+        "content": [{"type": "compaction", "content": STATE.text}],
+    }
+    # Another provider's empty turn is left out as before.
+    other = Reasoning("openai_responses", ReasoningKind.COMPACTION, data='{"id": "cmp_1"}')
+    foreign = [ChatMessage.user("Hello!"), ChatMessage.assistant("", reasoning=[other])]
+    AnthropicProvider(model="m", api_key="k", http_client=client).complete(
+        [*foreign, ChatMessage.user("And now?")]
+    )
+    assert [turn["role"] for turn in sent[1]["messages"]] == ["user"]
