@@ -21,7 +21,7 @@ from llm_conversations.conf import conf
 from llm_conversations.conversations.usage import model_label
 from llm_conversations.core.content_parts import describe_size
 from llm_conversations.core.messages import ToolCall
-from llm_conversations.core.reasoning import reasoning_from_list
+from llm_conversations.core.reasoning import ReasoningKind, reasoning_from_list, thoughts
 from llm_conversations.models import (
     Attachment,
     Decision,
@@ -123,6 +123,10 @@ class TranscriptEntry:
     # opaque data (signatures, redacted or encrypted reasoning) only counted.
     reasoning: list[tuple[str, str]] = field(default_factory=list)
     opaque_reasoning: int = 0
+    # The provider whose compacted state this turn carries (the compact strategy),
+    # and its readable text, if any: where that provider's later calls start.
+    compacted_by: str = ""
+    compaction: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -232,11 +236,16 @@ def transcript(
             if message.model or message.provider
             else "",
         )
-        for part in reasoning_from_list(message.reasoning or ()):
+        parts = reasoning_from_list(message.reasoning or ())
+        for part in thoughts(parts):
             if part.text:
                 entry.reasoning.append((part.kind.value, part.text))
             else:
                 entry.opaque_reasoning += 1
+        for part in parts:
+            if part.kind is ReasoningKind.COMPACTION:
+                entry.compacted_by = part.provider
+                entry.compaction += [part.text] if part.text else []
         if message.run_id is not None and message.run_id != previous_run:
             entry.run = by_run.get(message.run_id)
         previous_run = message.run_id

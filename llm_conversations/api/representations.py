@@ -25,11 +25,13 @@ from llm_conversations.conf import conf
 from llm_conversations.conversations.history import stored_message
 from llm_conversations.core.messages import Reasoning, Role
 from llm_conversations.core.model_info import cost_text
+from llm_conversations.core.reasoning import ReasoningKind, thoughts
 from llm_conversations.models import Message
 
 __all__ = [
     "MESSAGE_COLUMNS",
     "SHARED_HIDDEN",
+    "compacted_by",
     "message_data",
     "message_row",
     "message_rows",
@@ -99,6 +101,7 @@ def message_data(row: Mapping[str, Any]) -> dict[str, Any]:
     data["finish_reason"] = (row["finish_reason"] or None) if assistant else None
     data["parsed"] = row["parsed"]
     data["reasoning"] = shown_reasoning(message.reasoning)
+    data["compacted_by"] = compacted_by(message.reasoning)
     data["usage"] = (
         {
             "input_tokens": row["input_tokens"],
@@ -143,8 +146,16 @@ def shown_reasoning(parts: tuple[Reasoning, ...] | None) -> list[dict[str, str]]
     reasoning data (signatures, redacted or encrypted reasoning) is never shown."""
     if not parts or not conf.SHOW_REASONING:
         return None
-    shown = [{"kind": part.kind.value, "text": part.text} for part in parts if part.text]
+    shown = [{"kind": part.kind.value, "text": part.text} for part in thoughts(parts) if part.text]
     return shown or None
+
+
+def compacted_by(parts: tuple[Reasoning, ...] | None) -> str | None:
+    """The backend whose compacted state a turn carries (``compact`` strategy), else
+    ``None``: where that provider's later calls start reading. The state itself is
+    never shown."""
+    made = [part.provider for part in parts or () if part.kind is ReasoningKind.COMPACTION]
+    return made[-1] if made else None
 
 
 def message_row(message: Message) -> dict[str, Any]:

@@ -57,6 +57,10 @@ class ContextStrategy(StrEnum):
     """Send the latest turns that fit; older ones are left out."""
     SUMMARIZE = "summarize"
     """Send a summary of the older turns in their place."""
+    COMPACT = "compact"
+    """The provider compacts the older turns (Anthropic, OpenAI Responses): its
+    compacted state, stored on the reply that carried it, stands in for the turns
+    before it; an entry whose protocol cannot compact summarizes instead."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +177,7 @@ class ContextFitter:
         summary_end: int | None = None,
         summary_tokens: int = 0,
         summary_budget: int = 0,
+        compacted: int | None = None,
     ) -> Cut:
         """The cut for the next call.
 
@@ -180,7 +185,11 @@ class ContextFitter:
         :attr:`ContextStrategy.SUMMARIZE`, ``summary_end`` and ``summary_tokens``
         describe the stored summary (it covers messages before ``summary_end``);
         a cut past it means a new summary is needed, whose size is taken as
-        ``summary_budget``. Raises :class:`ContextOverflow` when nothing fits.
+        ``summary_budget``. For :attr:`ContextStrategy.COMPACT` the history
+        starts at ``compacted`` (the user turn the provider's latest compacted
+        state answered; the provider reads that state in place of all before it)
+        and the provider, not the estimate, decides when to compact again.
+        Raises :class:`ContextOverflow` when nothing fits.
         """
         ratio = anchor.ratio if anchor is not None else 1.0
         limit = int(self.limit / ratio)  # the estimate's scale
@@ -190,6 +199,8 @@ class ContextFitter:
             estimated = raw if anchor is None else anchor.correct(raw, start, len(self))
             return Cut(start, estimated, end, raw)
 
+        if strategy is ContextStrategy.COMPACT:
+            return cut(compacted or 0, None, 0)
         whole = self.sent_tokens(0, fixed)
         if whole <= limit:
             return cut(0, None, 0)

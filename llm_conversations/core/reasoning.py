@@ -13,6 +13,10 @@ Stored form, one object per part (absent keys are empty)::
 
     {"provider": "anthropic", "kind": "thinking", "text": "...", "data": "<signature>"}
     {"provider": "gemini", "kind": "signature", "data": "<thoughtSignature>", "call_id": "call_1"}
+    {"provider": "anthropic", "kind": "compaction", "text": "<the provider's summary>"}
+
+A ``compaction`` part is kept in the same place, tagged the same way, because it
+obeys the same rule: only the provider that made it may read it back.
 
 This module imports nothing from Django and nothing from httpx.
 """
@@ -33,7 +37,9 @@ __all__ = [
     "ReasoningKind",
     "bounded_reasoning",
     "check_reasoning",
+    "compactions",
     "reasoning_from_list",
+    "thoughts",
 ]
 
 # Bounds that keep one turn's reasoning storable and loadable; real replies
@@ -57,6 +63,11 @@ class ReasoningKind(StrEnum):
     """Opaque encrypted reasoning, no text (a Responses API ``encrypted_content``)."""
     SIGNATURE = "signature"
     """Only a signature, for a part of the answer: a call (``call_id``) or the text."""
+    COMPACTION = "compaction"
+    """The provider's compacted state of the turns before this reply, which it reads in
+    their place (Anthropic's ``compaction`` block: readable ``text``; an OpenAI
+    ``compaction`` item: opaque ``data``). Not reasoning: never shown as such, never
+    taken as the app's own summary, and every stored turn it stands for stays stored."""
 
 
 _KINDS: dict[object, ReasoningKind] = {kind.value: kind for kind in ReasoningKind}
@@ -172,6 +183,20 @@ class Reasoning:
         return stored
 
 
+def compactions(parts: Sequence[Reasoning] | None, provider: str) -> list[Reasoning]:
+    """The ``compaction`` parts of a turn that ``provider`` made, in order."""
+    return [
+        part
+        for part in parts or ()
+        if part.kind is ReasoningKind.COMPACTION and part.provider == provider
+    ]
+
+
+def thoughts(parts: Sequence[Reasoning] | None) -> list[Reasoning]:
+    """A turn's reasoning proper: every part but the compacted state."""
+    return [part for part in parts or () if part.kind is not ReasoningKind.COMPACTION]
+
+
 def reasoning_from_list(raw: object) -> tuple[Reasoning, ...]:
     """Parts given as a list of :class:`Reasoning` or stored forms; errors name the index."""
     if isinstance(raw, str | bytes | Mapping) or not isinstance(raw, Iterable):
@@ -237,6 +262,6 @@ def bounded_reasoning(parts: Sequence[Reasoning]) -> tuple[tuple[Reasoning, ...]
     """
     if len(parts) <= MAX_REASONING_PARTS and sum(p.size for p in parts) <= MAX_REASONING_CHARS:
         return tuple(parts), 0
-    text = "\n\n".join(part.text for part in parts if part.text)[:MAX_REASONING_CHARS]
+    text = "\n\n".join(part.text for part in thoughts(parts) if part.text)[:MAX_REASONING_CHARS]
     kept = (Reasoning(parts[0].provider, ReasoningKind.THINKING, text),) if text else ()
     return kept, len(parts)

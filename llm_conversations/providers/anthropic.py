@@ -37,16 +37,21 @@ from .stream_events import StreamEvent
 __all__ = [
     "ANTHROPIC_VERSION",
     "BACKEND",
+    "COMPACT_EDIT",
     "DEFAULT_MAX_TOKENS",
     "AnthropicProvider",
     "anthropic_parameters",
     "anthropic_schema",
     "anthropic_usage",
     "to_anthropic_request",
+    "with_compaction",
 ]
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
+COMPACT_EDIT = "compact_20260112"
+"""The ``context_management`` edit that asks for server-side compaction."""
+COMPACT_BETA = "compact-2026-01-12"
 
 _FINISH = {
     "end_turn": FinishReason.STOP,
@@ -175,6 +180,18 @@ def to_anthropic_request(
     return last_key(place_breakpoints(body) if cache else body, "messages")
 
 
+def with_compaction(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` asking for compaction: the ``compact`` edit added to the
+    ``context_management`` the entry's options gave (a trigger of its own, a
+    ``clear_tool_uses`` edit), unless they name one already."""
+    management = dict(body.get("context_management") or {})
+    edits = list(management.get("edits") or ())
+    if not any(isinstance(e, Mapping) and e.get("type") == COMPACT_EDIT for e in edits):
+        edits.append({"type": COMPACT_EDIT})
+    body["context_management"] = {**management, "edits": edits}
+    return body
+
+
 def _tool(spec: ToolSpec) -> dict[str, Any]:
     """A tool offered, with its description when it has one."""
     if spec.description:
@@ -212,9 +229,16 @@ def _run_fields(body: dict[str, Any], parameters: RunParameters) -> dict[str, An
 
 def anthropic_usage(data: object) -> Usage:
     """Input counts cache reads and writes too; ``cached`` is the cache reads,
-    ``cache_write`` the writes (``cache_creation_input_tokens``)."""
+    ``cache_write`` the writes (``cache_creation_input_tokens``).
+
+    A reply that compacted reports each step in ``iterations`` (the compaction,
+    then the message) and only the message's at the top: the usage is their sum,
+    as all of them are billed."""
     if not isinstance(data, Mapping):
         return Usage()
+    steps = data.get("iterations")
+    if isinstance(steps, list) and steps and all(isinstance(s, Mapping) for s in steps):
+        return sum((anthropic_usage({**step, "iterations": None}) for step in steps), Usage())
     read = data.get("cache_read_input_tokens")
     written = data.get("cache_creation_input_tokens")
     return Usage(
@@ -230,8 +254,16 @@ _INPUT_KEYS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_
 
 
 # Stream deltas that carry pieces of one field of their block.
-_DELTA_KEYS = {"input_json_delta": "partial_json", "thinking_delta": "thinking"}
-_DELTA_WHAT = {"input_json_delta": "tool call arguments", "thinking_delta": "reasoning"}
+_DELTA_KEYS = {
+    "input_json_delta": "partial_json",
+    "thinking_delta": "thinking",
+    "compaction_delta": "content",
+}
+_DELTA_WHAT = {
+    "input_json_delta": "tool call arguments",
+    "thinking_delta": "reasoning",
+    "compaction_delta": "compaction",
+}
 
 
 def _finish(raw: object) -> FinishReason:
@@ -243,6 +275,7 @@ class AnthropicProvider(Provider):
 
     backend = BACKEND
     default_base_url = "https://api.anthropic.com"
+    compacts = True
     parameter_support = ParameterSupport(
         sampling=frozenset({"temperature", "top_p", "max_output_tokens", "stop"}),
         reasoning_efforts=frozenset({"low", "medium", "high", "xhigh", "max"}),
@@ -256,6 +289,8 @@ class AnthropicProvider(Provider):
         headers = {"anthropic-version": ANTHROPIC_VERSION}
         if self._api_key:
             headers["x-api-key"] = self._api_key
+        if self.compaction:
+            headers["anthropic-beta"] = COMPACT_BETA
         return headers
 
     def build_request(self, request: CompletionRequest) -> tuple[str, dict[str, Any]]:
@@ -268,6 +303,8 @@ class AnthropicProvider(Provider):
         )
         if request.stream:
             body["stream"] = True
+        if self.compaction:
+            body = with_compaction(body)
         return "/v1/messages", last_key(body, "messages")
 
     def parse_response(
@@ -340,10 +377,9 @@ class AnthropicProvider(Provider):
                         block["name"],
                         joined if joined else block.get("input"),
                     )
-                elif block.get("type") == "thinking":
-                    keep_thinking(
-                        reply, {**block, "thinking": (block.get("thinking") or "") + joined}
-                    )
+                elif block.get("type") in ("thinking", "compaction"):
+                    key = "thinking" if block["type"] == "thinking" else "content"
+                    keep_thinking(reply, {**block, key: (block.get(key) or "") + joined})
                 else:
                     keep_thinking(reply, block)
             elif kind == "message_delta":

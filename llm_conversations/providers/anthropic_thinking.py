@@ -1,10 +1,14 @@
-"""Anthropic's extended thinking: the blocks read from replies and where they go back.
+"""Anthropic's extended thinking and compaction: the blocks read from replies and
+where they go back.
 
 The rules (docs/providers.md, "Reasoning"): thinking and redacted thinking
 blocks come back unmodified and in order at the start of the turn that made
 them; Anthropic refuses them in a final assistant turn when the request has
 thinking off, and refuses thinking on in the middle of a tool turn that has
-none (a turn another provider made).
+none (a turn another provider made). A ``compaction`` block (the server's summary
+of the turns before it, made when ``context_management`` asks for compaction) is
+kept as a ``compaction`` part and sent back in its place, before the turn's text:
+Anthropic then reads it instead of everything before it.
 """
 
 from __future__ import annotations
@@ -23,24 +27,32 @@ _THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
 
 def keep_thinking(reply: StreamAccumulator, block: Mapping[str, Any]) -> None:
-    """Add a reply's ``thinking`` (text and signature) or ``redacted_thinking`` (data) block."""
-    if block.get("type") == "thinking":
+    """Add a reply's ``thinking`` (text and signature), ``redacted_thinking`` (data)
+    or ``compaction`` (the summary's text) block."""
+    if block.get("type") == "compaction":
+        reply.reason(ReasoningKind.COMPACTION, block.get("content"))
+    elif block.get("type") == "thinking":
         reply.reason(ReasoningKind.THINKING, block.get("thinking"), block.get("signature"))
     elif block.get("type") == "redacted_thinking":
         reply.reason(ReasoningKind.REDACTED, data=block.get("data"))
 
 
 def thinking_blocks(reasoning: Sequence[Reasoning] | None) -> list[dict[str, Any]]:
-    """The ``thinking`` and ``redacted_thinking`` blocks of a turn Anthropic answered, verbatim.
+    """The ``thinking``, ``redacted_thinking`` and ``compaction`` blocks of a turn
+    Anthropic answered, verbatim and in order.
 
     Reasoning another provider made is never sent, nor a thinking block
     without its signature.
     """
     blocks: list[dict[str, Any]] = []
     for part in reasoning or ():
-        if part.provider != BACKEND or part.data is None:
+        if part.provider != BACKEND:
             continue
-        if part.kind is ReasoningKind.THINKING:
+        if part.kind is ReasoningKind.COMPACTION and part.text:
+            blocks.append({"type": "compaction", "content": part.text})
+        elif part.data is None:
+            continue
+        elif part.kind is ReasoningKind.THINKING:
             blocks.append({"type": "thinking", "thinking": part.text, "signature": part.data})
         elif part.kind is ReasoningKind.REDACTED:
             blocks.append({"type": "redacted_thinking", "data": part.data})

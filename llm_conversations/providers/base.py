@@ -32,6 +32,7 @@ from llm_conversations.core.messages import (
     as_chat_messages,
 )
 from llm_conversations.core.parameters import ParameterSupport, RunParameterInput, RunParameters
+from llm_conversations.core.reasoning import compactions
 from llm_conversations.core.tool_specs import ToolSpec
 
 from ._wire import ToolInput, as_tool_specs
@@ -89,7 +90,8 @@ class Provider(HttpTransport, ReplyBuilding, ErrorReports, KeyRedaction):
     keyword arguments of :meth:`complete` and :meth:`stream`. ``sleep`` is the
     function used between retries (tests pass a recorder). ``streams=False``
     makes runs call it without streaming (a ``PROVIDERS`` entry's ``STREAM``:
-    for a server that cannot stream). Instances are safe
+    for a server that cannot stream); ``compaction=True`` asks a protocol that
+    :attr:`compacts` to compact long conversations (``CONTEXT_STRATEGY: "compact"``). Instances are safe
     to share between threads.
     """
 
@@ -99,6 +101,9 @@ class Provider(HttpTransport, ReplyBuilding, ErrorReports, KeyRedaction):
     parameter_support: ClassVar[ParameterSupport] = ParameterSupport()
     """The run parameters this adapter maps; a subclass that declares none
     honours only ``instructions`` and ``model``."""
+    compacts: ClassVar[bool] = False
+    """Whether the protocol compacts a long conversation server-side (the
+    ``compact`` context strategy), replying with its compacted state."""
 
     def __init__(
         self,
@@ -115,6 +120,7 @@ class Provider(HttpTransport, ReplyBuilding, ErrorReports, KeyRedaction):
         sleep: Callable[[float], None] | None = None,
         models: Iterable[str] = (),
         streams: bool = True,
+        compaction: bool = False,
         **options: Any,
     ) -> None:
         if not isinstance(model, str) or not model:
@@ -132,6 +138,8 @@ class Provider(HttpTransport, ReplyBuilding, ErrorReports, KeyRedaction):
         self._max_reply_chars = max_reply_chars
         # Whether runs call it in streaming mode: a PROVIDERS entry's STREAM.
         self.streams = streams
+        # Whether calls ask the provider to compact: the entry's "compact" strategy.
+        self.compaction = compaction and self.compacts
         self.options: dict[str, Any] = dict(options)
         self._sleep = sleep or time.sleep
         self._owns_client = http_client is None and self.uses_http
@@ -296,9 +304,17 @@ class Provider(HttpTransport, ReplyBuilding, ErrorReports, KeyRedaction):
         stream: bool,
     ) -> CompletionRequest:
         # An empty reply (a refusal, a cut-off) is kept in the conversation but
-        # tells a model nothing, and several protocols refuse an empty turn.
+        # tells a model nothing, and several protocols refuse an empty turn. One
+        # that carries this backend's compacted state is kept: the state is sent.
         chat = as_chat_messages(messages)
-        sent = tuple(m for m in chat if m.content or m.tool_calls or m.role is not Role.ASSISTANT)
+        sent = tuple(
+            m
+            for m in chat
+            if m.content
+            or m.tool_calls
+            or m.role is not Role.ASSISTANT
+            or compactions(m.reasoning, self.backend)
+        )
         specs = tuple(as_tool_specs(tools))
         chosen = RunParameters.from_input(parameters)
         if not specs:

@@ -16,6 +16,13 @@ Tool calls are ``function_call`` items and their results
 ``function_call_output`` items, paired by ``call_id``. Images are
 ``input_image`` parts with data URLs, PDFs ``input_file`` parts with
 ``file_data``, in user turns and tool results alike.
+
+With the ``compact`` context strategy the request asks for server-side
+compaction (``context_management: [{"type": "compaction"}]``, beside the
+entry's own entries such as a ``compact_threshold``); the ``compaction`` item a
+reply ends with is stored as one ``compaction`` part whose data is the item as
+OpenAI sent it (``id``, ``encrypted_content``) and goes back after that turn's
+items, to this backend only.
 """
 
 from __future__ import annotations
@@ -54,11 +61,15 @@ __all__ = [
     "responses_parameters",
     "responses_usage",
     "to_responses_input",
+    "with_compaction",
 ]
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 # The keys of a reasoning item that are sent back (``status`` is output only).
 _REASONING_KEYS = ("id", "encrypted_content", "summary")
+_COMPACTION_KEYS = ("id", "encrypted_content")
+_COMPACTION_ENTRY = {"type": "compaction"}
+# The ``context_management`` entry that asks for server-side compaction.
 
 # incomplete_details.reason, by the finish reason it is.
 _INCOMPLETE = {
@@ -183,7 +194,19 @@ class _Reply(StreamAccumulator):
                 self.reasoned = True
                 kept = {key: item[key] for key in _REASONING_KEYS if key in item}
                 self.reason(ReasoningKind.ENCRYPTED, data=json.dumps(kept))
+        elif kind == "compaction" and item.get("encrypted_content"):
+            kept = {key: item[key] for key in _COMPACTION_KEYS if key in item}
+            self.reason(ReasoningKind.COMPACTION, data=json.dumps(kept))
         return events
+
+
+def with_compaction(management: object) -> list[Any]:
+    """The entry's ``context_management`` entries (a ``compact_threshold`` of its
+    own) with the compaction entry added unless they hold one."""
+    entries = list(management) if isinstance(management, list) else []
+    if not any(isinstance(e, Mapping) and e.get("type") == "compaction" for e in entries):
+        entries.append(dict(_COMPACTION_ENTRY))
+    return entries
 
 
 class OpenAIResponsesProvider(Provider):
@@ -191,6 +214,7 @@ class OpenAIResponsesProvider(Provider):
 
     backend = BACKEND
     default_base_url = "https://api.openai.com/v1"
+    compacts = True
     parameter_support = ParameterSupport(
         sampling=frozenset({"temperature", "top_p", "max_output_tokens"}),
         reasoning_efforts=frozenset({"none", "minimal", "low", "medium", "high", "xhigh"}),
@@ -230,6 +254,8 @@ class OpenAIResponsesProvider(Provider):
         body = merge_fields(body, responses_parameters(request.parameters))
         if request.stream:
             body["stream"] = True
+        if self.compaction:
+            body["context_management"] = with_compaction(body.get("context_management"))
         # The conversation last: each round's bytes extend the last round's.
         return "/responses", last_key(body, "input")
 

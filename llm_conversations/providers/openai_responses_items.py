@@ -19,7 +19,14 @@ from llm_conversations.core.reasoning import Reasoning, ReasoningKind
 
 from ._wire import check_supported_parts
 
-__all__ = ["BACKEND", "SUPPORTED_PARTS", "input_part", "reasoning_items", "to_responses_input"]
+__all__ = [
+    "BACKEND",
+    "SUPPORTED_PARTS",
+    "compaction_items",
+    "input_part",
+    "reasoning_items",
+    "to_responses_input",
+]
 
 BACKEND = "openai_responses"
 
@@ -53,16 +60,29 @@ def reasoning_items(reasoning: Sequence[Reasoning] | None) -> list[dict[str, Any
     Parts another provider made are never sent, nor summaries alone: without
     its encrypted content a stateless request cannot use an item.
     """
+    return _stored_items(reasoning, ReasoningKind.ENCRYPTED, "reasoning")
+
+
+def compaction_items(reasoning: Sequence[Reasoning] | None) -> list[dict[str, Any]]:
+    """The ``compaction`` items of a turn this backend answered, as they came: the
+    provider reads each in place of every item before it."""
+    return _stored_items(reasoning, ReasoningKind.COMPACTION, "compaction")
+
+
+def _stored_items(
+    reasoning: Sequence[Reasoning] | None, kind: ReasoningKind, item_type: str
+) -> list[dict[str, Any]]:
+    """The items of type ``item_type`` kept as the JSON ``data`` of this backend's ``kind`` parts."""
     items: list[dict[str, Any]] = []
     for part in _mine(reasoning):
-        if part.kind is not ReasoningKind.ENCRYPTED:
+        if part.kind is not kind:
             continue
         try:
             stored = json.loads(part.data or "")
         except ValueError:
             continue  # not an item this adapter stored
         if isinstance(stored, dict):
-            items.append({"type": "reasoning", **stored})
+            items.append({"type": item_type, **stored})
     return items
 
 
@@ -71,7 +91,8 @@ def to_responses_input(messages: Sequence[ChatMessage]) -> tuple[str, list[dict[
 
     An assistant turn is its reasoning items (:func:`reasoning_items`), then
     its text as an assistant message, then one ``function_call`` item per
-    call; a tool turn is a ``function_call_output`` item.
+    call, then its compaction items (:func:`compaction_items`: the provider
+    compacts after answering); a tool turn is a ``function_call_output`` item.
     """
     check_supported_parts(messages, BACKEND, SUPPORTED_PARTS)
     system = [m.content for m in messages if m.role is Role.SYSTEM]
@@ -112,6 +133,7 @@ def to_responses_input(messages: Sequence[ChatMessage]) -> tuple[str, list[dict[
             if item_ids.get(call.id):
                 item["id"] = item_ids[call.id]
             items.append(item)
+        items.extend(compaction_items(message.reasoning))
     return "\n\n".join(system), items
 
 

@@ -17,6 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 
 from llm_conversations.conf import conf
+from llm_conversations.core.fitting import ContextStrategy
 
 from .backends import backend_class
 from .base import (
@@ -103,6 +104,7 @@ def build_provider(config: Mapping[str, Any], name: str | None = None) -> Provid
         max_retry_after=config.get("MAX_RETRY_AFTER", DEFAULT_MAX_RETRY_AFTER),
         models=config.get("MODELS", ()),
         streams=config.get("STREAM", True),
+        compaction=config.get("CONTEXT_STRATEGY") == ContextStrategy.COMPACT,
         **dict(config.get("OPTIONS", {})),
     )
 

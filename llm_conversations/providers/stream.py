@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 __all__ = ["StreamAccumulator"]
 
 
+# The kinds a part of text alone may be (the others need their data).
+_TEXT_ONLY = frozenset({ReasoningKind.THINKING, ReasoningKind.SUMMARY, ReasoningKind.COMPACTION})
+
+
 class StreamAccumulator:
     """The text, calls and metadata of one reply, and the raw pieces it came in.
 
@@ -101,7 +105,7 @@ class StreamAccumulator:
         data = data if isinstance(data, str) and data else None
         if not text and data is None:
             return
-        if data is None and kind not in (ReasoningKind.THINKING, ReasoningKind.SUMMARY):
+        if data is None and kind not in _TEXT_ONLY:
             return
         self.reasoning_chars += len(text) + len(data or "")
         last = self.reasoning[-1] if self.reasoning else None

@@ -7,10 +7,14 @@ conversation once (:class:`~llm_conversations.core.fitting.ContextFitter`), then
 what each round adds, anchors estimates on the provider's reported input
 tokens, and, for ``summarize``, reads the conversation's latest stored summary
 once and asks ``SUMMARY_PROVIDER`` for a longer one only when a cut passes it.
+For ``compact`` the provider compacts: each call starts at the user turn its
+latest compacted state answered (:func:`compacted_start`); an entry whose
+protocol cannot compact summarizes (or, without ``SUMMARY_PROVIDER``, truncates).
 """
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -27,6 +31,7 @@ from llm_conversations.core.fitting import (
 )
 from llm_conversations.core.messages import ChatMessage, Role
 from llm_conversations.core.parameters import RunParameters
+from llm_conversations.core.reasoning import compactions
 from llm_conversations.core.text import storable_text
 from llm_conversations.core.tokens import (
     MESSAGE_OVERHEAD,
@@ -46,6 +51,7 @@ __all__ = [
     "SUMMARY_TOKENS",
     "ContextWindow",
     "check_strategy",
+    "compacted_start",
     "entry_strategy",
     "make_summary",
     "summary_transcript",
@@ -82,8 +88,10 @@ def check_strategy(value: object, provider: str | None = None, model: str = "") 
     """
     if value is None or value == "":
         return ""
-    choices = ", ".join(s.value for s in ContextStrategy)
-    if not isinstance(value, str) or value not in {s.value for s in ContextStrategy}:
+    # "compact" is an entry's choice: its provider is built asking for compaction.
+    allowed = [s.value for s in ContextStrategy if s is not ContextStrategy.COMPACT]
+    choices = ", ".join(allowed)
+    if not isinstance(value, str) or value not in allowed:
         raise RunStateError(
             "invalid_context_strategy",
             f"context_strategy must be one of {choices}.",
@@ -104,6 +112,17 @@ def check_strategy(value: object, provider: str | None = None, model: str = "") 
             field="context_strategy",
         )
     return value
+
+
+def compacted_start(history: Sequence[ChatMessage], backend: str, starts: Sequence[int]) -> int:
+    """Where a call to ``backend`` starts under ``compact``: the user turn (of
+    ``starts``) before the latest turn carrying ``backend``'s compacted state,
+    which the provider reads in place of everything before it; 0 when none does."""
+    for index in range(len(history) - 1, -1, -1):
+        if compactions(history[index].reasoning, backend):
+            before = bisect.bisect_left(starts, index)
+            return starts[before - 1] if before else 0
+    return 0
 
 
 def summary_transcript(history: Sequence[ChatMessage], previous: str | None) -> str:
@@ -162,9 +181,10 @@ def make_summary(
 class ContextWindow:
     """What each model call of one execution of a run sends."""
 
-    def __init__(self, run: Run, strategy: ContextStrategy, limit: int) -> None:
+    def __init__(self, run: Run, strategy: ContextStrategy, limit: int, backend: str = "") -> None:
         self.run = run
         self.strategy = strategy
+        self.backend = backend  # whose compacted state a compact call starts from
         self.fitter = ContextFitter(limit)
         self.anchor: Anchor | None = None
         self.cut: Cut | None = None
@@ -187,7 +207,14 @@ class ContextWindow:
             return None
         window = info.context_window
         reserve = min(parameters.max_output_tokens or info.max_output_tokens or 0, window // 2)
-        return cls(run, strategy, window - reserve)
+        backend = ""
+        if strategy is ContextStrategy.COMPACT:
+            provider = get_provider(run.provider or None)
+            backend = provider.backend if provider.compaction else ""
+            if not backend:
+                summarizes = conf.SUMMARY_PROVIDER
+                strategy = ContextStrategy.SUMMARIZE if summarizes else ContextStrategy.TRUNCATE
+        return cls(run, strategy, window - reserve, backend)
 
     def _fixed_tokens(self, tools: Sequence[ToolSpec], instructions: str | None) -> int:
         key = tuple(spec.name for spec in tools)
@@ -263,6 +290,8 @@ class ContextWindow:
                     "summary_end": summary.end_position,
                     "summary_tokens": summary_tokens(summary.content, summary.end_position),
                 }
+        if self.strategy is ContextStrategy.COMPACT:
+            known = {"compacted": compacted_start(history, self.backend, self.fitter.starts())}
         cut = self.fitter.fit(
             fixed,
             strategy=self.strategy,

@@ -20,7 +20,7 @@ from django.urls import reverse
 from llm_conversations.admin import ConversationAdmin
 from llm_conversations.conversations import append_completion, create_conversation
 from llm_conversations.core.completions import CompletionResponse, FinishReason
-from llm_conversations.core.messages import ChatMessage, ToolCall
+from llm_conversations.core.messages import ChatMessage, Reasoning, ReasoningKind, ToolCall
 from llm_conversations.models import Conversation, Message, Run
 from llm_conversations.providers import EchoProvider
 from llm_conversations.runs import ToolLoopService
@@ -694,6 +694,21 @@ def test_transcript_marks_where_a_fitted_run_cut_the_history(staff_client: Clien
     after = html[html.index(marker) :]
     next_message = after[after.index('id="message-') :]
     assert next_message.startswith(f'id="message-{first}"')
+
+
+def test_transcript_marks_a_compacted_turn_and_folds_its_state(staff_client: Client) -> None:
+    state = Reasoning("anthropic", ReasoningKind.COMPACTION, "The user said <hello>.")
+    opaque = Reasoning("openai_responses", ReasoningKind.COMPACTION, data='{"id": "cmp_1"}')
+    conversation = create_conversation(messages=[ChatMessage.user("q")])
+    append_completion(conversation, CompletionResponse("a", reasoning=(state,)))
+    append_completion(conversation, CompletionResponse("b", reasoning=(opaque,)))
+    html = staff_client.get(change_url(conversation)).content.decode()
+    assert html.count('class="llmconv-compaction"') == 2
+    assert "Compacted by anthropic: its later calls read" in html
+    assert "Compacted by openai_responses" in html
+    assert "The user said &lt;hello&gt;." in html
+    assert "cmp_1" not in html
+    assert "llmconv-reasoning" not in html  # a compacted state is not reasoning
 
 
 def test_a_waiting_run_shows_the_run_ahead_and_can_be_cancelled(staff_client: Client) -> None:

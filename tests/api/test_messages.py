@@ -83,6 +83,7 @@ def test_representation_is_the_openai_form_plus_stored_fields(
         "cost": None,
         "feedback": None,
         "reasoning": None,
+        "compacted_by": None,
         "hidden_at": None,
         "hidden_reason": "",
     }
@@ -129,12 +130,15 @@ def test_reasoning_text_is_shown_by_the_setting_and_opaque_data_never(
     reasoning = (
         Reasoning("anthropic", ReasoningKind.THINKING, "Weigh it.", "SIGNATURE-SECRET"),
         Reasoning("anthropic", ReasoningKind.REDACTED, data="REDACTED-SECRET"),
+        # A compacted state is not reasoning: only marked, never shown.
+        Reasoning("anthropic", ReasoningKind.COMPACTION, "COMPACTED-SECRET"),
     )
     append_completion(conversation, CompletionResponse("a", reasoning=reasoning))
     response = client.get(url(conversation), {"order": "asc"})
     assert "SECRET" not in response.content.decode()
-    shown = response.json()["data"][1]["reasoning"]
-    assert shown == ([{"kind": "thinking", "text": "Weigh it."}] if show else None)
+    user_turn, turn = response.json()["data"]
+    assert turn["reasoning"] == ([{"kind": "thinking", "text": "Weigh it."}] if show else None)
+    assert (user_turn["compacted_by"], turn["compacted_by"]) == (None, "anthropic")
     stored = Message.objects.get(conversation=conversation, position=1)
     assert stored.to_chat_message().reasoning == reasoning
 

@@ -56,20 +56,30 @@ def corpus_root() -> Path | None:
     return None
 
 
-def recording_files() -> list[tuple[str, Path]]:
-    """Every recording as (its name in SOURCES.md, its file); none without the corpus."""
+def corpus_roots() -> list[Path]:
+    """The corpus folder and, beside it, the compaction corpus (``recorded-compaction``)."""
     root = corpus_root()
     if root is None:
         return []
-    return [(str(p.relative_to(root)), p) for p in sorted(root.rglob("*.yaml"))]
+    extra = root.parent / "recorded-compaction"
+    return [root, extra] if extra.is_dir() else [root]
+
+
+def recording_files() -> list[tuple[str, Path]]:
+    """Every recording as (its name in SOURCES.md, its file); none without the corpus."""
+    return [
+        (str(p.relative_to(root)), p)
+        for root in corpus_roots()
+        for p in sorted(root.rglob("*.yaml"))
+    ]
 
 
 def cassette(name: str) -> Path:
     """The one corpus file called ``name``; the calling test skips without the corpus."""
-    root = corpus_root()
-    if root is None:
+    roots = corpus_roots()
+    if not roots:
         pytest.skip(f"the recordings (shared/recorded beside the repository) are not here: {name}")
-    (path,) = root.rglob(name)
+    (path,) = (path for root in roots for path in root.rglob(name))
     return path
 
 
@@ -351,6 +361,20 @@ def responses(body: Any) -> Expected:
 
 
 def anthropic_usage(usage: Mapping[str, Any]) -> Usage:
+    # A compacting reply bills each of its iterations; the top level is the last one's.
+    steps = [
+        anthropic_usage({**step, "iterations": None}) for step in usage.get("iterations") or ()
+    ]
+    if steps:
+        read_sum = [s[2] for s in steps if s[2] is not None]
+        written_sum = [s[4] for s in steps if s[4] is not None]
+        return (
+            sum(s[0] for s in steps),
+            sum(s[1] for s in steps),
+            sum(read_sum) if read_sum else None,
+            None,
+            sum(written_sum) if written_sum else None,
+        )
     # Anthropic's input_tokens leaves out the cache reads and writes.
     read = number(usage.get("cache_read_input_tokens"))
     written = number(usage.get("cache_creation_input_tokens"))

@@ -47,8 +47,10 @@ class Replay:
     def __init__(self, name: str) -> None:
         self.recorded = exchanges(name)
         self.sent: list[dict[str, Any]] = []
+        self.requests: list[httpx.Request] = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
         self.sent.append(json.loads(request.content))
         return served(self.recorded[len(self.sent) - 1]["response"])
 

@@ -97,9 +97,23 @@ def test_latest_turn_alone_too_large_overflows_with_every_strategy() -> None:
     history = [ChatMessage.user("word " * 5_000)]
     fitter = ContextFitter(WINDOW)
     fitter.extend(history)
-    for strategy in ContextStrategy:
+    for strategy in set(ContextStrategy) - {ContextStrategy.COMPACT}:
         with pytest.raises(ContextOverflow):
             fitter.fit(0, strategy=strategy, summary_budget=100)
+
+
+def test_compact_starts_at_the_compacted_turn_and_leaves_the_rest_to_the_provider() -> None:
+    history = long_history(30)
+    fitter = ContextFitter(WINDOW)
+    fitter.extend(history)
+    # No compacted state yet: the whole conversation; the provider compacts it.
+    assert fitter.fit(0, strategy=ContextStrategy.COMPACT).start == 0
+    user = fitter.starts()[20]
+    cut = fitter.fit(0, strategy=ContextStrategy.COMPACT, compacted=user)
+    assert (cut.start, cut.summary_end) == (user, None)
+    sent = cut.messages(history)
+    assert sent[0] == history[0]  # the system prompt survives
+    assert sent[1:] == history[user:]
 
 
 def test_summary_is_reused_until_more_must_be_dropped() -> None:
@@ -431,3 +445,24 @@ def test_the_first_call_of_a_run_is_anchored_on_the_conversations_last_call() ->
     # The report plus the estimate of what came after the call it answered.
     assert window.cut.estimated == reported + fitter.tokens(len(history) - 2)
     assert window.cut.raw == fitter.sent_tokens(0, 3)
+
+
+@pytest.mark.django_db
+def test_compact_on_a_protocol_that_cannot_compact_summarizes() -> None:
+    with override_settings(LLM_CONVERSATIONS=providers("compact")):
+        conversation = conversation_of(60)
+        run = ToolLoopService().send(conversation, "and now?")
+    assert run.termination_reason == TerminationReason.COMPLETED
+    summary = ConversationSummary.objects.get()
+    assert run.context_summary_id == summary.pk
+    assert len(StubSummarizer.calls) == 1
+
+
+@pytest.mark.django_db
+def test_a_run_cannot_choose_compact() -> None:
+    with (
+        override_settings(LLM_CONVERSATIONS=providers(None)),
+        pytest.raises(RunStateError) as caught,
+    ):
+        ToolLoopService().start(conversation_of(1), "hi", context_strategy="compact")
+    assert caught.value.code == "invalid_context_strategy"

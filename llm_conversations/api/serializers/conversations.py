@@ -225,6 +225,14 @@ class MessageSerializer(serializers.Serializer[Message]):
             "is on; null otherwise. Opaque reasoning data is never shown."
         ),
     )
+    compacted_by = serializers.CharField(
+        allow_null=True,
+        help_text=(
+            "Assistant turns: the provider backend whose compacted state of the turns so "
+            "far this turn carries (the `compact` context strategy), or null. Its later "
+            "calls start at the user turn before it; every turn stays stored and listed."
+        ),
+    )
     hidden_at = serializers.DateTimeField(
         allow_null=True,
         help_text=(

@@ -169,6 +169,11 @@ function renderMessage(message, replacing = null, into = null) {
   bubble.dataset.messageId = message.id;
   const cancelled = message.finish_reason === "cancelled" ? " · stopped" : "";
   bubble.append(element("span", "role", message.role + (message.model ? ` · ${message.model}` : "") + cancelled));
+  if (message.compacted_by) {
+    // The provider compacted the turns so far here: its later calls read its
+    // compacted state in place of the messages above (which stay stored).
+    bubble.append(element("div", "compacted", `Compacted by ${message.compacted_by}: later calls read its summary of the messages above`));
+  }
   if (message.reasoning) {
     // The model's reasoning (shown when SHOW_REASONING is on), folded.
     const reasoning = element("details", "reasoning");
