@@ -11,6 +11,7 @@ import pytest
 from django.db import connection, connections
 from django.test import client as client_module
 
+from llm_conversations.conversations.after_response import _queue as after_response_queue
 from llm_conversations.core.messages import ChatMessage, ToolCall
 from tests.support import random_order
 from tests.support import title_server as titles
@@ -93,6 +94,16 @@ def title_server(settings: Any) -> titles.TitleServer:
     titles.current = titles.TitleServer()
     settings.LLM_CONVERSATIONS = titles.title_settings(settings.LLM_CONVERSATIONS)
     return titles.current
+
+
+@pytest.fixture(autouse=True)
+def outside_a_request() -> Iterator[None]:
+    """Each test starts outside a request, as a worker or a script does: a request
+    another test served and left unfinished would keep its after-response queue
+    open, and work queued there (a title) would wait for a response never sent."""
+    token = after_response_queue.set(None)
+    yield
+    after_response_queue.reset(token)
 
 
 @pytest.fixture(autouse=True)
