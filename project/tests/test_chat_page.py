@@ -7,6 +7,9 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 
+from llm_conversations.conversations import create_conversation
+from llm_conversations.core.messages import ChatMessage
+from llm_conversations.core.reasoning import Reasoning, ReasoningKind
 from llm_conversations.models import Conversation, Message, Run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -218,3 +221,29 @@ def test_a_first_message_without_a_conversation_creates_it_untitled(
     # Not the user's: the automatic title may fill it (or has already).
     assert conversation.title_source != "user"
     assert conversation.title in ("", "Hello there")
+
+
+def test_demo_page_marks_where_a_provider_compacted(
+    page: Any, live_server: Any, staff: Any
+) -> None:
+    compacted = Reasoning("anthropic", ReasoningKind.COMPACTION, "The user asked about ferries.")
+    create_conversation(
+        owner=staff,
+        title="Long trip",
+        messages=[
+            ChatMessage.user("Ferries to Bergen?"),
+            ChatMessage.assistant("Daily at 08:15.", reasoning=[compacted]),
+            ChatMessage.user("And back?"),
+            ChatMessage.assistant("At 17:40."),
+        ],
+    )
+    log_in(page, live_server.url)
+    page.wait_for_url(f"{live_server.url}/")
+    page.locator("#conversations li", has_text="Long trip").click()
+    page.locator(".msg.assistant").nth(1).wait_for(state="visible")
+    marks = page.locator(".compacted")
+    assert marks.count() == 1
+    assert "Compacted by anthropic" in marks.first.inner_text()
+    # The mark sits on the turn that carries the state, and the state is never shown.
+    assert "Daily at 08:15." in page.locator(".msg.assistant", has=marks).inner_text()
+    assert "The user asked about ferries." not in page.content()
