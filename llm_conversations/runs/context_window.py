@@ -9,7 +9,9 @@ tokens, and, for ``summarize``, reads the conversation's latest stored summary
 once and asks ``SUMMARY_PROVIDER`` for a longer one only when a cut passes it.
 For ``compact`` the provider compacts: each call starts at the user turn its
 latest compacted state answered (:func:`compacted_start`); an entry whose
-protocol cannot compact summarizes (or, without ``SUMMARY_PROVIDER``, truncates).
+protocol cannot compact summarizes (or, without ``SUMMARY_PROVIDER``, truncates),
+and so does a call that a fallback of another protocol answers
+(:meth:`ContextWindow.for_backend`).
 """
 
 from __future__ import annotations
@@ -192,6 +194,7 @@ class ContextWindow:
         self._summary_read = False
         self._anchor_read = False
         self._fixed: dict[tuple[str, ...], int] = {}
+        self._uncompacted: ContextWindow | None = None
 
     @classmethod
     def for_run(cls, run: Run, model: str, parameters: RunParameters) -> ContextWindow | None:
@@ -215,6 +218,22 @@ class ContextWindow:
                 summarizes = conf.SUMMARY_PROVIDER
                 strategy = ContextStrategy.SUMMARIZE if summarizes else ContextStrategy.TRUNCATE
         return cls(run, strategy, window - reserve, backend)
+
+    def for_backend(self, backend: str) -> ContextWindow:
+        """The window a call to ``backend`` is fitted in: this one, or, under
+        ``compact`` for a backend that cannot read the compacted state (a
+        fallback of another protocol), one that summarizes (without
+        ``SUMMARY_PROVIDER``, truncates) the whole history to the same limit."""
+        if self.strategy is not ContextStrategy.COMPACT or backend == self.backend:
+            return self
+        if self._uncompacted is None:
+            strategy = (
+                ContextStrategy.SUMMARIZE if conf.SUMMARY_PROVIDER else ContextStrategy.TRUNCATE
+            )
+            self._uncompacted = ContextWindow(self.run, strategy, self.fitter.limit)
+            # The conversation's last report counted what a compacted call read: no anchor.
+            self._uncompacted._anchor_read = True
+        return self._uncompacted
 
     def _fixed_tokens(self, tools: Sequence[ToolSpec], instructions: str | None) -> int:
         key = tuple(spec.name for spec in tools)

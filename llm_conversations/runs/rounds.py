@@ -59,13 +59,15 @@ __all__ = ["Execution"]
 
 
 class Reply(NamedTuple):
-    """A model's reply, the ``PROVIDERS`` entry and model that gave it, and the deltas
-    of its text not logged yet (written with the stored turn)."""
+    """A model's reply, the ``PROVIDERS`` entry and model that gave it, the deltas
+    of its text not logged yet (written with the stored turn), and the context
+    window its call was fitted in."""
 
     response: CompletionResponse
     entry: str
     model: str
     unlogged: list[EventItem]
+    window: ContextWindow | None
 
 
 class Execution:
@@ -172,16 +174,18 @@ class Execution:
         closing = run.iterations + 1 >= run.max_iterations
         asked = self.parameters if run.iterations == 0 else self.parameters.after_first_call()
         offer = [] if closing else self.specs
-        sent = self._fitted(offer, asked)
+        sent = self._fitted(offer, asked, self.window)
         reply = yield from self._reply(sent, offer, asked)
         if reply is None:
             return False
         return (yield from self.store_reply(reply, closing=closing))
 
-    def _fitted(self, offer: list[ToolSpec], asked: RunParameters) -> list[ChatMessage]:
-        """What the model is sent: the history fitted to the context window (the
-        stored conversation stays whole), hidden turns left out, within the budgets."""
-        window, guard = self.window, self.guard
+    def _fitted(
+        self, offer: list[ToolSpec], asked: RunParameters, window: ContextWindow | None
+    ) -> list[ChatMessage]:
+        """What the model is sent: the history fitted to ``window`` (the stored
+        conversation stays whole), hidden turns left out, within the budgets."""
+        guard = self.guard
         # A budget already spent stops the run before a summary is asked for.
         fitted = (
             self.history
@@ -208,18 +212,22 @@ class Execution:
         self, sent: list[ChatMessage], offer: list[ToolSpec], asked: RunParameters
     ) -> Generator[LoopEvent, None, Reply | None]:
         """The reply of the run's entry, or of a fallback while they fail with retryable
-        errors; ``None`` when the run stopped running here meanwhile."""
+        errors; ``None`` when the run stopped running here meanwhile. ``sent`` is
+        what the run's own entry is sent; a fallback that cannot read its
+        compacted state is sent the history fitted anew."""
         # The call itself stops at the run's deadline or a cancel, whatever the
         # provider sends meanwhile (keep-alives, a drip of text).
         interrupt = Interrupt(self.deadline, (self.heartbeat.lost,))
         for attempt in self.chain.attempts(self.run, asked):
             if attempt.fell_back is not None:
                 yield attempt.fell_back
+            window = self.window and self.window.for_backend(attempt.provider.backend)
+            messages = sent if window is self.window else self._fitted(offer, asked, window)
             text = DeltaBuffer(self.run)
             try:
                 response = yield from model_reply(
                     attempt.provider,
-                    sent,
+                    messages,
                     offer,
                     attempt.parameters,
                     interrupt,
@@ -240,7 +248,7 @@ class Execution:
                 return None
             self.chain.succeeded(attempt)
             model = attempt.parameters.model or attempt.provider.model
-            return Reply(response, attempt.entry, model, text.take())
+            return Reply(response, attempt.entry, model, text.take(), window)
         return None  # the run stopped while a fallback was logged
 
     def store_reply(self, reply: Reply, *, closing: bool) -> Steps:
@@ -263,7 +271,7 @@ class Execution:
         # Calls that will run at once are logged as started with the turn.
         calls = list(response.tool_calls)
         starting = [] if tool_runs.waiting_calls(calls, self.offered, run) else calls
-        fitted = None if self.window is None else self.window.fields(response.usage.input_tokens)
+        fitted = None if reply.window is None else reply.window.fields(response.usage.input_tokens)
         answered = final and (judgment is None or judgment.valid)
         ending = _end_reason(response, cut_short) if answered else None
         row = transitions.store_reply(

@@ -71,3 +71,49 @@ def configure(settings: Any, fake: FakeProvider) -> Configure:
         return sleeps
 
     return apply
+
+
+@pytest.fixture
+def backup() -> Iterator[FakeProvider]:
+    """The fallback's own fake server."""
+    provider = FakeProvider()
+    server = provider.start()
+    try:
+        yield provider
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def entries(settings: Any, fake: FakeProvider, backup: FakeProvider) -> Any:
+    """Configure ``primary`` (falling back to ``backup``), each with the extra keys given;
+    retries sleep no time."""
+
+    def apply(backup_entry: dict[str, Any] | None = None, **primary: Any) -> None:
+        common = {"MODEL": "fault-model", "API_KEY": API_KEY, "TIMEOUT": TIMEOUT}
+        settings.LLM_CONVERSATIONS = {
+            "DEFAULT_PROVIDER": "primary",
+            "PROVIDERS": {
+                "primary": {
+                    **common,
+                    "BACKEND": "openai",
+                    "BASE_URL": fake.base_urls()["openai"],
+                    "MAX_RETRIES": 1,
+                    "FALLBACKS": ["backup"],
+                    **primary,
+                },
+                "backup": {
+                    **common,
+                    "BACKEND": "anthropic",
+                    "BASE_URL": backup.base_urls()["anthropic"],
+                    "MODEL": "backup-model",
+                    "MAX_RETRIES": 1,
+                    **(backup_entry or {}),
+                },
+            },
+            "TOOLS": tools.TOOLS,
+        }
+        for name in ("primary", "backup"):
+            get_provider(name)._sleep = lambda seconds: None
+
+    return apply

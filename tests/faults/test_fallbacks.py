@@ -8,7 +8,6 @@ the API, streamed and not.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,7 +16,6 @@ from rest_framework.test import APIClient
 
 from llm_conversations.conversations import create_conversation
 from llm_conversations.models import Message, Run, RunEvent, RunEventType
-from llm_conversations.providers import get_provider
 from llm_conversations.providers.registry import circuit_breaker
 from llm_conversations.runs import ToolLoopService
 from llm_conversations.runs.events import FellBack, TextDelta, log_type
@@ -29,8 +27,6 @@ from tests.api.test_ag_ui_lost_attempts import visible_text as ag_ui_visible_tex
 from tests.api.test_ai_sdk import parse_chunks
 from tests.api.test_lost_attempts import visible_text
 
-from . import tools
-from .conftest import TIMEOUT
 from .server import API_KEY, OK_TEXT, FakeProvider
 from .test_faults import (
     MODES,
@@ -54,52 +50,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def backup() -> Iterator[FakeProvider]:
-    """The fallback's own fake server."""
-    provider = FakeProvider()
-    server = provider.start()
-    try:
-        yield provider
-    finally:
-        server.close()
-
-
-@pytest.fixture
-def entries(settings: Any, fake: FakeProvider, backup: FakeProvider) -> Any:
-    """Configure ``primary`` (falling back to ``backup``), each with the extra keys given;
-    retries sleep no time."""
-
-    def apply(backup_entry: dict[str, Any] | None = None, **primary: Any) -> None:
-        common = {"MODEL": "fault-model", "API_KEY": API_KEY, "TIMEOUT": TIMEOUT}
-        settings.LLM_CONVERSATIONS = {
-            "DEFAULT_PROVIDER": "primary",
-            "PROVIDERS": {
-                "primary": {
-                    **common,
-                    "BACKEND": "openai",
-                    "BASE_URL": fake.base_urls()["openai"],
-                    "MAX_RETRIES": 1,
-                    "FALLBACKS": ["backup"],
-                    **primary,
-                },
-                "backup": {
-                    **common,
-                    "BACKEND": "anthropic",
-                    "BASE_URL": backup.base_urls()["anthropic"],
-                    "MODEL": "backup-model",
-                    "MAX_RETRIES": 1,
-                    **(backup_entry or {}),
-                },
-            },
-            "TOOLS": tools.TOOLS,
-        }
-        for name in ("primary", "backup"):
-            get_provider(name)._sleep = lambda seconds: None
-
-    return apply
 
 
 def fallback_events(run_id: Any) -> list[dict[str, Any]]:
